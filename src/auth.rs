@@ -1,0 +1,172 @@
+//! Authentication and the [`Caller`]: who is asking, in which org, with which role and scopes.
+//! A `Caller` is only ever built here, from a verified token (or the local owner when the server
+//! runs without auth), after the org membership is checked. Every org-scoped operation takes a
+//! `&Caller` and derives its storage keys from it.
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::error::{LoreError, Result};
+use crate::ids::OrgId;
+use crate::keys::{self, OrgKeys};
+use crate::model::{Membership, Principal, Role, Scopes, TokenRecord};
+use crate::ports::Ports;
+
+/// Every API token starts with this, so leaked tokens are easy to recognise and scan for.
+pub const TOKEN_PREFIX: &str = "lore_";
+
+/// SHA-256 of a secret, lowercase hex: the only form in which secrets are stored.
+pub fn hash_secret(secret: &str) -> String {
+    let digest = Sha256::digest(secret.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A new random token secret: the prefix and 32 random bytes, base64url.
+pub fn new_token_secret(ports: &Ports) -> String {
+    let mut bytes = [0u8; 32];
+    ports.random.fill(&mut bytes);
+    format!("{TOKEN_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The authenticated identity of one request, pinned to one org.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    principal: Principal,
+    org: OrgId,
+    role: Role,
+    scopes: Scopes,
+    token_id: Option<String>,
+    keys: OrgKeys,
+}
+
+impl Caller {
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+    pub fn org(&self) -> &OrgId {
+        &self.org
+    }
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    pub fn scopes(&self) -> Scopes {
+        self.scopes
+    }
+    pub fn token_id(&self) -> Option<&str> {
+        self.token_id.as_deref()
+    }
+    pub fn keys(&self) -> &OrgKeys {
+        &self.keys
+    }
+
+    /// Role check for writes (the token's scopes are checked at the transport, which answers
+    /// 403 `insufficient_scope`; this is the second gate).
+    pub fn require_write(&self, action: &str) -> Result<()> {
+        if !self.scopes.write {
+            return Err(LoreError::NeedsWrite(format!("{action} needs a token with the mcp:write scope")));
+        }
+        if !self.role.can_write() {
+            return Err(LoreError::NeedsWrite(format!(
+                "{action} needs the member role or higher; you are a {} of {}",
+                self.role.as_str(),
+                self.org
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A verified credential, before an org is chosen.
+#[derive(Debug, Clone)]
+pub struct Credential {
+    pub principal: Principal,
+    pub token: Option<TokenRecord>,
+}
+
+async fn load<T: serde::de::DeserializeOwned>(ports: &Ports, key: &str) -> Result<Option<T>> {
+    match ports.storage.get(key).await? {
+        Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+        None => Ok(None),
+    }
+}
+
+/// Verifies a bearer secret: known, not revoked, not expired, principal exists.
+pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
+    let unauthorized = |why: &str| LoreError::Unauthorized(why.to_string());
+    if !secret.starts_with(TOKEN_PREFIX) || secret.len() > 256 {
+        return Err(unauthorized("the bearer token is not a lore token"));
+    }
+    let record: TokenRecord = load(ports, &keys::token_by_hash(&hash_secret(secret)))
+        .await?
+        .ok_or_else(|| unauthorized("the bearer token is unknown"))?;
+    if record.revoked_at_ms.is_some() {
+        return Err(unauthorized("the bearer token was revoked"));
+    }
+    if record.expires_at_ms.is_some_and(|exp| exp <= ports.clock.now_ms()) {
+        return Err(unauthorized("the bearer token has expired"));
+    }
+    let principal: Principal = load(ports, &keys::principal(&record.principal))
+        .await?
+        .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
+    Ok(Credential { principal, token: Some(record) })
+}
+
+/// The local owner, for servers started with `--no-auth` on a loopback address.
+pub async fn local_owner(ports: &Ports) -> Result<Credential> {
+    let id = ports
+        .storage
+        .get(keys::LOCAL_OWNER)
+        .await?
+        .ok_or_else(|| LoreError::Unauthorized("the database has no local owner; run `lore init`".into()))?;
+    let id = String::from_utf8(id).map_err(|_| LoreError::Internal("local owner id is not UTF-8".into()))?;
+    let principal: Principal = load(ports, &keys::principal(&id))
+        .await?
+        .ok_or_else(|| LoreError::Internal("the local owner principal is missing".into()))?;
+    Ok(Credential { principal, token: None })
+}
+
+/// Pins a credential to one org: the path org if given (it must be one the token is bound to),
+/// else the token's only org. The principal must be a member of it.
+pub async fn resolve_caller(
+    ports: &Ports,
+    credential: Credential,
+    path_org: Option<&str>,
+    default_org: &OrgId,
+) -> Result<Caller> {
+    let org = match (&credential.token, path_org) {
+        (_, Some(name)) => {
+            let org = OrgId::parse(name).map_err(|_| LoreError::Forbidden(format!("{name:?} is not an org you can reach")))?;
+            if let Some(token) = &credential.token
+                && !token.orgs.contains(&org)
+            {
+                return Err(LoreError::Forbidden(format!("this token is not valid for org {org}")));
+            }
+            org
+        }
+        (Some(token), None) => match token.orgs.as_slice() {
+            [only] => only.clone(),
+            [] => return Err(LoreError::Forbidden("this token is bound to no org".into())),
+            many => {
+                let names: Vec<&str> = many.iter().map(OrgId::as_str).collect();
+                return Err(LoreError::Forbidden(format!(
+                    "this token reaches several orgs ({}); connect to /mcp/{{org}} to choose one",
+                    names.join(", ")
+                )));
+            }
+        },
+        (None, None) => default_org.clone(),
+    };
+    let keys = OrgKeys::new(&org);
+    let membership: Membership = load(ports, &keys.member(&credential.principal.id))
+        .await?
+        .ok_or_else(|| LoreError::Forbidden(format!("you are not a member of org {org}")))?;
+    let scopes = credential.token.as_ref().map_or(Scopes::ALL, |t| t.scopes);
+    Ok(Caller {
+        principal: credential.principal,
+        role: membership.role,
+        scopes,
+        token_id: credential.token.map(|t| t.id),
+        org,
+        keys,
+    })
+}

@@ -1,0 +1,72 @@
+//! Errors of the core, each with a stable machine-readable code that every surface (MCP tool
+//! results, REST, CLI) shows unchanged.
+
+use crate::storage::StorageError;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LoreError {
+    /// The input is wrong; `field` is a JSON pointer or field name.
+    #[error("invalid argument `{field}`: {message}")]
+    InvalidArgument { field: String, message: String },
+    #[error("{what} not found")]
+    NotFound { what: String },
+    /// The caller may not do this at all (wrong org, no membership).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The caller's role or token scopes allow reads only.
+    #[error("this needs write access: {0}")]
+    NeedsWrite(String),
+    #[error("this needs the admin or owner role: {0}")]
+    NeedsAdmin(String),
+    /// Missing, unknown, expired or revoked credentials.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl LoreError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidArgument { field: field.into(), message: message.into() }
+    }
+
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::NotFound { what: what.into() }
+    }
+
+    /// The stable code clients can match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument { .. } => "invalid_argument",
+            Self::NotFound { .. } => "not_found",
+            Self::Forbidden(_) => "forbidden",
+            Self::NeedsWrite(_) => "needs_write",
+            Self::NeedsAdmin(_) => "needs_admin",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::Conflict(_) => "conflict",
+            Self::Storage(StorageError::Conflict { .. }) => "conflict",
+            Self::Storage(_) | Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The error as a JSON object: `{code, message, field?}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({ "code": self.code(), "message": self.to_string() });
+        if let Self::InvalidArgument { field, .. } = self {
+            v["field"] = serde_json::Value::String(field.clone());
+        }
+        v
+    }
+}
+
+impl From<serde_json::Error> for LoreError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Internal(format!("stored record is not valid JSON: {e}"))
+    }
+}
+
+pub type Result<T, E = LoreError> = std::result::Result<T, E>;

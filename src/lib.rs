@@ -1,0 +1,131 @@
+//! lore's core: every behaviour of the product, with no I/O of its own. It reaches storage,
+//! time, randomness, embeddings and the network only through [`ports`]; the native binary
+//! (`src/native/`, feature `native`) and the edge adapters implement them.
+//!
+//! [`Lore::handle`] takes an HTTP request and returns the response: that is the whole surface
+//! an adapter has to connect.
+
+pub mod admin;
+pub mod auth;
+pub mod error;
+pub mod ids;
+pub mod keys;
+pub mod mcp;
+pub mod memory;
+pub mod model;
+pub mod ports;
+pub mod storage;
+
+#[cfg(feature = "native")]
+#[allow(clippy::disallowed_methods)]
+pub mod native;
+
+use http::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use auth::Caller;
+use error::LoreError;
+use ids::OrgId;
+use mcp::headers::OriginPolicy;
+use memory::MemoryService;
+use ports::Ports;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The default request body limit: 4 MiB.
+pub const DEFAULT_MAX_BODY: usize = 4 << 20;
+
+/// How one server instance behaves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The org of tokenless requests when auth is off.
+    pub default_org: OrgId,
+    /// Serve requests without a token as the local owner (`lore serve --no-auth`, loopback only).
+    pub no_auth: bool,
+    /// Issue legacy MCP sessions (native); the edge runs without them.
+    pub sessions: bool,
+    pub max_body_bytes: usize,
+    pub origins: OriginPolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            default_org: OrgId::parse("default").expect("valid org name"),
+            no_auth: false,
+            sessions: true,
+            max_body_bytes: DEFAULT_MAX_BODY,
+            origins: OriginPolicy::loopback(),
+        }
+    }
+}
+
+/// One core instance: ports, configuration and per-instance caches.
+pub struct Lore {
+    pub ports: Ports,
+    pub config: Config,
+    memory: MemoryService,
+}
+
+impl Lore {
+    pub fn new(ports: Ports, config: Config) -> Self {
+        Self { ports, config, memory: MemoryService::default() }
+    }
+
+    pub fn server_info(&self) -> Value {
+        json!({ "name": "lore", "title": "lore", "version": VERSION })
+    }
+
+    /// Serves one HTTP request.
+    pub async fn handle(&self, request: Request<Vec<u8>>) -> Response<Vec<u8>> {
+        let path = request.uri().path().to_string();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match segments.as_slice() {
+            ["mcp"] => mcp::handle(self, request, None).await,
+            ["mcp", org] => mcp::handle(self, request, Some(org)).await,
+            ["healthz"] if request.method() == Method::GET => {
+                json_response(StatusCode::OK, json!({ "status": "ok", "version": VERSION }))
+            }
+            _ => json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": { "code": "not_found", "message": format!("no route for {} {path}; MCP is served at /mcp", request.method()) } }),
+            ),
+        }
+    }
+
+    /// The caller for local, tokenless use: the local owner in `org`.
+    pub async fn local_caller(&self, org: Option<&str>) -> Result<Caller, LoreError> {
+        let credential = auth::local_owner(&self.ports).await?;
+        auth::resolve_caller(&self.ports, credential, org, &self.config.default_org).await
+    }
+
+    /// Runs a workspace tool by name with already-validated arguments.
+    pub async fn run_tool(&self, caller: &Caller, name: &str, args: Value) -> Result<Value, LoreError> {
+        let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
+        match name {
+            mcp::tools::SAVE_MEMORY => {
+                self.memory.save(&self.ports, caller, serde_json::from_value(args).map_err(parse_err)?).await
+            }
+            mcp::tools::SEARCH_MEMORY => {
+                self.memory.search(&self.ports, caller, serde_json::from_value(args).map_err(parse_err)?).await
+            }
+            other => Err(LoreError::not_found(format!("tool {other}"))),
+        }
+    }
+
+    /// Validates and runs a tool: what `lore memory run` does locally.
+    pub async fn call_tool(&self, caller: &Caller, name: &str, args: Value) -> Result<Value, LoreError> {
+        let spec = mcp::tools::find(name).ok_or_else(|| {
+            let known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();
+            LoreError::invalid("tool", format!("unknown tool {name:?}; available: {}", known.join(", ")))
+        })?;
+        spec.validate(&args)?;
+        self.run_tool(caller, name, args).await
+    }
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response<Vec<u8>> {
+    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}

@@ -1,0 +1,202 @@
+//! One MCP request in flight: who asks, which era, and the notifications (progress, logs) it
+//! sends before its result. Methods shared by both eras (`tools/list`, `tools/call`) live here.
+
+use std::cell::RefCell;
+
+use serde_json::{Map, Value, json};
+
+use super::jsonrpc::{self, RpcError};
+use super::tools::{self, Access};
+use crate::Lore;
+use crate::auth::Caller;
+use crate::error::LoreError;
+
+/// MCP log levels (RFC 5424 order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    pub const NAMES: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "debug" => Self::Debug,
+            "info" => Self::Info,
+            "notice" => Self::Notice,
+            "warning" => Self::Warning,
+            "error" => Self::Error,
+            "critical" => Self::Critical,
+            "alert" => Self::Alert,
+            "emergency" => Self::Emergency,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+pub struct Exchange<'a> {
+    pub lore: &'a Lore,
+    pub caller: &'a Caller,
+    /// The 2026-07-28 era: results carry `resultType`, lists carry caching hints.
+    pub stateless: bool,
+    pub progress_token: Option<Value>,
+    /// Lowest level of `notifications/message` the client asked for; `None` sends none.
+    pub log_level: Option<LogLevel>,
+    pub client_capabilities: Value,
+    notifications: RefCell<Vec<Value>>,
+}
+
+impl<'a> Exchange<'a> {
+    pub fn new(lore: &'a Lore, caller: &'a Caller, stateless: bool, params: &Map<String, Value>) -> Self {
+        let progress_token =
+            params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
+        Self {
+            lore,
+            caller,
+            stateless,
+            progress_token,
+            log_level: None,
+            client_capabilities: json!({}),
+            notifications: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub fn log(&self, level: LogLevel, data: Value) {
+        if self.log_level.is_some_and(|min| level >= min) {
+            let params = json!({ "level": level.as_str(), "logger": "lore", "data": data });
+            self.notifications.borrow_mut().push(jsonrpc::notification("notifications/message", params));
+        }
+    }
+
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress_token else { return };
+        let mut params = json!({ "progressToken": token, "progress": progress });
+        if let Some(total) = total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = message {
+            params["message"] = json!(message);
+        }
+        self.notifications.borrow_mut().push(jsonrpc::notification("notifications/progress", params));
+    }
+
+    pub fn take_notifications(&self) -> Vec<Value> {
+        std::mem::take(&mut self.notifications.borrow_mut())
+    }
+
+    /// Marks a result for the 2026-07-28 era (`resultType`, and caching hints on lists).
+    pub fn finish_result(&self, mut result: Value, cacheable: bool) -> Value {
+        if self.stateless && let Some(obj) = result.as_object_mut() {
+            obj.entry("resultType").or_insert(json!("complete"));
+            if cacheable {
+                // Tool lists depend on who asks (scopes today, roles and orgs later): private, and
+                // not cached, so a token change shows at once.
+                obj.entry("ttlMs").or_insert(json!(0));
+                obj.entry("cacheScope").or_insert(json!("private"));
+            }
+            let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("io.modelcontextprotocol/serverInfo".into(), self.lore.server_info());
+            }
+        }
+        result
+    }
+
+    pub fn tools_list(&self) -> Value {
+        #[allow(unused_mut)]
+        let mut tools: Vec<Value> =
+            tools::TOOLS.iter().map(|t| serde_json::to_value(t.describe()).unwrap_or_default()).collect();
+        #[cfg(feature = "conformance-fixtures")]
+        tools.extend(super::fixtures::tools(self.stateless));
+        self.finish_result(json!({ "tools": tools }), true)
+    }
+
+    /// `tools/call`. Protocol errors (unknown tool, missing scope) are `Err`; tool failures are
+    /// results with `isError: true`.
+    pub async fn tools_call(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let name = match params.get("name") {
+            Some(Value::String(n)) => n.as_str(),
+            _ => return Err(RpcError::new(jsonrpc::INVALID_PARAMS, "tools/call needs params.name, a string", 200)),
+        };
+        let args = match params.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(RpcError::new(jsonrpc::INVALID_PARAMS, "tools/call arguments must be an object", 200));
+            }
+        };
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(result) = super::fixtures::call(self, name, &args).await {
+            return result.map(|r| self.finish_result(r, false));
+        }
+        let Some(spec) = tools::find(name) else {
+            let known: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
+            return Err(RpcError::new(
+                jsonrpc::INVALID_PARAMS,
+                format!("Unknown tool: {name}. Available tools: {}", known.join(", ")),
+                200,
+            )
+            .with_data(json!({ "tool": name, "available": known })));
+        };
+        if spec.access == Access::Write && !self.caller.scopes().write {
+            return Err(insufficient_scope(name));
+        }
+        let outcome = match spec.validate(&args) {
+            Ok(()) => {
+                self.progress(0.0, Some(1.0), Some("started"));
+                let r = self.lore.run_tool(self.caller, name, args).await;
+                self.progress(1.0, Some(1.0), Some("done"));
+                r
+            }
+            Err(e) => Err(e),
+        };
+        let result = match outcome {
+            Ok(value) => tool_success(value),
+            Err(e) => {
+                self.log(LogLevel::Warning, json!({ "tool": name, "error": e.to_json() }));
+                tool_error(&e)
+            }
+        };
+        Ok(self.finish_result(result, false))
+    }
+}
+
+/// 403 for a token whose scopes lack what the tool needs (RFC 6750 `insufficient_scope`).
+pub fn insufficient_scope(tool: &str) -> RpcError {
+    RpcError::new(
+        jsonrpc::FORBIDDEN,
+        format!("insufficient_scope: {tool} writes, and this token lacks the mcp:write scope"),
+        403,
+    )
+    .with_data(json!({ "error": "insufficient_scope", "required_scope": "mcp:write", "tool": tool }))
+    .with_header(
+        "www-authenticate",
+        "Bearer error=\"insufficient_scope\", scope=\"mcp:read mcp:write\", error_description=\"this tool needs the mcp:write scope\"".into(),
+    )
+}
+
+pub fn tool_success(value: Value) -> Value {
+    json!({
+        "content": [{ "type": "text", "text": value.to_string() }],
+        "structuredContent": value,
+        "isError": false,
+    })
+}
+
+pub fn tool_error(e: &LoreError) -> Value {
+    json!({
+        "content": [{ "type": "text", "text": json!({ "error": e.to_json() }).to_string() }],
+        "isError": true,
+    })
+}

@@ -1,0 +1,208 @@
+//! The MCP endpoint (`/mcp`, `/mcp/{org}`) over Streamable HTTP, serving both protocol eras on
+//! one URL:
+//!
+//! - **legacy** (`2025-03-26`, `2025-06-18`, `2025-11-25`): `initialize` handshake, optional
+//!   sessions (`Mcp-Session-Id`), `ping`, `logging/setLevel` — see [`legacy`];
+//! - **current** (`2026-07-28`): stateless, `server/discover`, per-request `_meta`, header
+//!   agreement — see [`stateless`].
+//!
+//! A request is in the current era when its `_meta` names a protocol version or its
+//! `MCP-Protocol-Version` header is not a legacy one; otherwise it is legacy.
+
+pub mod exchange;
+#[cfg(feature = "conformance-fixtures")]
+pub mod fixtures;
+pub mod headers;
+pub mod jsonrpc;
+mod legacy;
+pub mod reply;
+mod stateless;
+pub mod tools;
+
+use http::{Method, Request, Response};
+use serde_json::{Value, json};
+
+use crate::Lore;
+use crate::auth::{self, Caller};
+use crate::error::LoreError;
+use jsonrpc::RpcError;
+use reply::Reply;
+
+pub const VERSION_2026: &str = "2026-07-28";
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Every version served, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"];
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// How lore tells agents to use it; returned by `initialize` and `server/discover`. It names
+/// only tools that exist in this build.
+pub const INSTRUCTIONS: &str = "lore is your organization's shared memory, the same for every agent in the org. \
+Before answering a question about the org, its people, decisions or preferences, call search_memory. \
+When you learn something worth keeping (a fact, decision, preference or observation), call save_memory with one \
+self-contained sentence; pass supersedes_event_id to replace an outdated memory instead of contradicting it. \
+Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
+
+fn unsupported_version(requested: &str, status: u16) -> RpcError {
+    RpcError::new(
+        jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+        format!("Unsupported protocol version {requested:?}; supported: {}", SUPPORTED_VERSIONS.join(", ")),
+        status,
+    )
+    .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }))
+}
+
+/// Entry point for every request to the MCP endpoint.
+pub async fn handle(lore: &Lore, request: Request<Vec<u8>>, path_org: Option<&str>) -> Response<Vec<u8>> {
+    let reply = if let Err(reason) = lore.config.origins.check(request.headers()) {
+        Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None)
+    } else {
+        match *request.method() {
+            Method::POST => post(lore, &request, path_org).await,
+            Method::DELETE => delete(lore, &request, path_org).await,
+            _ => Reply::error(
+                &RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!("{} is not supported on the MCP endpoint; send JSON-RPC with POST", request.method()),
+                    405,
+                ),
+                None,
+            )
+            .header("allow", "POST, DELETE"),
+        }
+    };
+    reply.into_http()
+}
+
+/// The caller of this request: a verified bearer token, or the local owner when the server
+/// runs without auth. Maps failures to 401/403.
+async fn authenticate(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Result<Caller, RpcError> {
+    let credential = match headers::get(request.headers(), "authorization") {
+        Some(value) => {
+            let token = value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+                .map(str::trim)
+                .ok_or_else(|| unauthorized("use the Authorization: Bearer <token> scheme", true))?;
+            auth::verify_token(&lore.ports, token).await
+        }
+        None if lore.config.no_auth => auth::local_owner(&lore.ports).await,
+        None => return Err(unauthorized("this server needs Authorization: Bearer <token>; create one with `lore token create`", false)),
+    };
+    let caller = match credential {
+        Ok(c) => auth::resolve_caller(&lore.ports, c, path_org, &lore.config.default_org).await,
+        Err(e) => Err(e),
+    };
+    caller.map_err(|e| match e {
+        LoreError::Unauthorized(m) => unauthorized(&m, true),
+        LoreError::Forbidden(m) => RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403),
+        other => RpcError::internal(other.to_string()),
+    })
+}
+
+fn unauthorized(message: &str, token_was_sent: bool) -> RpcError {
+    let mut challenge = String::from("Bearer realm=\"lore\", scope=\"mcp:read mcp:write\"");
+    if token_was_sent {
+        challenge.push_str(", error=\"invalid_token\", error_description=\"");
+        challenge.push_str(&message.replace('"', "'"));
+        challenge.push('"');
+    }
+    RpcError::new(jsonrpc::UNAUTHORIZED, format!("unauthorized: {message}"), 401).with_header("www-authenticate", challenge)
+}
+
+fn content_type_ok(request: &Request<Vec<u8>>) -> bool {
+    headers::get(request.headers(), "content-type").is_some_and(|ct| {
+        ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
+/// Whether the client can read SSE; it must accept JSON at least.
+fn accepts(request: &Request<Vec<u8>>) -> Result<bool, RpcError> {
+    let Some(accept) = headers::get(request.headers(), "accept") else { return Ok(false) };
+    let lower = accept.to_ascii_lowercase();
+    let sse = lower.contains("text/event-stream") || lower.contains("*/*");
+    let json = lower.contains("application/json") || lower.contains("application/*") || lower.contains("*/*");
+    if !json && !sse {
+        return Err(RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            "the Accept header must allow application/json and text/event-stream",
+            406,
+        ));
+    }
+    Ok(sse)
+}
+
+async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Reply {
+    if request.body().len() > lore.config.max_body_bytes {
+        return Reply::error(&too_large(lore.config.max_body_bytes), None);
+    }
+    let caller = match authenticate(lore, request, path_org).await {
+        Ok(c) => c,
+        Err(e) => return Reply::error(&e, None),
+    };
+    if !content_type_ok(request) {
+        let e = RpcError::new(jsonrpc::INVALID_REQUEST, "Content-Type must be application/json", 415);
+        return Reply::error(&e, None);
+    }
+    let sse_ok = match accepts(request) {
+        Ok(s) => s,
+        Err(e) => return Reply::error(&e, None),
+    };
+    let value: Value = match serde_json::from_slice(request.body()) {
+        Ok(v) => v,
+        Err(e) => {
+            let e = RpcError::new(jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})"), 400);
+            return Reply::error(&e, None);
+        }
+    };
+    let headers = request.headers();
+    let header_version = headers::get(headers, headers::PROTOCOL_VERSION);
+    if let Value::Array(batch) = value {
+        return legacy::batch(lore, &caller, headers, batch, sse_ok).await;
+    }
+    let id = jsonrpc::salvage_id(&value);
+    let message = match jsonrpc::parse_message(value) {
+        Ok(m) => m,
+        Err(e) => return Reply::error(&e, id.as_ref()),
+    };
+    let meta_version = message.params().and_then(|p| p.get("_meta")).and_then(|m| m.get(META_PROTOCOL_VERSION));
+    let is_current = meta_version.is_some() || header_version == Some(VERSION_2026);
+    if is_current {
+        return stateless::handle(lore, &caller, headers, message, sse_ok).await;
+    }
+    if let Some(h) = header_version
+        && !LEGACY_VERSIONS.contains(&h)
+    {
+        return Reply::error(&unsupported_version(h, 400), id.as_ref());
+    }
+    legacy::handle(lore, &caller, headers, message, sse_ok).await
+}
+
+pub fn too_large(limit: usize) -> RpcError {
+    RpcError::new(
+        jsonrpc::INVALID_REQUEST,
+        format!("the request body is larger than the {} KiB limit", limit / 1024),
+        413,
+    )
+}
+
+async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Reply {
+    let headers = request.headers();
+    let version = headers::get(headers, headers::PROTOCOL_VERSION);
+    let session = headers::get(headers, headers::SESSION_ID);
+    match (session, version) {
+        (Some(id), v) if v.is_none_or(|v| LEGACY_VERSIONS.contains(&v)) => {
+            let caller = match authenticate(lore, request, path_org).await {
+                Ok(c) => c,
+                Err(e) => return Reply::error(&e, None),
+            };
+            legacy::end_session(lore, &caller, id).await
+        }
+        _ => Reply::error(
+            &RpcError::new(jsonrpc::INVALID_REQUEST, "DELETE ends a legacy session; send its Mcp-Session-Id", 405),
+            None,
+        )
+        .header("allow", "POST, DELETE"),
+    }
+}

@@ -1,0 +1,220 @@
+//! The workspace profile's tools: their JSON Schemas, annotations and the code each one runs.
+//! `tools/list` is generated from [`TOOLS`]; nothing else lists tools.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::error::LoreError;
+
+/// Whether a tool only reads or also writes; writes need the `mcp:write` scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub access: Access,
+    pub idempotent: bool,
+    input_schema: fn() -> Value,
+    output_schema: fn() -> Value,
+}
+
+pub const SAVE_MEMORY: &str = "save_memory";
+pub const SEARCH_MEMORY: &str = "search_memory";
+
+const MAX_CONTENT: usize = 32_768;
+
+fn kind_schema() -> Value {
+    json!({
+        "type": "string",
+        "enum": crate::memory::event::MEMORY_KINDS,
+        "description": "What sort of memory this is. Default: note."
+    })
+}
+
+fn memory_item_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT, "description": "The text to remember, self-contained: who, what, when."},
+            "kind": kind_schema(),
+            "entity_ids": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "maxItems": 100, "description": "Ids of entities this memory is about."},
+            "supersedes_event_id": {"type": "string", "description": "Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches."},
+            "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Retrying with the same key returns the first save's id instead of saving twice."},
+            "payload": {"description": "Optional structured data kept with the memory."}
+        },
+        "required": ["content"],
+        "additionalProperties": false
+    })
+}
+
+fn save_input() -> Value {
+    let item = memory_item_schema();
+    let mut single = item.clone();
+    single["properties"]["memories"] = json!({
+        "type": "array", "minItems": 1, "maxItems": 100, "items": item,
+        "description": "Several memories at once, instead of the top-level fields."
+    });
+    single["required"] = json!([]);
+    single["oneOf"] = json!([
+        {"required": ["content"], "not": {"required": ["memories"]}},
+        {"required": ["memories"], "not": {"required": ["content"]}}
+    ]);
+    single
+}
+
+fn save_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"ids": {"type": "array", "items": {"type": "string"}, "description": "New (or, on an idempotent retry, existing) memory ids, in input order."}},
+        "required": ["ids"]
+    })
+}
+
+fn search_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Words to look for."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+            "kinds": {"type": "array", "items": kind_schema(), "description": "Only these kinds."},
+            "entity_ids": {"type": "array", "items": {"type": "string"}, "description": "Only memories linked to one of these entities."},
+            "author": {"type": "string", "description": "Only memories saved by this principal id."},
+            "since": {"type": "string", "description": "Only memories created at or after this time (RFC 3339 or YYYY-MM-DD)."},
+            "until": {"type": "string", "description": "Only memories created at or before this time (RFC 3339 or YYYY-MM-DD)."},
+            "include_superseded": {"type": "boolean", "default": false, "description": "Also return memories that a later one replaced."}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+fn search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "results": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "content": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "score": {"type": "number"},
+                    "entity_ids": {"type": "array", "items": {"type": "string"}},
+                    "author": {"type": "string"},
+                    "created_at": {"type": "string"},
+                    "supersedes_event_id": {"type": "string"},
+                    "superseded_by": {"type": "string"},
+                    "payload": {}
+                },
+                "required": ["id", "content", "kind", "score", "entity_ids", "author", "created_at"]
+            }}
+        },
+        "required": ["results"]
+    })
+}
+
+/// Every tool of the workspace profile, in `tools/list` order.
+pub static TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: SEARCH_MEMORY,
+        title: "Search memory",
+        description: "Search the org's shared memory (facts, decisions, preferences, observations, notes) by keywords, ranked by relevance. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
+        access: Access::Read,
+        idempotent: true,
+        input_schema: search_input,
+        output_schema: search_output,
+    },
+    ToolSpec {
+        name: SAVE_MEMORY,
+        title: "Save memory",
+        description: "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids.",
+        access: Access::Write,
+        idempotent: false,
+        input_schema: save_input,
+        output_schema: save_output,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static ToolSpec> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+fn as_object(v: Value) -> Arc<JsonObject> {
+    match v {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("tool schemas are objects"),
+    }
+}
+
+impl ToolSpec {
+    pub fn input_schema(&self) -> Value {
+        (self.input_schema)()
+    }
+
+    pub fn output_schema(&self) -> Value {
+        (self.output_schema)()
+    }
+
+    /// The tool as `tools/list` shows it.
+    pub fn describe(&self) -> Tool {
+        let read_only = self.access == Access::Read;
+        Tool::new(self.name, self.description, as_object(self.input_schema()))
+            .with_title(self.title)
+            .with_raw_output_schema(as_object(self.output_schema()))
+            .with_annotations(
+                ToolAnnotations::with_title(self.title)
+                    .read_only(read_only)
+                    .destructive(false)
+                    .idempotent(self.idempotent)
+                    .open_world(false),
+            )
+    }
+
+    /// Validates arguments against the input schema; the error names the failing field.
+    pub fn validate(&self, args: &Value) -> Result<(), LoreError> {
+        let validator = validator(self);
+        let Some(error) = validator.iter_errors(args).next() else { return Ok(()) };
+        let pointer = error.instance_path().to_string();
+        let field = if pointer.is_empty() { "arguments".to_string() } else { pointer.trim_start_matches('/').to_string() };
+        Err(LoreError::invalid(field, error.to_string()))
+    }
+}
+
+/// Compiled validators, built once per process on first use.
+fn validator(spec: &ToolSpec) -> &'static jsonschema::Validator {
+    static VALIDATORS: OnceLock<Vec<jsonschema::Validator>> = OnceLock::new();
+    let all = VALIDATORS.get_or_init(|| {
+        TOOLS
+            .iter()
+            .map(|t| jsonschema::validator_for(&t.input_schema()).expect("tool input schemas are valid JSON Schema"))
+            .collect()
+    });
+    let idx = TOOLS.iter().position(|t| t.name == spec.name).expect("spec is in TOOLS");
+    &all[idx]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_compiles_and_names_bad_fields() {
+        let save = find(SAVE_MEMORY).unwrap();
+        assert!(save.validate(&json!({"content": "x"})).is_ok());
+        assert!(save.validate(&json!({"memories": [{"content": "x"}]})).is_ok());
+        let err = save.validate(&json!({"content": "x", "kind": "rumour"})).unwrap_err();
+        assert!(matches!(&err, LoreError::InvalidArgument { field, .. } if field == "kind"), "{err:?}");
+        assert!(save.validate(&json!({})).is_err());
+        assert!(save.validate(&json!({"content": "x", "memories": [{"content": "y"}]})).is_err());
+        let search = find(SEARCH_MEMORY).unwrap();
+        let err = search.validate(&json!({"query": "x", "limit": 0})).unwrap_err();
+        assert!(matches!(&err, LoreError::InvalidArgument { field, .. } if field == "limit"), "{err:?}");
+    }
+}

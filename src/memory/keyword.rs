@@ -1,0 +1,226 @@
+//! Keyword ranking: an in-memory BM25 index over an org's events, kept per org and refreshed
+//! from storage on every search (only events newer than the last refresh are read).
+//!
+//! Written here rather than taken from a crate: the index must ingest events incrementally,
+//! know which events are superseded, and filter by kind/entity/author/time before ranking;
+//! the BM25 formula itself is a few lines.
+
+use std::collections::{HashMap, HashSet};
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+use super::event::Event;
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has", "have", "how", "i", "in",
+    "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "we", "were", "what", "when", "where",
+    "which", "who", "whom", "why", "will", "with", "you", "our", "us",
+];
+
+/// Lowercases, splits on anything not alphanumeric, drops stopwords, stems (Snowball English).
+pub struct Tokenizer {
+    stemmer: Stemmer,
+}
+
+impl Default for Tokenizer {
+    fn default() -> Self {
+        Self { stemmer: Stemmer::create(Algorithm::English) }
+    }
+}
+
+impl Tokenizer {
+    pub fn terms(&self, text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .filter(|w| !STOPWORDS.contains(&w.as_str()))
+            .map(|w| self.stemmer.stem(&w).into_owned())
+            .collect()
+    }
+}
+
+/// One indexed event.
+struct Doc {
+    event: Event,
+    len: u32,
+}
+
+/// The BM25 index of one org.
+#[derive(Default)]
+pub struct KeywordIndex {
+    docs: Vec<Doc>,
+    by_id: HashMap<String, usize>,
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    total_len: u64,
+    /// Events replaced by a later event's `supersedes_event_id`, mapped to their replacement.
+    superseded_by: HashMap<String, String>,
+    /// Newest creation time seen, for the next incremental refresh.
+    pub newest_ms: Option<i64>,
+}
+
+/// A query after the caller's filters were applied to the index.
+pub struct Filters<'a> {
+    pub kinds: Option<&'a HashSet<String>>,
+    pub entity_ids: Option<&'a HashSet<String>>,
+    pub author: Option<&'a str>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub include_superseded: bool,
+}
+
+pub struct Hit<'a> {
+    pub event: &'a Event,
+    pub score: f64,
+    pub superseded_by: Option<&'a str>,
+}
+
+impl KeywordIndex {
+    pub fn contains(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Adds an event (no-op when already indexed).
+    pub fn insert(&mut self, tokenizer: &Tokenizer, event: Event) {
+        if self.by_id.contains_key(&event.id) {
+            return;
+        }
+        let doc_idx = u32::try_from(self.docs.len()).expect("fewer than 4 billion events per org");
+        let terms = tokenizer.terms(&event.content);
+        let mut tf: HashMap<String, u32> = HashMap::new();
+        for t in &terms {
+            *tf.entry(t.clone()).or_default() += 1;
+        }
+        for (term, count) in tf {
+            self.postings.entry(term).or_default().push((doc_idx, count));
+        }
+        let len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+        self.total_len += u64::from(len);
+        if let Some(old) = &event.supersedes_event_id {
+            self.superseded_by.insert(old.clone(), event.id.clone());
+        }
+        self.newest_ms = Some(self.newest_ms.map_or(event.created_at_ms, |n| n.max(event.created_at_ms)));
+        self.by_id.insert(event.id.clone(), doc_idx as usize);
+        self.docs.push(Doc { event, len });
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Event> {
+        self.by_id.get(id).map(|&i| &self.docs[i].event)
+    }
+
+    pub fn superseded_by(&self, id: &str) -> Option<&str> {
+        self.superseded_by.get(id).map(String::as_str)
+    }
+
+    fn passes(&self, doc: &Doc, f: &Filters<'_>) -> bool {
+        let e = &doc.event;
+        (f.include_superseded || !self.superseded_by.contains_key(&e.id))
+            && f.kinds.is_none_or(|k| k.contains(&e.kind))
+            && f.entity_ids.is_none_or(|ids| e.entity_ids.iter().any(|id| ids.contains(id)))
+            && f.author.is_none_or(|a| a == e.author)
+            && f.since_ms.is_none_or(|s| e.created_at_ms >= s)
+            && f.until_ms.is_none_or(|u| e.created_at_ms <= u)
+    }
+
+    /// BM25-ranked hits for `query`; a query with no indexable words lists the newest events.
+    pub fn search(&self, tokenizer: &Tokenizer, query: &str, filters: &Filters<'_>, limit: usize) -> Vec<Hit<'_>> {
+        let mut terms = tokenizer.terms(query);
+        terms.sort();
+        terms.dedup();
+        let hit = |i: usize, score: f64| {
+            let event = &self.docs[i].event;
+            Hit { event, score, superseded_by: self.superseded_by(&event.id) }
+        };
+        if terms.is_empty() {
+            return (0..self.docs.len())
+                .rev()
+                .filter(|&i| self.passes(&self.docs[i], filters))
+                .take(limit)
+                .map(|i| hit(i, 0.0))
+                .collect();
+        }
+        let n = self.docs.len() as f64;
+        let avg_len = if self.docs.is_empty() { 1.0 } else { (self.total_len as f64 / n).max(1.0) };
+        let mut scores: HashMap<u32, f64> = HashMap::new();
+        for term in &terms {
+            let Some(postings) = self.postings.get(term) else { continue };
+            let df = postings.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, tf) in postings {
+                let len = f64::from(self.docs[doc as usize].len);
+                let tf = f64::from(tf);
+                let s = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg_len));
+                *scores.entry(doc).or_default() += s;
+            }
+        }
+        let mut ranked: Vec<(u32, f64)> =
+            scores.into_iter().filter(|&(doc, _)| self.passes(&self.docs[doc as usize], filters)).collect();
+        // Ties go to the newer event, so results are stable and fresh facts win.
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        ranked.truncate(limit);
+        ranked.into_iter().map(|(doc, score)| hit(doc as usize, (score * 1e4).round() / 1e4)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, content: &str, ms: i64) -> Event {
+        Event {
+            id: id.into(),
+            kind: "note".into(),
+            content: content.into(),
+            payload: None,
+            entity_ids: vec![],
+            author: "usr_a".into(),
+            supersedes_event_id: None,
+            origin_id: None,
+            created_at_ms: ms,
+        }
+    }
+
+    #[test]
+    fn stems_and_drops_stopwords() {
+        let t = Tokenizer::default();
+        assert_eq!(t.terms("The Invoices are PAID, by Dana!"), ["invoic", "paid", "dana"]);
+    }
+
+    #[test]
+    fn ranks_rarer_and_repeated_terms_higher_and_hides_superseded() {
+        let t = Tokenizer::default();
+        let mut idx = KeywordIndex::default();
+        idx.insert(&t, event("e1", "Dana owns invoices and payments", 1));
+        idx.insert(&t, event("e2", "the deploy runs on fridays", 2));
+        idx.insert(&t, event("e3", "invoices invoices invoices are sent monthly", 3));
+        let none = Filters {
+            kinds: None,
+            entity_ids: None,
+            author: None,
+            since_ms: None,
+            until_ms: None,
+            include_superseded: false,
+        };
+        let hits: Vec<_> = idx.search(&t, "invoice", &none, 10).iter().map(|h| h.event.id.clone()).collect();
+        assert_eq!(hits, ["e3", "e1"]);
+        let mut newer = event("e4", "Sam owns invoices now", 4);
+        newer.supersedes_event_id = Some("e1".into());
+        idx.insert(&t, newer);
+        let hits: Vec<_> = idx.search(&t, "who owns invoices", &none, 10).iter().map(|h| h.event.id.clone()).collect();
+        assert!(!hits.contains(&"e1".to_string()));
+        let all = Filters { include_superseded: true, ..none };
+        let hits = idx.search(&t, "who owns invoices", &all, 10);
+        let e1 = hits.iter().find(|h| h.event.id == "e1").expect("superseded shown on request");
+        assert_eq!(e1.superseded_by, Some("e4"));
+    }
+}

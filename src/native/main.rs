@@ -1,0 +1,474 @@
+//! The `lore` command: serve, init, orgs, tokens, and running tools from the shell.
+#![allow(clippy::disallowed_methods)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use lore::admin::{self, InitOutcome, IssuedToken, TokenRequest};
+use lore::mcp::headers::OriginPolicy;
+use lore::model::{Role, Scopes};
+use lore::native::client::call_remote_tool;
+use lore::native::ports::{UreqClient, native_ports};
+use lore::native::server::{ServeOptions, serve};
+use lore::{Config, Lore};
+
+#[derive(Parser)]
+#[command(
+    name = "lore",
+    version,
+    about = "Shared, permission-aware memory for AI agents, over MCP"
+)]
+struct Cli {
+    /// Log output format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "LORE_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over HTTP (the embedded default: SQLite file, loopback address).
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8787", env = "LORE_ADDR")]
+        addr: SocketAddr,
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        /// Serve tokenless requests as the local owner (refused unless the address is loopback).
+        #[arg(long, env = "LORE_NO_AUTH")]
+        no_auth: bool,
+        /// The org of tokenless requests, and the one created on first run.
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+        /// A browser origin allowed to call the server besides its own (repeatable).
+        #[arg(
+            long = "allowed-origin",
+            env = "LORE_ALLOWED_ORIGINS",
+            value_delimiter = ','
+        )]
+        allowed_origins: Vec<String>,
+        /// Host names accepted in the Host header; default: loopback names when bound to
+        /// loopback, any otherwise.
+        #[arg(
+            long = "allowed-host",
+            env = "LORE_ALLOWED_HOSTS",
+            value_delimiter = ','
+        )]
+        allowed_hosts: Vec<String>,
+        /// Worker threads (default: one per core).
+        #[arg(long, env = "LORE_WORKERS")]
+        workers: Option<usize>,
+        /// Largest request body in bytes.
+        #[arg(long, default_value_t = lore::DEFAULT_MAX_BODY, env = "LORE_MAX_BODY_BYTES")]
+        max_body_bytes: usize,
+    },
+    /// Create the local owner and the first org, and print an owner token.
+    Init {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default")]
+        org: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Manage orgs.
+    Org {
+        #[command(subcommand)]
+        command: OrgCommand,
+    },
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Work with memory and tools from the shell.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OrgCommand {
+    /// Create an org owned by the local owner and print an owner token for it.
+    Create {
+        name: String,
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List orgs.
+    List {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Issue a token. Without --principal, a new agent joins the org with --role.
+    Create {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+        #[arg(long, default_value = "member")]
+        role: String,
+        #[arg(long, default_value = "mcp:read,mcp:write")]
+        scopes: String,
+        /// A label for the token and the name of its new agent.
+        #[arg(long)]
+        name: Option<String>,
+        /// Issue for this existing member instead of a new agent.
+        #[arg(long)]
+        principal: Option<String>,
+        /// Expire after this many days.
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List an org's tokens (never their secrets).
+    List {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by id (tok_…).
+    Revoke {
+        id: String,
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemoryCommand {
+    /// Run a tool (e.g. save_memory, search_memory) and print its result as JSON.
+    Run {
+        tool: String,
+        /// The tool's arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Run against this local database as the local owner.
+        #[arg(long, env = "LORE_DB", conflicts_with = "url")]
+        db: Option<PathBuf>,
+        /// Run against a remote lore server's MCP URL.
+        #[arg(long, env = "LORE_URL")]
+        url: Option<String>,
+        #[arg(long, env = "LORE_TOKEN")]
+        token: Option<String>,
+        /// The org (local database only; a remote URL names its org in the path).
+        #[arg(long, env = "LORE_ORG")]
+        org: Option<String>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    if let Err(e) = run(cli.command) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+fn open(db: &Path) -> anyhow::Result<Lore> {
+    let ports =
+        native_ports(db).with_context(|| format!("cannot open database {}", db.display()))?;
+    Ok(Lore::new(ports, Config::default()))
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn print_issued(issued: &IssuedToken, json_out: bool) {
+    if json_out {
+        println!(
+            "{}",
+            json!({ "org": issued.org, "token": issued.token, "token_id": issued.token_id, "principal": issued.principal })
+        );
+    } else {
+        println!("org:   {}", issued.org);
+        println!("token: {}", issued.token);
+        println!(
+            "(token id {}; the secret is shown only once)",
+            issued.token_id
+        );
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve {
+            addr,
+            db,
+            no_auth,
+            org,
+            allowed_origins,
+            allowed_hosts,
+            workers,
+            max_body_bytes,
+        } => {
+            if no_auth && !addr.ip().is_loopback() {
+                bail!(
+                    "--no-auth serves anyone who can connect as the owner; it is refused on {addr}, use a loopback address"
+                );
+            }
+            let lore = open(&db)?;
+            let first_run = block_on(admin::init(&lore.ports, &org))?;
+            let origins = if !allowed_hosts.is_empty() {
+                OriginPolicy {
+                    allowed_hosts: Some(allowed_hosts),
+                    allowed_origins,
+                }
+            } else if addr.ip().is_loopback() {
+                OriginPolicy {
+                    allowed_origins,
+                    ..OriginPolicy::loopback()
+                }
+            } else {
+                OriginPolicy {
+                    allowed_hosts: None,
+                    allowed_origins,
+                }
+            };
+            let config = Config {
+                default_org: lore::ids::OrgId::parse(&org)?,
+                no_auth,
+                origins,
+                max_body_bytes,
+                ..Config::default()
+            };
+            drop(lore);
+            let workers = workers
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            let options = ServeOptions {
+                addr,
+                db: db.clone(),
+                config,
+                workers,
+                header_timeout: Duration::from_secs(10),
+                drain_timeout: Duration::from_secs(10),
+            };
+            serve(options, |local| {
+                let url = format!("http://{local}/mcp");
+                if let InitOutcome::Created(issued) = &first_run {
+                    eprintln!(
+                        "Created {} with org {:?} and its owner token (shown once):\n\n  {}\n",
+                        db.display(),
+                        issued.org,
+                        issued.token
+                    );
+                    eprintln!(
+                        "Connect Claude Code:\n  claude mcp add --transport http lore {url} --header \"Authorization: Bearer {}\"\n",
+                        issued.token
+                    );
+                }
+                if no_auth {
+                    tracing::warn!(
+                        "--no-auth: requests without a token act as the local owner of org {org:?}"
+                    );
+                }
+                tracing::info!(%url, db = %db.display(), workers, "lore listening");
+                eprintln!("lore listening on {url}");
+            })
+        }
+        Command::Init { db, org, json } => {
+            let lore = open(&db)?;
+            match block_on(admin::init(&lore.ports, &org))? {
+                InitOutcome::Created(issued) => print_issued(&issued, json),
+                InitOutcome::AlreadyInitialised { owner } => {
+                    if json {
+                        println!(
+                            "{}",
+                            json!({ "status": "already_initialised", "owner": owner })
+                        );
+                    } else {
+                        println!(
+                            "{} is already initialised (owner {owner}); nothing changed",
+                            db.display()
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Org {
+            command: OrgCommand::Create { name, db, json },
+        } => {
+            let lore = open(&db)?;
+            print_issued(&block_on(admin::create_org(&lore.ports, &name))?, json);
+            Ok(())
+        }
+        Command::Org {
+            command: OrgCommand::List { db, json },
+        } => {
+            let lore = open(&db)?;
+            let orgs = block_on(admin::list_orgs(&lore.ports))?;
+            if json {
+                print_json(&serde_json::to_value(&orgs)?);
+            } else {
+                for o in orgs {
+                    println!("{}", o.id);
+                }
+            }
+            Ok(())
+        }
+        Command::Token { command } => token(command),
+        Command::Memory {
+            command:
+                MemoryCommand::Run {
+                    tool,
+                    args,
+                    db,
+                    url,
+                    token,
+                    org,
+                },
+        } => {
+            let args: Value =
+                serde_json::from_str(&args).context("the arguments are not valid JSON")?;
+            if !args.is_object() {
+                bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
+            }
+            let result = match url {
+                Some(url) => block_on(call_remote_tool(
+                    &UreqClient::default(),
+                    &url,
+                    token.as_deref(),
+                    &tool,
+                    args,
+                ))?,
+                None => {
+                    let db = db.unwrap_or_else(|| PathBuf::from("./lore.db"));
+                    if !db.exists() {
+                        bail!(
+                            "{} does not exist; run `lore init --db {}` first or pass --url",
+                            db.display(),
+                            db.display()
+                        );
+                    }
+                    let lore = open(&db)?;
+                    block_on(async {
+                        let caller = lore.local_caller(org.as_deref()).await?;
+                        lore.call_tool(&caller, &tool, args).await
+                    })
+                    .map_err(|e| anyhow::anyhow!("{}", e.to_json()))?
+                }
+            };
+            print_json(&result);
+            Ok(())
+        }
+    }
+}
+
+fn token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create {
+            db,
+            org,
+            role,
+            scopes,
+            name,
+            principal,
+            expires_in_days,
+            json,
+        } => {
+            let lore = open(&db)?;
+            let now = lore.ports.clock.now_ms();
+            let request = TokenRequest {
+                org,
+                role: Role::parse(&role)?,
+                scopes: Scopes::parse(&scopes)?,
+                principal,
+                name,
+                expires_at_ms: expires_in_days.map(|d| now + i64::from(d) * 86_400_000),
+            };
+            let issued = block_on(admin::create_token(&lore.ports, request))?;
+            if json {
+                println!(
+                    "{}",
+                    json!({ "token": issued.token, "token_id": issued.token_id, "org": issued.org, "principal": issued.principal })
+                );
+            } else {
+                print_issued(&issued, false);
+            }
+            Ok(())
+        }
+        TokenCommand::List { db, org, json } => {
+            let lore = open(&db)?;
+            let tokens = block_on(admin::list_tokens(&lore.ports, &org))?;
+            if json {
+                print_json(&serde_json::to_value(&tokens)?);
+            } else {
+                for t in tokens {
+                    let role = t.role.map_or("-", Role::as_str);
+                    let state = if t.revoked { "revoked" } else { "active" };
+                    println!(
+                        "{}  {}  {}  {}  {}  {}",
+                        t.id,
+                        t.principal,
+                        role,
+                        t.scopes,
+                        state,
+                        t.label.unwrap_or_default()
+                    );
+                }
+            }
+            Ok(())
+        }
+        TokenCommand::Revoke { id, db, org } => {
+            let lore = open(&db)?;
+            block_on(admin::revoke_token(&lore.ports, &org, &id))?;
+            println!("revoked {id}");
+            Ok(())
+        }
+    }
+}

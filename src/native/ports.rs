@@ -1,0 +1,85 @@
+//! Native implementations of the clock, randomness and outbound HTTP ports.
+
+use std::io::Read;
+use std::path::Path;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+use crate::ports::{Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness};
+use crate::storage::StorageError;
+
+use super::sqlite::SqliteStorage;
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+pub struct OsRandom;
+
+impl Randomness for OsRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        getrandom::fill(buf).expect("the operating system's random source is available");
+    }
+}
+
+/// Blocking HTTP through `ureq`; outbound calls are rare and short, and each worker thread has
+/// its own runtime, so blocking one briefly does not stall the others.
+pub struct UreqClient {
+    agent: ureq::Agent,
+}
+
+impl Default for UreqClient {
+    fn default() -> Self {
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(std::time::Duration::from_secs(30)))
+            .http_status_as_error(false)
+            .build();
+        Self { agent: config.into() }
+    }
+}
+
+const MAX_RESPONSE: u64 = 16 << 20;
+
+#[async_trait(?Send)]
+impl HttpClient for UreqClient {
+    async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError> {
+        let err = |e: ureq::Error| PortError(format!("HTTP {} {} failed: {e}", request.method, request.url));
+        let mut builder = ureq::http::Request::builder().method(request.method.as_str()).uri(request.url.as_str());
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let http_request = builder.body(request.body.clone()).map_err(|e| PortError(e.to_string()))?;
+        let response = self.agent.run(http_request).map_err(err)?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
+            .collect();
+        let mut body = Vec::new();
+        response
+            .into_body()
+            .into_reader()
+            .take(MAX_RESPONSE)
+            .read_to_end(&mut body)
+            .map_err(|e| PortError(format!("reading the response of {} failed: {e}", request.url)))?;
+        Ok(OutboundResponse { status, headers, body })
+    }
+}
+
+/// The native ports over the SQLite file at `db`.
+pub fn native_ports(db: &Path) -> Result<Ports, StorageError> {
+    Ok(Ports {
+        storage: Rc::new(SqliteStorage::open(db)?),
+        clock: Rc::new(SystemClock),
+        random: Rc::new(OsRandom),
+        http: Some(Rc::new(UreqClient::default())),
+        embedder: None,
+    })
+}

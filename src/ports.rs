@@ -1,0 +1,79 @@
+//! Ports: the only ways the core reaches the world. Adapters (native, Workers, Spin) implement
+//! these traits; the core never names a platform crate.
+//!
+//! Futures are `?Send`: Workers and Spin are single-threaded and the script engine that comes
+//! later is not `Send`. The native adapter runs one core instance per worker thread.
+
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+pub use crate::storage::Storage;
+
+/// Milliseconds since the Unix epoch, read from the host. The core never reads a clock itself
+/// (`std::time` traps on wasm32-unknown-unknown).
+pub trait Clock {
+    fn now_ms(&self) -> i64;
+}
+
+/// Cryptographically secure random bytes from the host.
+pub trait Randomness {
+    fn fill(&self, buf: &mut [u8]);
+}
+
+/// Turns texts into vectors. Implementations arrive with semantic memory; the foundation only
+/// fixes the shape so adapters can provide one.
+#[async_trait(?Send)]
+pub trait Embedder {
+    /// Identifies the model; stored beside each vector so a model change re-embeds lazily.
+    fn model_id(&self) -> &str;
+    fn dimensions(&self) -> usize;
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+}
+
+/// One outbound HTTP exchange.
+#[derive(Debug, Clone, Default)]
+pub struct OutboundRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutboundResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Outbound HTTP through the host (native: a blocking client; Workers: `fetch`; Spin: its
+/// outbound HTTP). Connections and OAuth client metadata documents go through here.
+#[async_trait(?Send)]
+pub trait HttpClient {
+    async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError>;
+}
+
+/// A failure reported by a port implementation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct PortError(pub String);
+
+/// The set of ports one core instance runs on.
+#[derive(Clone)]
+pub struct Ports {
+    pub storage: Rc<dyn Storage>,
+    pub clock: Rc<dyn Clock>,
+    pub random: Rc<dyn Randomness>,
+    pub http: Option<Rc<dyn HttpClient>>,
+    pub embedder: Option<Rc<dyn Embedder>>,
+}
+
+impl Ports {
+    /// Random bytes as lowercase hex.
+    pub fn random_hex(&self, bytes: usize) -> String {
+        let mut buf = vec![0u8; bytes];
+        self.random.fill(&mut buf);
+        buf.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
