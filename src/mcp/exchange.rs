@@ -54,6 +54,12 @@ pub struct Exchange<'a> {
     /// Lowest level of `notifications/message` the client asked for; `None` sends none.
     pub log_level: Option<LogLevel>,
     pub client_capabilities: Value,
+    /// `params.inputResponses` (SEP-2322, 2026-07-28): the client's answers to the
+    /// `inputRequests` of an earlier `input_required` result, exactly as sent.
+    pub input_responses: Option<Value>,
+    /// `params.requestState` (SEP-2322): the opaque state an earlier `input_required` result
+    /// carried, echoed back by the client.
+    pub request_state: Option<Value>,
     notifications: RefCell<Vec<Value>>,
 }
 
@@ -68,6 +74,8 @@ impl<'a> Exchange<'a> {
             progress_token,
             log_level: None,
             client_capabilities: json!({}),
+            input_responses: params.get("inputResponses").cloned(),
+            request_state: params.get("requestState").cloned(),
             notifications: RefCell::new(Vec::new()),
         }
     }

@@ -84,5 +84,5 @@ impl Storage for MemoryStorage {
 
 #[cfg(test)]
 mod tests {
-    crate::storage_suite!(super::super::MemoryStorage::new());
+    crate::storage_suite!(super::MemoryStorage::new());
 }

@@ -1,0 +1,232 @@
+// Shared helpers for the end-to-end tests: start and stop a real `lore serve` on a free
+// loopback port with a fresh temporary database, run the `lore` CLI, and send raw HTTP.
+import { spawn, execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir, homedir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const E2E_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const REPO_ROOT = path.resolve(E2E_DIR, '..', '..');
+
+const targetDir = process.env.CARGO_TARGET_DIR || path.join(homedir(), '.cache', 'lore-target');
+/** The `lore` binary under test. */
+export const LORE_BIN = process.env.LORE_BIN || path.join(targetDir, 'debug', 'lore');
+/** The Python interpreter of the venv that has `mcp==2.3.0`. */
+export const LORE_PY = process.env.LORE_PY || path.join(REPO_ROOT, '.tools', 'venv', 'bin', 'python');
+
+if (!existsSync(LORE_BIN)) {
+  throw new Error(`lore binary not found at ${LORE_BIN}; run \`cargo build\` or set LORE_BIN`);
+}
+
+const live = new Set();
+// Last resort: never leave a server behind, even if a test forgets to stop it.
+process.on('exit', () => {
+  for (const child of live) {
+    try { child.kill('SIGKILL'); } catch { /* already gone */ }
+  }
+});
+
+/** A fresh temporary directory; removed by `cleanupDir`. */
+export async function tempDir() {
+  return mkdtemp(path.join(tmpdir(), 'lore-e2e-'));
+}
+
+export async function cleanupDir(dir) {
+  if (dir) await rm(dir, { recursive: true, force: true });
+}
+
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Starts `lore serve` on 127.0.0.1 with an OS-chosen port (the server prints the bound
+ * address), waits until /healthz answers, and returns a handle.
+ *
+ * opts.db: database file (default: <new temp dir>/lore.db); opts.args: extra CLI args.
+ */
+export async function startServer(opts = {}) {
+  const ownDir = opts.db ? null : await tempDir();
+  const db = opts.db ?? path.join(ownDir, 'lore.db');
+  const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', '2', ...(opts.args ?? [])];
+  const child = spawn(LORE_BIN, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1' },
+  });
+  live.add(child);
+  let stderr = '';
+  let stdout = '';
+  child.stderr.setEncoding('utf8');
+  child.stdout.setEncoding('utf8');
+  child.stderr.on('data', (d) => { stderr += d; });
+  child.stdout.on('data', (d) => { stdout += d; });
+  const exited = new Promise((resolve) => {
+    child.on('exit', (code, signal) => {
+      live.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  let exitInfo = null;
+  exited.then((info) => { exitInfo = info; });
+
+  const deadline = Date.now() + 20_000;
+  let base = null;
+  while (!base) {
+    if (exitInfo) throw new Error(`lore serve exited early (${JSON.stringify(exitInfo)}):\n${stderr}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`lore serve did not print its address in time:\n${stderr}`);
+    }
+    const m = /lore listening on (http:\/\/127\.0\.0\.1:\d+)\/mcp/.exec(stderr);
+    if (m) base = m[1];
+    else await delay(25);
+  }
+  // Wait for /healthz (the listener is bound before the address is printed, so this is quick).
+  for (;;) {
+    try {
+      const res = await fetch(`${base}/healthz`);
+      if (res.ok) break;
+    } catch { /* not yet */ }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`lore serve /healthz did not answer in time:\n${stderr}`);
+    }
+    await delay(25);
+  }
+  const tokenMatch = /owner token \(shown once\):\s+(lore_[A-Za-z0-9_-]+)/.exec(stderr);
+
+  const server = {
+    child,
+    db,
+    dir: ownDir ?? path.dirname(db),
+    base,
+    url: `${base}/mcp`,
+    /** The owner token printed on a fresh db (null when the db already existed). */
+    ownerToken: tokenMatch ? tokenMatch[1] : null,
+    get stderr() { return stderr; },
+    get stdout() { return stdout; },
+    get exitInfo() { return exitInfo; },
+    /** SIGTERM, then wait for the process to exit (SIGKILL after `timeoutMs`). */
+    async stop(timeoutMs = 15_000) {
+      if (exitInfo) return exitInfo;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      const info = await exited;
+      clearTimeout(timer);
+      return info;
+    },
+    /** Stops the server and removes its temp dir (if this helper created it). */
+    async dispose() {
+      await server.stop();
+      if (ownDir) await cleanupDir(ownDir);
+    },
+  };
+  return server;
+}
+
+/** Runs the `lore` CLI; resolves {code, stdout, stderr} (never rejects on a non-zero exit). */
+export function lore(args, { timeoutMs = 30_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    execFile(LORE_BIN, args, { timeout: timeoutMs, env: { ...process.env, RUST_LOG: 'warn', NO_COLOR: '1' } },
+      (error, stdout, stderr) => {
+        if (error && typeof error.code !== 'number') return reject(error);
+        resolve({ code: error ? error.code : 0, stdout, stderr });
+      });
+  });
+}
+
+/** Runs the `lore` CLI, expects success, and parses its stdout as JSON. */
+export async function loreJson(args) {
+  const r = await lore(args);
+  if (r.code !== 0) throw new Error(`lore ${args.join(' ')} failed (${r.code}):\n${r.stderr}${r.stdout}`);
+  return JSON.parse(r.stdout);
+}
+
+/** `lore token create`: returns the token secret. */
+export async function createToken(db, { org = 'default', role = 'member', scopes = 'mcp:read,mcp:write', name } = {}) {
+  const args = ['token', 'create', '--db', db, '--org', org, '--role', role, '--scopes', scopes, '--json'];
+  if (name) args.push('--name', name);
+  const out = await loreJson(args);
+  return out.token;
+}
+
+/** `lore org create`: returns {org, token}. */
+export async function createOrg(db, name) {
+  return loreJson(['org', 'create', name, '--db', db, '--json']);
+}
+
+/**
+ * Sends one raw HTTP request to the MCP endpoint. `body` may be an object (JSON-encoded), a
+ * string or a Buffer (sent as is). Default headers are those of a well-behaved client.
+ * Resolves {status, headers, text, json}.
+ */
+export async function rawPost(url, { token, body, headers = {}, method = 'POST' } = {}) {
+  const h = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    ...(token ? { authorization: `Bearer ${token}` } : {}),
+    ...headers,
+  };
+  for (const [k, v] of Object.entries(h)) if (v === undefined || v === null) delete h[k];
+  const payload = body === undefined ? undefined
+    : (typeof body === 'string' || Buffer.isBuffer(body)) ? body : JSON.stringify(body);
+  const res = await fetch(url, { method, headers: h, body: payload });
+  const text = await res.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+export const META_2026 = (extra = {}) => ({
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': {},
+  'io.modelcontextprotocol/clientInfo': { name: 'lore-e2e-raw', version: '0' },
+  ...extra,
+});
+
+/** Raw 2026-07-28 request with correct headers and _meta (override any part via opts). */
+export function raw2026(url, token, method, params = {}, { id = 1, headers = {}, meta = {} } = {}) {
+  const h = { 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...headers };
+  if (method === 'tools/call' && params.name !== undefined && !('mcp-name' in headers)) h['mcp-name'] = params.name;
+  return rawPost(url, {
+    token,
+    headers: h,
+    body: { jsonrpc: '2.0', id, method, params: { ...params, _meta: META_2026(meta) } },
+  });
+}
+
+/** Raw legacy (2025-era, session-less) request. */
+export function rawLegacy(url, token, method, params, { id = 1, version = '2025-11-25', headers = {} } = {}) {
+  const body = { jsonrpc: '2.0', id, method };
+  if (params !== undefined) body.params = params;
+  return rawPost(url, { token, headers: { 'mcp-protocol-version': version, ...headers }, body });
+}
+
+/** Parses the JSON of a tool result's first text block. */
+export function toolText(result) {
+  const block = (result.content ?? []).find((c) => c.type === 'text');
+  return block ? JSON.parse(block.text) : null;
+}
+
+/**
+ * Runs tests/e2e/py_client.py with the venv python and a JSON spec; resolves its parsed JSON
+ * output (the script prints exactly one JSON document on stdout).
+ */
+export function runPython(spec, { timeoutMs = 60_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const script = path.join(E2E_DIR, 'py_client.py');
+    execFile(LORE_PY, [script, JSON.stringify(spec)], { timeout: timeoutMs, maxBuffer: 16 << 20 },
+      (error, stdout, stderr) => {
+        if (error) {
+          return reject(new Error(`py_client.py failed (${error.code ?? error.signal}):\n${stderr}\n${stdout}`));
+        }
+        try {
+          resolve(JSON.parse(stdout));
+        } catch (e) {
+          reject(new Error(`py_client.py printed non-JSON: ${e.message}\n${stdout}\n${stderr}`));
+        }
+      });
+  });
+}

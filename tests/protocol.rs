@@ -1,0 +1,680 @@
+//! The MCP endpoint driven in-process through `Lore::handle` on the in-memory store: every
+//! status code and error shape a client can meet, plus the golden `tools/list`.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use expect_test::expect;
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use lore::admin::{self, InitOutcome, TokenRequest};
+use lore::model::{Role, Scopes};
+use lore::ports::{Clock, Ports, Randomness};
+use lore::storage::memory::MemoryStorage;
+use lore::{Config, Lore};
+
+struct TestClock(Cell<i64>);
+impl Clock for TestClock {
+    fn now_ms(&self) -> i64 {
+        let t = self.0.get() + 1;
+        self.0.set(t);
+        t
+    }
+}
+
+struct CounterRandom(Cell<u64>);
+impl Randomness for CounterRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        for b in buf.iter_mut() {
+            let n = self.0.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0.set(n);
+            *b = (n >> 33) as u8;
+        }
+    }
+}
+
+struct Harness {
+    lore: Lore,
+    owner: String,
+}
+
+struct Reply {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Value,
+}
+
+const V26: &str = "2026-07-28";
+
+fn meta() -> Value {
+    json!({ "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} })
+}
+
+impl Harness {
+    fn new() -> Self {
+        let ports = Ports {
+            storage: Rc::new(MemoryStorage::new()),
+            clock: Rc::new(TestClock(Cell::new(1_767_225_600_000))),
+            random: Rc::new(CounterRandom(Cell::new(7))),
+            http: None,
+            embedder: None,
+        };
+        let lore = Lore::new(ports, Config::default());
+        let owner = match block_on(admin::init(&lore.ports, "default")).unwrap() {
+            InitOutcome::Created(t) => t.token,
+            other => panic!("{other:?}"),
+        };
+        Self { lore, owner }
+    }
+
+    fn token(&self, org: &str, role: Role, scopes: &str) -> String {
+        let request = TokenRequest {
+            org: org.into(),
+            role,
+            scopes: Scopes::parse(scopes).unwrap(),
+            principal: None,
+            name: None,
+            expires_at_ms: None,
+        };
+        block_on(admin::create_token(&self.lore.ports, request)).unwrap().token
+    }
+
+    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Reply {
+        let mut req = http::Request::builder().method(method).uri(path).header("host", "127.0.0.1:8787");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let response = block_on(self.lore.handle(req.body(body).unwrap()));
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.into_body();
+        let body = if headers.get("content-type").is_some_and(|c| c == "text/event-stream") {
+            // The last SSE event carries the response.
+            let text = String::from_utf8(bytes).unwrap();
+            let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap().to_string();
+            serde_json::from_str(&last).unwrap()
+        } else if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        Reply { status, headers, body }
+    }
+
+    fn post_as(&self, token: &str, path: &str, extra: &[(&str, &str)], body: &Value) -> Reply {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        self.raw("POST", path, &headers, serde_json::to_vec(body).unwrap())
+    }
+
+    fn post(&self, body: &Value) -> Reply {
+        self.post_as(&self.owner, "/mcp", &[], body)
+    }
+
+    /// A stateless (2026-07-28) tools/call with correct headers.
+    fn call26(&self, token: &str, path: &str, tool: &str, args: Value) -> Reply {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": meta()}});
+        let headers = [("mcp-protocol-version", V26), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+        self.post_as(token, path, &headers, &body)
+    }
+
+    fn call(&self, token: &str, tool: &str, args: Value) -> Value {
+        let r = self.call26(token, "/mcp", tool, args);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["result"].clone()
+    }
+}
+
+fn rpc(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+}
+
+#[test]
+fn tools_list_is_a_golden_snapshot() {
+    let h = Harness::new();
+    let r = h.post(&rpc("tools/list", json!({})));
+    assert_eq!(r.status, 200);
+    let text = serde_json::to_string_pretty(&r.body["result"]).unwrap();
+    expect![[r#"
+        {
+          "tools": [
+            {
+              "annotations": {
+                "destructiveHint": false,
+                "idempotentHint": true,
+                "openWorldHint": false,
+                "readOnlyHint": true,
+                "title": "Search memory"
+              },
+              "description": "Search the org's shared memory (facts, decisions, preferences, observations, notes) by keywords, ranked by relevance. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "author": {
+                    "description": "Only memories saved by this principal id.",
+                    "type": "string"
+                  },
+                  "entity_ids": {
+                    "description": "Only memories linked to one of these entities.",
+                    "items": {
+                      "type": "string"
+                    },
+                    "type": "array"
+                  },
+                  "include_superseded": {
+                    "default": false,
+                    "description": "Also return memories that a later one replaced.",
+                    "type": "boolean"
+                  },
+                  "kinds": {
+                    "description": "Only these kinds.",
+                    "items": {
+                      "description": "What sort of memory this is. Default: note.",
+                      "enum": [
+                        "fact",
+                        "preference",
+                        "decision",
+                        "observation",
+                        "note"
+                      ],
+                      "type": "string"
+                    },
+                    "type": "array"
+                  },
+                  "limit": {
+                    "default": 10,
+                    "maximum": 100,
+                    "minimum": 1,
+                    "type": "integer"
+                  },
+                  "query": {
+                    "description": "Words to look for.",
+                    "maxLength": 2000,
+                    "minLength": 1,
+                    "type": "string"
+                  },
+                  "since": {
+                    "description": "Only memories created at or after this time (RFC 3339 or YYYY-MM-DD).",
+                    "type": "string"
+                  },
+                  "until": {
+                    "description": "Only memories created at or before this time (RFC 3339 or YYYY-MM-DD).",
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "query"
+                ],
+                "type": "object"
+              },
+              "name": "search_memory",
+              "outputSchema": {
+                "properties": {
+                  "results": {
+                    "items": {
+                      "properties": {
+                        "author": {
+                          "type": "string"
+                        },
+                        "content": {
+                          "type": "string"
+                        },
+                        "created_at": {
+                          "type": "string"
+                        },
+                        "entity_ids": {
+                          "items": {
+                            "type": "string"
+                          },
+                          "type": "array"
+                        },
+                        "id": {
+                          "type": "string"
+                        },
+                        "kind": {
+                          "type": "string"
+                        },
+                        "payload": {},
+                        "score": {
+                          "type": "number"
+                        },
+                        "superseded_by": {
+                          "type": "string"
+                        },
+                        "supersedes_event_id": {
+                          "type": "string"
+                        }
+                      },
+                      "required": [
+                        "id",
+                        "content",
+                        "kind",
+                        "score",
+                        "entity_ids",
+                        "author",
+                        "created_at"
+                      ],
+                      "type": "object"
+                    },
+                    "type": "array"
+                  }
+                },
+                "required": [
+                  "results"
+                ],
+                "type": "object"
+              },
+              "title": "Search memory"
+            },
+            {
+              "annotations": {
+                "destructiveHint": false,
+                "idempotentHint": false,
+                "openWorldHint": false,
+                "readOnlyHint": false,
+                "title": "Save memory"
+              },
+              "description": "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "oneOf": [
+                  {
+                    "not": {
+                      "required": [
+                        "memories"
+                      ]
+                    },
+                    "required": [
+                      "content"
+                    ]
+                  },
+                  {
+                    "not": {
+                      "required": [
+                        "content"
+                      ]
+                    },
+                    "required": [
+                      "memories"
+                    ]
+                  }
+                ],
+                "properties": {
+                  "content": {
+                    "description": "The text to remember, self-contained: who, what, when.",
+                    "maxLength": 32768,
+                    "minLength": 1,
+                    "type": "string"
+                  },
+                  "entity_ids": {
+                    "description": "Ids of entities this memory is about.",
+                    "items": {
+                      "maxLength": 200,
+                      "minLength": 1,
+                      "type": "string"
+                    },
+                    "maxItems": 100,
+                    "type": "array"
+                  },
+                  "idempotency_key": {
+                    "description": "Retrying with the same key returns the first save's id instead of saving twice.",
+                    "maxLength": 200,
+                    "minLength": 1,
+                    "type": "string"
+                  },
+                  "kind": {
+                    "description": "What sort of memory this is. Default: note.",
+                    "enum": [
+                      "fact",
+                      "preference",
+                      "decision",
+                      "observation",
+                      "note"
+                    ],
+                    "type": "string"
+                  },
+                  "memories": {
+                    "description": "Several memories at once, instead of the top-level fields.",
+                    "items": {
+                      "additionalProperties": false,
+                      "properties": {
+                        "content": {
+                          "description": "The text to remember, self-contained: who, what, when.",
+                          "maxLength": 32768,
+                          "minLength": 1,
+                          "type": "string"
+                        },
+                        "entity_ids": {
+                          "description": "Ids of entities this memory is about.",
+                          "items": {
+                            "maxLength": 200,
+                            "minLength": 1,
+                            "type": "string"
+                          },
+                          "maxItems": 100,
+                          "type": "array"
+                        },
+                        "idempotency_key": {
+                          "description": "Retrying with the same key returns the first save's id instead of saving twice.",
+                          "maxLength": 200,
+                          "minLength": 1,
+                          "type": "string"
+                        },
+                        "kind": {
+                          "description": "What sort of memory this is. Default: note.",
+                          "enum": [
+                            "fact",
+                            "preference",
+                            "decision",
+                            "observation",
+                            "note"
+                          ],
+                          "type": "string"
+                        },
+                        "payload": {
+                          "description": "Optional structured data kept with the memory."
+                        },
+                        "supersedes_event_id": {
+                          "description": "Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches.",
+                          "type": "string"
+                        }
+                      },
+                      "required": [
+                        "content"
+                      ],
+                      "type": "object"
+                    },
+                    "maxItems": 100,
+                    "minItems": 1,
+                    "type": "array"
+                  },
+                  "payload": {
+                    "description": "Optional structured data kept with the memory."
+                  },
+                  "supersedes_event_id": {
+                    "description": "Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches.",
+                    "type": "string"
+                  }
+                },
+                "required": [],
+                "type": "object"
+              },
+              "name": "save_memory",
+              "outputSchema": {
+                "properties": {
+                  "ids": {
+                    "description": "New (or, on an idempotent retry, existing) memory ids, in input order.",
+                    "items": {
+                      "type": "string"
+                    },
+                    "type": "array"
+                  }
+                },
+                "required": [
+                  "ids"
+                ],
+                "type": "object"
+              },
+              "title": "Save memory"
+            }
+          ]
+        }"#]]
+    .assert_eq(&text);
+}
+
+#[test]
+fn legacy_handshake_issues_a_session_that_delete_ends() {
+    let h = Harness::new();
+    let init = rpc("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
+    let r = h.post(&init);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
+    let instructions = r.body["result"]["instructions"].as_str().unwrap();
+    assert!(instructions.contains("search_memory") && instructions.contains("save_memory"));
+    for missing in ["search_sdk", "query_sdk", "query_sql", "run_sdk"] {
+        assert!(!instructions.contains(missing), "instructions name {missing}, which does not exist yet");
+    }
+    let sid = r.headers["mcp-session-id"].to_str().unwrap().to_string();
+    let with_session = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(h.post_as(&h.owner, "/mcp", &with_session, &note).status, 202);
+    let r = h.post_as(&h.owner, "/mcp", &with_session, &rpc("ping", json!({})));
+    assert_eq!(r.body["result"], json!({}));
+    // Another principal cannot use the session.
+    let other = h.token("default", Role::Member, "mcp:read,mcp:write");
+    assert_eq!(h.post_as(&other, "/mcp", &with_session, &rpc("ping", json!({}))).status, 404);
+    let auth = format!("Bearer {}", h.owner);
+    let del = h.raw("DELETE", "/mcp", &[("authorization", &auth), ("mcp-session-id", &sid)], vec![]);
+    assert_eq!(del.status, 204);
+    let r = h.post_as(&h.owner, "/mcp", &with_session, &rpc("ping", json!({})));
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["error"]["code"], -32001);
+    // Unknown versions are answered with the newest legacy one.
+    let r = h.post(&rpc("initialize", json!({"protocolVersion": "2024-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
+    assert_eq!(r.body["result"]["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn discover_and_stateless_results_carry_the_2026_fields() {
+    let h = Harness::new();
+    let headers = [("mcp-protocol-version", V26), ("mcp-method", "server/discover")];
+    let r = h.post_as(&h.owner, "/mcp", &headers, &rpc("server/discover", json!({"_meta": meta()})));
+    assert_eq!(r.status, 200);
+    let result = &r.body["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert!(result["supportedVersions"].as_array().unwrap().contains(&json!(V26)));
+    assert!(result["capabilities"]["tools"].is_object());
+    assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "lore");
+    assert!(result["ttlMs"].is_u64() && result["cacheScope"].is_string());
+    let headers = [("mcp-protocol-version", V26), ("mcp-method", "tools/list")];
+    let r = h.post_as(&h.owner, "/mcp", &headers, &rpc("tools/list", json!({"_meta": meta()})));
+    assert_eq!(r.body["result"]["resultType"], "complete");
+    assert_eq!(r.body["result"]["ttlMs"], 0);
+    assert_eq!(r.body["result"]["cacheScope"], "private");
+    // Sessions are ignored in this era.
+    let headers = [("mcp-protocol-version", V26), ("mcp-method", "tools/list"), ("mcp-session-id", "nonexistent")];
+    assert_eq!(h.post_as(&h.owner, "/mcp", &headers, &rpc("tools/list", json!({"_meta": meta()}))).status, 200);
+}
+
+/// One malformed request: expected HTTP status and JSON-RPC error code.
+fn check_error(h: &Harness, headers: &[(&str, &str)], body: &[u8], status: u16, code: i64) {
+    let auth = format!("Bearer {}", h.owner);
+    let mut all: Vec<(&str, &str)> = [("authorization", auth.as_str()), ("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
+        .into_iter()
+        .filter(|(k, _)| !headers.iter().any(|(o, _)| o == k))
+        .collect();
+    all.extend_from_slice(headers);
+    let r = h.raw("POST", "/mcp", &all, body.to_vec());
+    assert_eq!((r.status, r.body["error"]["code"].as_i64()), (status, Some(code)), "{} -> {}", String::from_utf8_lossy(body), r.body);
+    assert!(!r.body["error"]["message"].as_str().unwrap().is_empty());
+    // The server keeps serving.
+    assert_eq!(h.post(&rpc("ping", json!({}))).status, 200);
+}
+
+#[test]
+fn malformed_requests_get_the_right_status_and_code() {
+    let h = Harness::new();
+    check_error(&h, &[], b"{not json", 400, -32700);
+    check_error(&h, &[], b"[]", 400, -32600);
+    check_error(&h, &[], b"42", 400, -32600);
+    check_error(&h, &[], br#"{"id":1,"method":"ping"}"#, 400, -32600);
+    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, 400, -32600);
+    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#, 400, -32600);
+    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#, 400, -32602);
+    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#, 200, -32601);
+    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}"#, 200, -32602);
+    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_memory","arguments":[]}}"#, 200, -32602);
+    check_error(&h, &[("mcp-protocol-version", "1999-01-01")], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 400, -32022);
+    let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#;
+    check_error(&h, &[("mcp-protocol-version", "2025-06-18")], batch, 400, -32600);
+    check_error(&h, &[("content-type", "text/plain")], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 415, -32600);
+    check_error(&h, &[("origin", "http://evil.example")], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 403, -32003);
+    let big = vec![b' '; lore::DEFAULT_MAX_BODY + 1];
+    check_error(&h, &[], &big, 413, -32600);
+
+    // 2026-07-28 checks, in order: _meta, header agreement, version, Mcp-Method, Mcp-Name.
+    let body = |meta: Value| serde_json::to_vec(&rpc("tools/list", json!({"_meta": meta}))).unwrap();
+    let good = [("mcp-protocol-version", V26), ("mcp-method", "tools/list")];
+    check_error(&h, &good, &body(json!({"io.modelcontextprotocol/protocolVersion": V26})), 400, -32602);
+    let wrong_meta = json!({"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}});
+    check_error(&h, &good, &body(wrong_meta.clone()), 400, -32020);
+    check_error(&h, &[("mcp-protocol-version", "2099-01-01"), ("mcp-method", "tools/list")], &body(wrong_meta), 400, -32022);
+    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "prompts/list")], &body(meta()), 400, -32020);
+    check_error(&h, &[("mcp-protocol-version", V26)], &body(meta()), 400, -32020);
+    let call = serde_json::to_vec(&rpc("tools/call", json!({"name": "search_memory", "arguments": {"query": "x"}, "_meta": meta()}))).unwrap();
+    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "tools/call"), ("mcp-name", "save_memory")], &call, 400, -32020);
+    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "tools/call")], &call, 400, -32020);
+    let ping = serde_json::to_vec(&rpc("ping", json!({"_meta": meta()}))).unwrap();
+    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "ping")], &ping, 404, -32601);
+
+    // Methods other than POST and DELETE.
+    let r = h.raw("GET", "/mcp", &[], vec![]);
+    assert_eq!(r.status, 405);
+    assert_eq!(h.raw("GET", "/healthz", &[], vec![]).status, 200);
+    assert_eq!(h.raw("GET", "/nowhere", &[], vec![]).status, 404);
+}
+
+#[test]
+fn batches_work_only_in_2025_03_26() {
+    let h = Harness::new();
+    let batch = json!([rpc("ping", json!({})), {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": 9, "method": "nope"}]);
+    let r = h.post_as(&h.owner, "/mcp", &[("mcp-protocol-version", "2025-03-26")], &batch);
+    assert_eq!(r.status, 200);
+    let replies = r.body.as_array().unwrap();
+    assert_eq!(replies.len(), 2);
+    assert_eq!(replies[0]["result"], json!({}));
+    assert_eq!(replies[1]["error"]["code"], -32601);
+}
+
+#[test]
+fn bad_credentials_get_401_with_a_challenge() {
+    let h = Harness::new();
+    let ping = serde_json::to_vec(&rpc("ping", json!({}))).unwrap();
+    let base = [("content-type", "application/json"), ("accept", "application/json")];
+    for auth in [None, Some("Bearer lore_nonsense"), Some("Bearer not-a-lore-token"), Some("Basic dXNlcjpwYXNz")] {
+        let mut headers = base.to_vec();
+        if let Some(a) = auth {
+            headers.push(("authorization", a));
+        }
+        let r = h.raw("POST", "/mcp", &headers, ping.clone());
+        assert_eq!(r.status, 401, "{auth:?}");
+        assert!(r.headers["www-authenticate"].to_str().unwrap().starts_with("Bearer "));
+        assert_eq!(r.body["error"]["code"], -32005);
+    }
+}
+
+#[test]
+fn revoked_and_expired_tokens_stop_working() {
+    let h = Harness::new();
+    let request = TokenRequest { org: "default".into(), role: Role::Member, scopes: Scopes::ALL, principal: None, name: None, expires_at_ms: Some(1) };
+    let expired = block_on(admin::create_token(&h.lore.ports, request)).unwrap();
+    assert_eq!(h.post_as(&expired.token, "/mcp", &[], &rpc("ping", json!({}))).status, 401);
+    let request = TokenRequest { org: "default".into(), role: Role::Member, scopes: Scopes::ALL, principal: None, name: None, expires_at_ms: None };
+    let live = block_on(admin::create_token(&h.lore.ports, request)).unwrap();
+    assert_eq!(h.post_as(&live.token, "/mcp", &[], &rpc("ping", json!({}))).status, 200);
+    block_on(admin::revoke_token(&h.lore.ports, "default", &live.token_id)).unwrap();
+    let r = h.post_as(&live.token, "/mcp", &[], &rpc("ping", json!({})));
+    assert_eq!(r.status, 401);
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("revoked"));
+    let listed = block_on(admin::list_tokens(&h.lore.ports, "default")).unwrap();
+    assert!(listed.iter().any(|t| t.id == live.token_id && t.revoked));
+}
+
+#[test]
+fn save_search_supersede_and_idempotency() {
+    let h = Harness::new();
+    let saved = h.call(&h.owner, "save_memory", json!({"content": "Dana is responsible for invoices and payments", "kind": "fact", "entity_ids": ["ent_dana"]}));
+    let old = saved["structuredContent"]["ids"][0].as_str().unwrap().to_string();
+    h.call(&h.owner, "save_memory", json!({"memories": [{"content": "Deploys happen on Fridays", "kind": "decision"}, {"content": "Sam prefers short answers", "kind": "preference"}]}));
+    let found = h.call(&h.owner, "search_memory", json!({"query": "who handles invoice payments?"}));
+    let results = found["structuredContent"]["results"].as_array().unwrap();
+    assert_eq!(results[0]["id"], old.as_str());
+    assert_eq!(results[0]["entity_ids"], json!(["ent_dana"]));
+    let only_decisions = h.call(&h.owner, "search_memory", json!({"query": "fridays deploys", "kinds": ["preference"]}));
+    assert!(only_decisions["structuredContent"]["results"].as_array().unwrap().is_empty());
+
+    let newer = h.call(&h.owner, "save_memory", json!({"content": "Priya now owns invoices and payments", "kind": "fact", "supersedes_event_id": old}));
+    let new_id = newer["structuredContent"]["ids"][0].as_str().unwrap().to_string();
+    let found = h.call(&h.owner, "search_memory", json!({"query": "invoices"}));
+    let ids: Vec<&str> = found["structuredContent"]["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [new_id.as_str()]);
+    let all = h.call(&h.owner, "search_memory", json!({"query": "invoices", "include_superseded": true}));
+    let hidden = all["structuredContent"]["results"].as_array().unwrap().iter().find(|r| r["id"] == old.as_str()).cloned().unwrap();
+    assert_eq!(hidden["superseded_by"], new_id.as_str());
+
+    let bad = h.call(&h.owner, "save_memory", json!({"content": "x", "supersedes_event_id": "evt_01aaaaaaaaaaaaaaaaaaaaaaaa"}));
+    assert_eq!(bad["isError"], true);
+    assert!(bad["content"][0]["text"].as_str().unwrap().contains("supersedes_event_id"));
+
+    let a = h.call(&h.owner, "save_memory", json!({"content": "retry me", "idempotency_key": "k1"}));
+    let b = h.call(&h.owner, "save_memory", json!({"content": "retry me", "idempotency_key": "k1"}));
+    assert_eq!(a["structuredContent"], b["structuredContent"]);
+    let c = h.call(&h.owner, "save_memory", json!({"content": "something else", "idempotency_key": "k1"}));
+    assert_eq!(c["isError"], true);
+
+    let invalid = h.call(&h.owner, "save_memory", json!({"content": "x", "kind": "rumour"}));
+    assert_eq!(invalid["isError"], true);
+    let text: Value = serde_json::from_str(invalid["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["error"]["code"], "invalid_argument");
+    assert_eq!(text["error"]["field"], "kind");
+}
+
+#[test]
+fn orgs_are_isolated_and_roles_and_scopes_are_enforced() {
+    let h = Harness::new();
+    h.call(&h.owner, "save_memory", json!({"content": "The default org's secret plan is Zephyr"}));
+    let other = block_on(admin::create_org(&h.lore.ports, "other")).unwrap().token;
+    let r = h.call(&other, "search_memory", json!({"query": "secret plan zephyr"}));
+    assert!(r["structuredContent"]["results"].as_array().unwrap().is_empty());
+    let r = h.call26(&other, "/mcp/default", "search_memory", json!({"query": "zephyr"}));
+    assert_eq!(r.status, 403);
+    let r = h.call26(&h.owner, "/mcp/other", "search_memory", json!({"query": "zephyr"}));
+    assert_eq!(r.status, 403);
+    let r = h.call26(&h.owner, "/mcp/default", "search_memory", json!({"query": "zephyr"}));
+    assert_eq!(r.body["result"]["structuredContent"]["results"].as_array().unwrap().len(), 1);
+    let r = h.call26(&h.owner, "/mcp/NOT_AN_ORG", "search_memory", json!({"query": "zephyr"}));
+    assert_eq!(r.status, 403);
+
+    let reader = h.token("default", Role::Member, "mcp:read");
+    let r = h.call26(&reader, "/mcp", "save_memory", json!({"content": "nope"}));
+    assert_eq!(r.status, 403);
+    assert!(r.headers["www-authenticate"].to_str().unwrap().contains("insufficient_scope"));
+    assert_eq!(h.call(&reader, "search_memory", json!({"query": "zephyr"}))["isError"], false);
+
+    let viewer = h.token("default", Role::Viewer, "mcp:read,mcp:write");
+    let r = h.call(&viewer, "save_memory", json!({"content": "nope"}));
+    assert_eq!(r["isError"], true);
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("needs_write"));
+    let all = h.call(&h.owner, "search_memory", json!({"query": "nope"}));
+    assert!(all["structuredContent"]["results"].as_array().unwrap().is_empty(), "refused writes left nothing behind");
+}
+
+#[test]
+fn progress_tokens_stream_progress_before_the_result() {
+    let h = Harness::new();
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_memory", "arguments": {"query": "x"}, "_meta": {"progressToken": "p1"}}});
+    let auth = format!("Bearer {}", h.owner);
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
+    let response = block_on(h.lore.handle({
+        let mut b = http::Request::builder().method("POST").uri("/mcp").header("host", "localhost");
+        for (k, v) in headers {
+            b = b.header(k, v);
+        }
+        b.body(serde_json::to_vec(&body).unwrap()).unwrap()
+    }));
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = String::from_utf8(response.into_body()).unwrap();
+    let events: Vec<Value> = text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[0]["method"], "notifications/progress");
+    assert_eq!(events[0]["params"]["progressToken"], "p1");
+    assert_eq!(events[2]["id"], 3);
+}
