@@ -92,7 +92,7 @@ impl Harness {
         let body = if headers.get("content-type").is_some_and(|c| c == "text/event-stream") {
             // The last SSE event carries the response.
             let text = String::from_utf8(bytes).unwrap();
-            let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap().to_string();
+            let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).next_back().unwrap().to_string();
             serde_json::from_str(&last).unwrap()
         } else if bytes.is_empty() {
             Value::Null

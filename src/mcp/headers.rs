@@ -51,7 +51,7 @@ impl OriginPolicy {
 
     fn host_allowed(&self, host: &str) -> bool {
         let name = host_name(host).to_ascii_lowercase();
-        self.allowed_hosts.as_ref().is_none_or(|hosts| hosts.iter().any(|h| *h == name))
+        self.allowed_hosts.as_ref().is_none_or(|hosts| hosts.contains(&name))
     }
 
     /// `Err(reason)` when the request must be refused with 403.

@@ -110,12 +110,17 @@ pub async fn handle(lore: &Lore, caller: &Caller, headers: &HeaderMap, message: 
         "tools/call" => ex.tools_call(&params).await,
         _ => {
             #[cfg(feature = "conformance-fixtures")]
-            let fixture = super::fixtures::dispatch(&ex, &method, &params).await;
-            #[cfg(not(feature = "conformance-fixtures"))]
-            let fixture: Option<Result<Value, RpcError>> = None;
-            fixture.unwrap_or_else(|| Err(RpcError::method_not_found(&method, 404)))
+            if let Some(r) = super::fixtures::dispatch(&ex, &method, &params).await {
+                return finish(&ex, id, r, sse_ok);
+            }
+            Err(RpcError::method_not_found(&method, 404))
         }
     };
+    finish(&ex, id, result, sse_ok)
+}
+
+/// The reply: JSON, or SSE when there are notifications to send first (or progress was asked).
+fn finish(ex: &Exchange<'_>, id: Value, result: Result<Value, RpcError>, sse_ok: bool) -> Reply {
     let notifications = ex.take_notifications();
     let response = match result {
         Ok(r) => jsonrpc::result_response(&id, r),

@@ -1,0 +1,153 @@
+// Scenarios 6 and 7: org isolation, token scopes and roles.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startServer, createOrg, createToken, rawLegacy, raw2026, toolText, runPython } from './lib/server.mjs';
+import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
+
+let server;
+before(async () => {
+  server = await startServer();
+});
+after(async () => {
+  if (server) await server.dispose();
+});
+
+function ids(result) {
+  assert.notEqual(result.isError, true, JSON.stringify(result));
+  return result.structuredContent.results.map((r) => r.id);
+}
+
+test('6. isolation: another org never sees default\'s memories, and tokens are refused on the other org\'s path', async () => {
+  const owner = server.ownerToken;
+  const other = await createOrg(server.db, 'other');
+  assert.equal(other.org, 'other');
+  assert.match(other.token, /^lore_/);
+
+  // default saves a memory.
+  const d = await connectV2(server.url, owner, 'pin');
+  let defaultId;
+  try {
+    const saved = await save(d.client, { content: 'The ocelot merger closes in June.', kind: 'fact' });
+    defaultId = saved.structuredContent.ids[0];
+    assert.deepEqual(ids(await search(d.client, 'ocelot merger')), [defaultId]);
+  } finally {
+    await d.client.close();
+  }
+
+  // other (on /mcp and on /mcp/other, with two different clients) sees nothing of it.
+  for (const url of [server.url, `${server.url}/other`]) {
+    const o = await connectV2(url, other.token, 'pin');
+    try {
+      assert.deepEqual(ids(await search(o.client, 'ocelot merger')), [], url);
+      assert.deepEqual(ids(await search(o.client, { query: 'ocelot', include_superseded: true })), [], url);
+    } finally {
+      await o.client.close();
+    }
+  }
+  const s = await connectSdk1(`${server.url}/other`, other.token);
+  let otherId;
+  try {
+    assert.deepEqual(ids(await search(s.client, 'ocelot')), []);
+    // other's own memory with the same word stays in other.
+    otherId = (await save(s.client, { content: 'The ocelot mascot is orange.' })).structuredContent.ids[0];
+    assert.deepEqual(ids(await search(s.client, 'ocelot')), [otherId]);
+    // other cannot supersede default's memory by id: it does not exist there.
+    const cross = await save(s.client, { content: 'hijack', supersedes_event_id: defaultId });
+    assert.equal(cross.isError, true);
+    assert.equal(toolText(cross).error.field, 'supersedes_event_id');
+    await s.transport.terminateSession();
+  } finally {
+    await s.client.close();
+  }
+  const py = await runPython({ url: server.url, token: owner, steps: [{ op: 'search', args: { query: 'ocelot' } }] });
+  assert.deepEqual(py.steps[0].structuredContent.results.map((r) => r.id), [defaultId], 'default does not see other\'s memory');
+
+  // Wrong org in the path: 403, in both eras.
+  for (const [token, org] of [[other.token, 'default'], [owner, 'other']]) {
+    const url = `${server.url}/${org}`;
+    const legacy = await rawLegacy(url, token, 'tools/call', { name: 'search_memory', arguments: { query: 'ocelot' } });
+    assert.equal(legacy.status, 403, `${org}: ${legacy.text}`);
+    assert.equal(legacy.json?.error?.code, -32003);
+    const modern = await raw2026(url, token, 'tools/call', { name: 'search_memory', arguments: { query: 'ocelot' } });
+    assert.equal(modern.status, 403, `${org}: ${modern.text}`);
+    const init = await rawLegacy(url, token, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } });
+    assert.equal(init.status, 403, `${org}: ${init.text}`);
+    // The real clients fail to connect rather than falling back.
+    await assert.rejects(connectV2(url, token, 'pin'), `v2 pinned on ${url}`);
+    await assert.rejects(connectSdk1(url, token), `sdk1 on ${url}`);
+  }
+  // An unknown org is refused the same way.
+  const nowhere = await raw2026(`${server.url}/nowhere`, owner, 'tools/list');
+  assert.equal(nowhere.status, 403, nowhere.text);
+});
+
+test('7. scopes and roles: read-only token gets 403 insufficient_scope on save; viewer gets needs_write; both can search', async () => {
+  const owner = server.ownerToken;
+  const readOnly = await createToken(server.db, { scopes: 'mcp:read', name: 'reader' });
+  const viewer = await createToken(server.db, { role: 'viewer', scopes: 'mcp:read,mcp:write', name: 'viewer' });
+
+  const o = await connectV2(server.url, owner, 'pin');
+  let id;
+  try {
+    id = (await save(o.client, { content: 'The gecko runbook lives in the ops wiki.' })).structuredContent.ids[0];
+  } finally {
+    await o.client.close();
+  }
+
+  // Read-only token: HTTP 403 + WWW-Authenticate insufficient_scope, in both eras.
+  const args = { name: 'save_memory', arguments: { content: 'should not be saved: gecko' } };
+  for (const res of [
+    await rawLegacy(server.url, readOnly, 'tools/call', args),
+    await raw2026(server.url, readOnly, 'tools/call', args),
+  ]) {
+    assert.equal(res.status, 403, res.text);
+    assert.match(res.headers.get('www-authenticate') ?? '', /insufficient_scope/);
+    assert.equal(res.json?.error?.code, -32003);
+    assert.equal(res.json?.error?.data?.error, 'insufficient_scope');
+    assert.equal(res.json?.id, 1);
+  }
+  // The real clients see the 403 as an error, and can still search.
+  const r1 = await connectSdk1(server.url, readOnly);
+  try {
+    await assert.rejects(save(r1.client, { content: 'nope gecko' }), /403|insufficient_scope/);
+    assert.deepEqual(ids(await search(r1.client, 'gecko runbook')), [id]);
+    await r1.transport.terminateSession();
+  } finally {
+    await r1.client.close();
+  }
+  const r2 = await connectV2(server.url, readOnly, 'pin');
+  try {
+    await assert.rejects(save(r2.client, { content: 'nope gecko' }));
+    assert.deepEqual(ids(await search(r2.client, 'gecko')), [id]);
+  } finally {
+    await r2.client.close();
+  }
+  const rpy = await runPython({ url: server.url, token: readOnly, steps: [{ op: 'save', args: { content: 'nope gecko' } }, { op: 'search', args: { query: 'gecko' } }] });
+  assert.ok(rpy.steps[0].exception, `python save with a read-only token raised: ${JSON.stringify(rpy.steps[0])}`);
+  assert.deepEqual(rpy.steps[1].structuredContent.results.map((r) => r.id), [id]);
+
+  // Viewer with write scope: an in-band tool error with code needs_write.
+  const v = await connectV2(server.url, viewer, 'pin');
+  try {
+    const denied = await save(v.client, { content: 'viewer wants to write about geckos' });
+    assert.equal(denied.isError, true, JSON.stringify(denied));
+    assert.equal(toolText(denied).error.code, 'needs_write');
+    assert.deepEqual(ids(await search(v.client, 'gecko')), [id]);
+  } finally {
+    await v.client.close();
+  }
+  const vs = await connectSdk1(server.url, viewer);
+  try {
+    const denied = await save(vs.client, { content: 'viewer wants to write about geckos' });
+    assert.equal(denied.isError, true);
+    assert.equal(toolText(denied).error.code, 'needs_write');
+    await vs.transport.terminateSession();
+  } finally {
+    await vs.client.close();
+  }
+  // Nothing of the refused writes was stored.
+  const check = await raw2026(server.url, owner, 'tools/call', { name: 'search_memory', arguments: { query: 'gecko', include_superseded: true } });
+  assert.equal(check.status, 200);
+  assert.deepEqual(check.json.result.structuredContent.results.map((r) => r.id), [id]);
+});

@@ -1,0 +1,231 @@
+// Scenarios 1-4: the real TypeScript and Python MCP clients against a real `lore serve`.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startServer, rawLegacy, runPython, toolText } from './lib/server.mjs';
+import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
+
+let server;
+before(async () => {
+  server = await startServer();
+  assert.match(server.ownerToken ?? '', /^lore_/, `owner token not found on stderr:\n${server.stderr}`);
+});
+after(async () => {
+  if (server) await server.dispose();
+});
+
+function assertToolsShape(tools) {
+  assert.deepEqual(tools.map((t) => t.name).sort(), ['save_memory', 'search_memory']);
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  const s = byName.search_memory;
+  const w = byName.save_memory;
+  assert.equal(s.annotations?.readOnlyHint, true);
+  assert.equal(s.annotations?.destructiveHint, false);
+  assert.equal(s.annotations?.idempotentHint, true);
+  assert.equal(w.annotations?.readOnlyHint, false);
+  assert.equal(w.annotations?.destructiveHint, false);
+  assert.equal(w.annotations?.idempotentHint, false);
+  for (const t of tools) {
+    assert.equal(t.inputSchema?.type, 'object', `${t.name} inputSchema`);
+    assert.equal(t.outputSchema?.type, 'object', `${t.name} outputSchema`);
+    assert.ok(typeof t.description === 'string' && t.description.length > 10, `${t.name} description`);
+  }
+  assert.deepEqual(s.inputSchema.required, ['query']);
+  assert.ok(s.outputSchema.properties.results, 'search_memory outputSchema has results');
+  assert.ok(w.outputSchema.properties.ids, 'save_memory outputSchema has ids');
+}
+
+function savedId(result) {
+  assert.notEqual(result.isError, true, `save failed: ${JSON.stringify(result)}`);
+  const ids = result.structuredContent?.ids;
+  assert.ok(Array.isArray(ids) && ids.length === 1, `ids: ${JSON.stringify(result)}`);
+  assert.match(ids[0], /^evt_/);
+  return ids[0];
+}
+
+function results(result) {
+  assert.notEqual(result.isError, true, `search failed: ${JSON.stringify(result)}`);
+  const r = result.structuredContent?.results;
+  assert.ok(Array.isArray(r), `results: ${JSON.stringify(result)}`);
+  // The text block mirrors structuredContent.
+  assert.deepEqual(toolText(result), result.structuredContent);
+  return r;
+}
+
+test('1. sdk 1.32: initialize, listTools, save, search, terminateSession then 404 on the dead session', async () => {
+  const { client, transport } = await connectSdk1(server.url, server.ownerToken);
+  try {
+    assert.equal(transport.protocolVersion, '2025-11-25');
+    const sessionId = transport.sessionId;
+    assert.match(sessionId ?? '', /^[A-Za-z0-9]+$/, 'a session id was issued');
+    assert.equal(client.getServerVersion()?.name, 'lore');
+    assert.match(client.getInstructions() ?? '', /search_memory/);
+
+    const { tools } = await client.listTools();
+    assertToolsShape(tools);
+
+    const id = savedId(await save(client, { content: 'The pelican team ships the billing service on Thursdays.', kind: 'fact' }));
+    const found = results(await search(client, 'pelican billing'));
+    assert.equal(found.length, 1);
+    assert.equal(found[0].id, id);
+    assert.equal(found[0].kind, 'fact');
+    assert.match(found[0].content, /pelican team/);
+    assert.ok(found[0].score > 0);
+    assert.match(found[0].author, /\S/);
+    assert.match(found[0].created_at, /^\d{4}-\d{2}-\d{2}T/);
+
+    await transport.terminateSession();
+    assert.equal(transport.sessionId, undefined, 'the transport forgot the session');
+
+    const dead = await rawLegacy(server.url, server.ownerToken, 'tools/list', undefined, {
+      headers: { 'mcp-session-id': sessionId },
+    });
+    assert.equal(dead.status, 404, dead.text);
+    assert.equal(dead.json?.error?.code, -32001, dead.text);
+    assert.equal(dead.json?.id, 1);
+  } finally {
+    await client.close();
+  }
+});
+
+test('2a. client 2.4 pinned to 2026-07-28: discover, list, save, search', async () => {
+  const { client } = await connectV2(server.url, server.ownerToken, 'pin');
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+    assert.equal(client.getProtocolEra(), 'modern');
+    const discover = client.getDiscoverResult();
+    assert.ok(discover?.supportedVersions?.includes('2026-07-28'), JSON.stringify(discover));
+    assert.ok(discover?.capabilities?.tools, 'capabilities.tools is advertised');
+    assert.equal(client.getServerVersion()?.name, 'lore');
+
+    const { tools } = await client.listTools();
+    assertToolsShape(tools);
+
+    const id = savedId(await save(client, { content: 'Quokka deploys need a change ticket approved by Dana.', kind: 'decision' }));
+    const found = results(await search(client, { query: 'quokka ticket', kinds: ['decision'] }));
+    assert.deepEqual(found.map((r) => r.id), [id]);
+    assert.equal(found[0].kind, 'decision');
+  } finally {
+    await client.close();
+  }
+});
+
+test('2b. client 2.4 in legacy mode: initialize, list, save, search, terminate', async () => {
+  const { client, transport } = await connectV2(server.url, server.ownerToken, 'legacy');
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), '2025-11-25');
+    assert.equal(client.getProtocolEra(), 'legacy');
+    assert.match(transport.sessionId ?? '', /^[A-Za-z0-9]+$/);
+
+    const { tools } = await client.listTools();
+    assertToolsShape(tools);
+
+    const id = savedId(await save(client, { content: 'The marmoset cluster is retired in March.', entity_ids: ['cluster:marmoset'] }));
+    const found = results(await search(client, { query: 'marmoset', entity_ids: ['cluster:marmoset'] }));
+    assert.deepEqual(found.map((r) => r.id), [id]);
+    assert.deepEqual(found[0].entity_ids, ['cluster:marmoset']);
+    assert.equal(found[0].kind, 'note', 'the default kind');
+    await transport.terminateSession();
+  } finally {
+    await client.close();
+  }
+});
+
+test('2c. client 2.4 in auto mode negotiates 2026-07-28', async () => {
+  const { client } = await connectV2(server.url, server.ownerToken, 'auto');
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+    assert.equal(client.getProtocolEra(), 'modern');
+    const found = results(await search(client, 'marmoset'));
+    assert.equal(found.length, 1);
+  } finally {
+    await client.close();
+  }
+});
+
+test('3. python mcp 2.3 in auto mode: negotiates 2026-07-28, save + search', async () => {
+  const out = await runPython({
+    url: server.url,
+    token: server.ownerToken,
+    mode: 'auto',
+    steps: [
+      { op: 'list_tools' },
+      { op: 'save', args: { content: 'Wombat invoices are archived after seven years.', kind: 'preference' } },
+      { op: 'search', args: { query: 'wombat invoice archive' } },
+    ],
+  });
+  assert.equal(out.protocol_version, '2026-07-28');
+  assert.equal(out.server_info?.name, 'lore');
+  const [list, saved, searched] = out.steps;
+  assert.deepEqual(list.tools.map((t) => t.name).sort(), ['save_memory', 'search_memory']);
+  assert.equal(saved.isError, false, JSON.stringify(saved));
+  const id = saved.structuredContent.ids[0];
+  assert.match(id, /^evt_/);
+  assert.equal(searched.isError, false, JSON.stringify(searched));
+  assert.deepEqual(searched.structuredContent.results.map((r) => r.id), [id]);
+  assert.equal(searched.structuredContent.results[0].kind, 'preference');
+});
+
+test('3b. python mcp 2.3 in legacy mode also works', async () => {
+  const out = await runPython({
+    url: server.url,
+    token: server.ownerToken,
+    mode: 'legacy',
+    steps: [{ op: 'search', args: { query: 'wombat' } }],
+  });
+  assert.equal(out.protocol_version, '2025-11-25');
+  assert.equal(out.steps[0].structuredContent.results.length, 1);
+});
+
+test('4. cross-client: saved by one client, found by the others; supersedes_event_id hides the old one', async () => {
+  // Save with sdk 1.32 (legacy era).
+  const sdk1 = await connectSdk1(server.url, server.ownerToken);
+  let oldId;
+  try {
+    oldId = savedId(await save(sdk1.client, { content: 'The capybara office wifi password rotates monthly.', kind: 'fact' }));
+  } finally {
+    await sdk1.transport.terminateSession();
+    await sdk1.client.close();
+  }
+
+  // Python (2026 era) finds it, and supersedes it.
+  const py = await runPython({
+    url: server.url,
+    token: server.ownerToken,
+    steps: [
+      { op: 'search', args: { query: 'capybara wifi' } },
+      { op: 'save', args: { content: 'The capybara office wifi password now rotates weekly.', kind: 'fact', supersedes_event_id: oldId } },
+    ],
+  });
+  assert.equal(py.protocol_version, '2026-07-28');
+  assert.deepEqual(py.steps[0].structuredContent.results.map((r) => r.id), [oldId]);
+  assert.equal(py.steps[1].isError, false, JSON.stringify(py.steps[1]));
+  const newId = py.steps[1].structuredContent.ids[0];
+  assert.notEqual(newId, oldId);
+
+  // client 2.4 pinned (2026 era) sees only the new one, unless it asks for superseded ones.
+  const v2 = await connectV2(server.url, server.ownerToken, 'pin');
+  try {
+    const current = results(await search(v2.client, 'capybara wifi password'));
+    assert.deepEqual(current.map((r) => r.id), [newId]);
+    assert.equal(current[0].supersedes_event_id, oldId);
+    assert.equal(current[0].superseded_by, undefined);
+
+    const all = results(await search(v2.client, { query: 'capybara wifi password', include_superseded: true }));
+    assert.deepEqual(all.map((r) => r.id).sort(), [oldId, newId].sort());
+    const old = all.find((r) => r.id === oldId);
+    assert.equal(old.superseded_by, newId);
+    assert.match(old.content, /monthly/);
+  } finally {
+    await v2.client.close();
+  }
+
+  // client 2.4 legacy agrees.
+  const v2l = await connectV2(server.url, server.ownerToken, 'legacy');
+  try {
+    assert.deepEqual(results(await search(v2l.client, 'capybara')).map((r) => r.id), [newId]);
+  } finally {
+    await v2l.transport.terminateSession();
+    await v2l.client.close();
+  }
+});

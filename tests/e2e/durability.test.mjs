@@ -1,0 +1,56 @@
+// Scenario 5: memories survive a SIGTERM and a restart on the same database.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+
+import { startServer, tempDir, cleanupDir } from './lib/server.mjs';
+import { connectV2, connectSdk1, save, search } from './lib/clients.mjs';
+
+test('5. durability: save, kill -TERM, restart on the same db, the memory is still found', async () => {
+  const dir = await tempDir();
+  const db = path.join(dir, 'lore.db');
+  let first;
+  let second;
+  try {
+    first = await startServer({ db });
+    const token = first.ownerToken;
+    assert.match(token ?? '', /^lore_/);
+
+    const { client } = await connectV2(first.url, token, 'pin');
+    let id;
+    try {
+      const saved = await save(client, { content: 'The axolotl backup job runs at 02:00 UTC.', kind: 'fact', idempotency_key: 'axolotl-1' });
+      assert.equal(saved.isError, false, JSON.stringify(saved));
+      id = saved.structuredContent.ids[0];
+    } finally {
+      await client.close();
+    }
+
+    const exit = await first.stop();
+    assert.deepEqual(exit, { code: 0, signal: null }, `graceful exit on SIGTERM; stderr:\n${first.stderr}`);
+    assert.match(first.stderr, /SIGTERM received/);
+
+    second = await startServer({ db });
+    assert.equal(second.ownerToken, null, 'no new owner token on an existing db');
+    assert.doesNotMatch(second.stderr, /owner token/);
+
+    // The old token still works, the memory is found by a different client.
+    const sdk1 = await connectSdk1(second.url, token);
+    try {
+      const found = await search(sdk1.client, 'axolotl backup');
+      assert.deepEqual(found.structuredContent.results.map((r) => r.id), [id]);
+      // The idempotency record survived too: a retry returns the first id.
+      const retry = await save(sdk1.client, { content: 'The axolotl backup job runs at 02:00 UTC.', kind: 'fact', idempotency_key: 'axolotl-1' });
+      assert.deepEqual(retry.structuredContent.ids, [id]);
+      await sdk1.transport.terminateSession();
+    } finally {
+      await sdk1.client.close();
+    }
+    const exit2 = await second.stop();
+    assert.equal(exit2.code, 0);
+  } finally {
+    if (first) await first.stop();
+    if (second) await second.stop();
+    await cleanupDir(dir);
+  }
+});
