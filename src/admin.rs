@@ -8,7 +8,9 @@ use crate::auth::{hash_secret, new_token_secret};
 use crate::error::{LoreError, Result};
 use crate::ids::{OrgId, new_ulid};
 use crate::keys::{self, OrgKeys};
-use crate::model::{Membership, Org, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry, TokenRecord};
+use crate::model::{
+    Membership, Org, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry, TokenRecord,
+};
 use crate::ports::Ports;
 use crate::storage::{Batch, StorageError};
 
@@ -33,7 +35,11 @@ fn json(value: &impl Serialize) -> Vec<u8> {
 }
 
 async fn local_owner_id(ports: &Ports) -> Result<Option<String>> {
-    Ok(ports.storage.get(keys::LOCAL_OWNER).await?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    Ok(ports
+        .storage
+        .get(keys::LOCAL_OWNER)
+        .await?
+        .map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
 /// Adds the writes that create a token for `principal` in `org` to `batch`.
@@ -58,19 +64,47 @@ fn issue_token(
         revoked_at_ms: None,
         label,
     };
-    batch.require_absent(keys::token_by_hash(&hash)).put(keys::token_by_hash(&hash), json(&record));
-    batch.put(OrgKeys::new(org).token(&record.id), json(&TokenIndexEntry { hash }));
-    IssuedToken { org: org.to_string(), token: secret, token_id: record.id, principal: principal.to_string() }
+    batch
+        .require_absent(keys::token_by_hash(&hash))
+        .put(keys::token_by_hash(&hash), json(&record));
+    batch.put(
+        OrgKeys::new(org).token(&record.id),
+        json(&TokenIndexEntry { hash }),
+    );
+    IssuedToken {
+        org: org.to_string(),
+        token: secret,
+        token_id: record.id,
+        principal: principal.to_string(),
+    }
 }
 
 /// Adds the writes that create `org` owned by `owner`, with an owner token.
 fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str) -> IssuedToken {
     let now = ports.clock.now_ms();
-    let record = Org { id: org.clone(), created_at_ms: now, owner: owner.to_string() };
-    batch.require_absent(keys::org(org)).put(keys::org(org), json(&record));
-    let member = Membership { principal: owner.to_string(), role: Role::Owner, created_at_ms: now };
+    let record = Org {
+        id: org.clone(),
+        created_at_ms: now,
+        owner: owner.to_string(),
+    };
+    batch
+        .require_absent(keys::org(org))
+        .put(keys::org(org), json(&record));
+    let member = Membership {
+        principal: owner.to_string(),
+        role: Role::Owner,
+        created_at_ms: now,
+    };
     batch.put(OrgKeys::new(org).member(owner), json(&member));
-    issue_token(ports, batch, org, owner, Scopes::ALL, None, Some("owner".into()))
+    issue_token(
+        ports,
+        batch,
+        org,
+        owner,
+        Scopes::ALL,
+        None,
+        Some("owner".into()),
+    )
 }
 
 /// Creates the local owner and the first org. A second run changes nothing.
@@ -86,7 +120,9 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
         created_at_ms: ports.clock.now_ms(),
     };
     let mut batch = Batch::new();
-    batch.require_absent(keys::LOCAL_OWNER).put(keys::LOCAL_OWNER, owner.id.as_bytes().to_vec());
+    batch
+        .require_absent(keys::LOCAL_OWNER)
+        .put(keys::LOCAL_OWNER, owner.id.as_bytes().to_vec());
     batch.put(keys::principal(&owner.id), json(&owner));
     let issued = create_org_writes(ports, &mut batch, &org, &owner.id);
     match ports.storage.commit(batch).await {
@@ -103,21 +139,25 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
 /// Creates a further org owned by the local owner and returns an owner token for it.
 pub async fn create_org(ports: &Ports, org_name: &str) -> Result<IssuedToken> {
     let org = OrgId::parse(org_name)?;
-    let owner = local_owner_id(ports)
-        .await?
-        .ok_or_else(|| LoreError::Conflict("the database is not initialised; run `lore init` first".into()))?;
+    let owner = local_owner_id(ports).await?.ok_or_else(|| {
+        LoreError::Conflict("the database is not initialised; run `lore init` first".into())
+    })?;
     let mut batch = Batch::new();
     let issued = create_org_writes(ports, &mut batch, &org, &owner);
     match ports.storage.commit(batch).await {
         Ok(()) => Ok(issued),
-        Err(StorageError::Conflict { .. }) => Err(LoreError::Conflict(format!("org {org} already exists"))),
+        Err(StorageError::Conflict { .. }) => {
+            Err(LoreError::Conflict(format!("org {org} already exists")))
+        }
         Err(e) => Err(e.into()),
     }
 }
 
 pub async fn list_orgs(ports: &Ports) -> Result<Vec<Org>> {
     let rows = ports.storage.scan_all(keys::ORG_PREFIX).await?;
-    rows.iter().map(|(_, v)| serde_json::from_slice(v).map_err(Into::into)).collect()
+    rows.iter()
+        .map(|(_, v)| serde_json::from_slice(v).map_err(Into::into))
+        .collect()
 }
 
 async fn require_org(ports: &Ports, org_name: &str) -> Result<OrgId> {
@@ -160,14 +200,25 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
                 name: request.name.clone().unwrap_or_else(|| "api token".into()),
                 created_at_ms: now,
             };
-            let member = Membership { principal: principal.id.clone(), role: request.role, created_at_ms: now };
+            let member = Membership {
+                principal: principal.id.clone(),
+                role: request.role,
+                created_at_ms: now,
+            };
             batch.put(keys::principal(&principal.id), json(&principal));
             batch.put(org_keys.member(&principal.id), json(&member));
             principal.id
         }
     };
-    let issued =
-        issue_token(ports, &mut batch, &org, &principal_id, request.scopes, request.expires_at_ms, request.name);
+    let issued = issue_token(
+        ports,
+        &mut batch,
+        &org,
+        &principal_id,
+        request.scopes,
+        request.expires_at_ms,
+        request.name,
+    );
     ports.storage.commit(batch).await?;
     Ok(issued)
 }
@@ -198,8 +249,14 @@ pub async fn list_tokens(ports: &Ports, org_name: &str) -> Result<Vec<TokenSumma
     let mut out = Vec::new();
     for (_, value) in ports.storage.scan_all(&org_keys.tokens()).await? {
         let entry: TokenIndexEntry = serde_json::from_slice(&value)?;
-        let Some(record) = token_record(ports, &entry.hash).await? else { continue };
-        let role = match ports.storage.get(&org_keys.member(&record.principal)).await? {
+        let Some(record) = token_record(ports, &entry.hash).await? else {
+            continue;
+        };
+        let role = match ports
+            .storage
+            .get(&org_keys.member(&record.principal))
+            .await?
+        {
             Some(bytes) => Some(serde_json::from_slice::<Membership>(&bytes)?.role),
             None => None,
         };
@@ -223,14 +280,21 @@ pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Resu
     let index_key = OrgKeys::new(&org).token(token_id);
     let entry: TokenIndexEntry = match ports.storage.get(&index_key).await? {
         Some(bytes) => serde_json::from_slice(&bytes)?,
-        None => return Err(LoreError::not_found(format!("token {token_id} in org {org}"))),
+        None => {
+            return Err(LoreError::not_found(format!(
+                "token {token_id} in org {org}"
+            )));
+        }
     };
     let mut record = token_record(ports, &entry.hash)
         .await?
         .ok_or_else(|| LoreError::not_found(format!("token {token_id}")))?;
     if record.revoked_at_ms.is_none() {
         record.revoked_at_ms = Some(ports.clock.now_ms());
-        ports.storage.put(&keys::token_by_hash(&entry.hash), json(&record)).await?;
+        ports
+            .storage
+            .put(&keys::token_by_hash(&entry.hash), json(&record))
+            .await?;
     }
     Ok(())
 }

@@ -25,7 +25,10 @@ pub fn hash_secret(secret: &str) -> String {
 pub fn new_token_secret(ports: &Ports) -> String {
     let mut bytes = [0u8; 32];
     ports.random.fill(&mut bytes);
-    format!("{TOKEN_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+    format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
 }
 
 /// The authenticated identity of one request, pinned to one org.
@@ -63,7 +66,9 @@ impl Caller {
     /// 403 `insufficient_scope`; this is the second gate).
     pub fn require_write(&self, action: &str) -> Result<()> {
         if !self.scopes.write {
-            return Err(LoreError::NeedsWrite(format!("{action} needs a token with the mcp:write scope")));
+            return Err(LoreError::NeedsWrite(format!(
+                "{action} needs a token with the mcp:write scope"
+            )));
         }
         if !self.role.can_write() {
             return Err(LoreError::NeedsWrite(format!(
@@ -102,27 +107,35 @@ pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
     if record.revoked_at_ms.is_some() {
         return Err(unauthorized("the bearer token was revoked"));
     }
-    if record.expires_at_ms.is_some_and(|exp| exp <= ports.clock.now_ms()) {
+    if record
+        .expires_at_ms
+        .is_some_and(|exp| exp <= ports.clock.now_ms())
+    {
         return Err(unauthorized("the bearer token has expired"));
     }
     let principal: Principal = load(ports, &keys::principal(&record.principal))
         .await?
         .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
-    Ok(Credential { principal, token: Some(record) })
+    Ok(Credential {
+        principal,
+        token: Some(record),
+    })
 }
 
 /// The local owner, for servers started with `--no-auth` on a loopback address.
 pub async fn local_owner(ports: &Ports) -> Result<Credential> {
-    let id = ports
-        .storage
-        .get(keys::LOCAL_OWNER)
-        .await?
-        .ok_or_else(|| LoreError::Unauthorized("the database has no local owner; run `lore init`".into()))?;
-    let id = String::from_utf8(id).map_err(|_| LoreError::Internal("local owner id is not UTF-8".into()))?;
+    let id = ports.storage.get(keys::LOCAL_OWNER).await?.ok_or_else(|| {
+        LoreError::Unauthorized("the database has no local owner; run `lore init`".into())
+    })?;
+    let id = String::from_utf8(id)
+        .map_err(|_| LoreError::Internal("local owner id is not UTF-8".into()))?;
     let principal: Principal = load(ports, &keys::principal(&id))
         .await?
         .ok_or_else(|| LoreError::Internal("the local owner principal is missing".into()))?;
-    Ok(Credential { principal, token: None })
+    Ok(Credential {
+        principal,
+        token: None,
+    })
 }
 
 /// Pins a credential to one org: the path org if given (it must be one the token is bound to),
@@ -135,11 +148,15 @@ pub async fn resolve_caller(
 ) -> Result<Caller> {
     let org = match (&credential.token, path_org) {
         (_, Some(name)) => {
-            let org = OrgId::parse(name).map_err(|_| LoreError::Forbidden(format!("{name:?} is not an org you can reach")))?;
+            let org = OrgId::parse(name).map_err(|_| {
+                LoreError::Forbidden(format!("{name:?} is not an org you can reach"))
+            })?;
             if let Some(token) = &credential.token
                 && !token.orgs.contains(&org)
             {
-                return Err(LoreError::Forbidden(format!("this token is not valid for org {org}")));
+                return Err(LoreError::Forbidden(format!(
+                    "this token is not valid for org {org}"
+                )));
             }
             org
         }

@@ -31,7 +31,10 @@ pub enum LoreError {
 
 impl LoreError {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::InvalidArgument { field: field.into(), message: message.into() }
+        Self::InvalidArgument {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     pub fn not_found(what: impl Into<String>) -> Self {

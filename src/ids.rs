@@ -17,14 +17,19 @@ pub struct OrgId(String);
 impl OrgId {
     pub fn parse(s: &str) -> Result<Self, LoreError> {
         let ok = (1..=63).contains(&s.len())
-            && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            && s.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if ok {
             Ok(Self(s.to_string()))
         } else {
             Err(LoreError::invalid(
                 "org",
-                format!("{s:?} is not a valid org name: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"),
+                format!(
+                    "{s:?} is not a valid org name: use 1-63 of a-z, 0-9 and '-', starting with a letter or digit"
+                ),
             ))
         }
     }
@@ -54,15 +59,21 @@ impl fmt::Display for OrgId {
 pub fn new_ulid(ports: &Ports) -> String {
     let mut bytes = [0u8; 10];
     ports.random.fill(&mut bytes);
-    let random = bytes.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
+    let random = bytes
+        .iter()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
     let ms = u64::try_from(ports.clock.now_ms()).unwrap_or(0);
-    ulid::Ulid::from_parts(ms, random).to_string().to_ascii_lowercase()
+    ulid::Ulid::from_parts(ms, random)
+        .to_string()
+        .to_ascii_lowercase()
 }
 
 /// The smallest ULID string for a millisecond timestamp: a scan bound for "created after".
 pub fn ulid_floor(ms: i64) -> String {
     let ms = u64::try_from(ms).unwrap_or(0);
-    ulid::Ulid::from_parts(ms, 0).to_string().to_ascii_lowercase()
+    ulid::Ulid::from_parts(ms, 0)
+        .to_string()
+        .to_ascii_lowercase()
 }
 
 /// Checks the `{prefix}_{ulid}` shape of a record id so it can be placed in a storage key.
@@ -72,6 +83,9 @@ pub fn parse_record_id<'a>(id: &'a str, prefix: &str, field: &str) -> Result<&'a
         .and_then(|rest| rest.strip_prefix('_'))
         .filter(|u| u.len() == 26 && u.bytes().all(|b| b.is_ascii_alphanumeric()));
     ulid.ok_or_else(|| {
-        LoreError::invalid(field, format!("{id:?} is not a {prefix}_ id; use an id lore returned"))
+        LoreError::invalid(
+            field,
+            format!("{id:?} is not a {prefix}_ id; use an id lore returned"),
+        )
     })
 }

@@ -11,6 +11,7 @@
 //! o/{org}/token/{token id}      sha256 of that token (listing and revocation)
 //! o/{org}/ev/{ulid}             Event
 //! o/{org}/idem/{sha256(key)}    IdempotencyRecord of a save_memory call
+//! o/{org}/meta/events-changed   a fresh random value written with every batch of new events
 //! o/{org}/session/{id}          Session (legacy MCP sessions)
 //! ```
 
@@ -38,7 +39,9 @@ pub struct OrgKeys {
 
 impl OrgKeys {
     pub(crate) fn new(org: &OrgId) -> Self {
-        Self { root: format!("o/{org}/") }
+        Self {
+            root: format!("o/{org}/"),
+        }
     }
     pub fn member(&self, principal: &str) -> String {
         format!("{}member/{principal}", self.root)
@@ -57,6 +60,10 @@ impl OrgKeys {
     }
     pub fn events(&self) -> String {
         format!("{}ev/", self.root)
+    }
+    /// Changes whenever events are added, so readers can skip rescanning an unchanged org.
+    pub fn events_changed(&self) -> String {
+        format!("{}meta/events-changed", self.root)
     }
     pub fn idempotency(&self, key_hash: &str) -> String {
         format!("{}idem/{key_hash}", self.root)

@@ -68,7 +68,11 @@ pub struct Lore {
 
 impl Lore {
     pub fn new(ports: Ports, config: Config) -> Self {
-        Self { ports, config, memory: MemoryService::default() }
+        Self {
+            ports,
+            config,
+            memory: MemoryService::default(),
+        }
     }
 
     pub fn server_info(&self) -> Value {
@@ -82,9 +86,10 @@ impl Lore {
         match segments.as_slice() {
             ["mcp"] => mcp::handle(self, request, None).await,
             ["mcp", org] => mcp::handle(self, request, Some(org)).await,
-            ["healthz"] if request.method() == Method::GET => {
-                json_response(StatusCode::OK, json!({ "status": "ok", "version": VERSION }))
-            }
+            ["healthz"] if request.method() == Method::GET => json_response(
+                StatusCode::OK,
+                json!({ "status": "ok", "version": VERSION }),
+            ),
             _ => json_response(
                 StatusCode::NOT_FOUND,
                 json!({ "error": { "code": "not_found", "message": format!("no route for {} {path}; MCP is served at /mcp", request.method()) } }),
@@ -99,24 +104,49 @@ impl Lore {
     }
 
     /// Runs a workspace tool by name with already-validated arguments.
-    pub async fn run_tool(&self, caller: &Caller, name: &str, args: Value) -> Result<Value, LoreError> {
+    pub async fn run_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, LoreError> {
         let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
         match name {
             mcp::tools::SAVE_MEMORY => {
-                self.memory.save(&self.ports, caller, serde_json::from_value(args).map_err(parse_err)?).await
+                self.memory
+                    .save(
+                        &self.ports,
+                        caller,
+                        serde_json::from_value(args).map_err(parse_err)?,
+                    )
+                    .await
             }
             mcp::tools::SEARCH_MEMORY => {
-                self.memory.search(&self.ports, caller, serde_json::from_value(args).map_err(parse_err)?).await
+                self.memory
+                    .search(
+                        &self.ports,
+                        caller,
+                        serde_json::from_value(args).map_err(parse_err)?,
+                    )
+                    .await
             }
             other => Err(LoreError::not_found(format!("tool {other}"))),
         }
     }
 
     /// Validates and runs a tool: what `lore memory run` does locally.
-    pub async fn call_tool(&self, caller: &Caller, name: &str, args: Value) -> Result<Value, LoreError> {
+    pub async fn call_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, LoreError> {
         let spec = mcp::tools::find(name).ok_or_else(|| {
             let known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();
-            LoreError::invalid("tool", format!("unknown tool {name:?}; available: {}", known.join(", ")))
+            LoreError::invalid(
+                "tool",
+                format!("unknown tool {name:?}; available: {}", known.join(", ")),
+            )
         })?;
         spec.validate(&args)?;
         self.run_tool(caller, name, args).await
@@ -126,6 +156,9 @@ impl Lore {
 fn json_response(status: StatusCode, body: Value) -> Response<Vec<u8>> {
     let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
     *response.status_mut() = status;
-    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     response
 }

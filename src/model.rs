@@ -47,7 +47,10 @@ impl Role {
             "member" => Ok(Self::Member),
             "admin" => Ok(Self::Admin),
             "owner" => Ok(Self::Owner),
-            _ => Err(LoreError::invalid("role", format!("{s:?} is not a role; use owner, admin, member or viewer"))),
+            _ => Err(LoreError::invalid(
+                "role",
+                format!("{s:?} is not a role; use owner, admin, member or viewer"),
+            )),
         }
     }
     pub fn as_str(self) -> &'static str {
@@ -78,7 +81,10 @@ pub struct Scopes {
 }
 
 impl Scopes {
-    pub const ALL: Self = Self { read: true, write: true };
+    pub const ALL: Self = Self {
+        read: true,
+        write: true,
+    };
 
     /// Parses `mcp:read`, `mcp:write`, `mcp:read,write` (and comma or space separated lists).
     pub fn parse(s: &str) -> Result<Self, LoreError> {
@@ -99,13 +105,18 @@ impl Scopes {
                 _ => {
                     return Err(LoreError::invalid(
                         "scopes",
-                        format!("unknown scope {part:?}; use mcp:read, mcp:write or mcp:read,write"),
+                        format!(
+                            "unknown scope {part:?}; use mcp:read, mcp:write or mcp:read,write"
+                        ),
                     ));
                 }
             }
         }
         if !scopes.read && !scopes.write {
-            return Err(LoreError::invalid("scopes", "give at least one scope: mcp:read or mcp:write"));
+            return Err(LoreError::invalid(
+                "scopes",
+                "give at least one scope: mcp:read or mcp:write",
+            ));
         }
         Ok(scopes)
     }

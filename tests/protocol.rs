@@ -27,7 +27,11 @@ struct CounterRandom(Cell<u64>);
 impl Randomness for CounterRandom {
     fn fill(&self, buf: &mut [u8]) {
         for b in buf.iter_mut() {
-            let n = self.0.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let n = self
+                .0
+                .get()
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             self.0.set(n);
             *b = (n >> 33) as u8;
         }
@@ -77,11 +81,16 @@ impl Harness {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(&self.lore.ports, request)).unwrap().token
+        block_on(admin::create_token(&self.lore.ports, request))
+            .unwrap()
+            .token
     }
 
     fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Reply {
-        let mut req = http::Request::builder().method(method).uri(path).header("host", "127.0.0.1:8787");
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "127.0.0.1:8787");
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -89,17 +98,29 @@ impl Harness {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.into_body();
-        let body = if headers.get("content-type").is_some_and(|c| c == "text/event-stream") {
+        let body = if headers
+            .get("content-type")
+            .is_some_and(|c| c == "text/event-stream")
+        {
             // The last SSE event carries the response.
             let text = String::from_utf8(bytes).unwrap();
-            let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).next_back().unwrap().to_string();
+            let last = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .next_back()
+                .unwrap()
+                .to_string();
             serde_json::from_str(&last).unwrap()
         } else if bytes.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&bytes).unwrap()
         };
-        Reply { status, headers, body }
+        Reply {
+            status,
+            headers,
+            body,
+        }
     }
 
     fn post_as(&self, token: &str, path: &str, extra: &[(&str, &str)], body: &Value) -> Reply {
@@ -121,7 +142,11 @@ impl Harness {
     fn call26(&self, token: &str, path: &str, tool: &str, args: Value) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": tool, "arguments": args, "_meta": meta()}});
-        let headers = [("mcp-protocol-version", V26), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+        let headers = [
+            ("mcp-protocol-version", V26),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+        ];
         self.post_as(token, path, &headers, &body)
     }
 
@@ -432,26 +457,47 @@ fn tools_list_is_a_golden_snapshot() {
 #[test]
 fn legacy_handshake_issues_a_session_that_delete_ends() {
     let h = Harness::new();
-    let init = rpc("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
+    let init = rpc(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
     let r = h.post(&init);
     assert_eq!(r.status, 200);
     assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
     let instructions = r.body["result"]["instructions"].as_str().unwrap();
     assert!(instructions.contains("search_memory") && instructions.contains("save_memory"));
     for missing in ["search_sdk", "query_sdk", "query_sql", "run_sdk"] {
-        assert!(!instructions.contains(missing), "instructions name {missing}, which does not exist yet");
+        assert!(
+            !instructions.contains(missing),
+            "instructions name {missing}, which does not exist yet"
+        );
     }
     let sid = r.headers["mcp-session-id"].to_str().unwrap().to_string();
-    let with_session = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let with_session = [
+        ("mcp-session-id", sid.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(h.post_as(&h.owner, "/mcp", &with_session, &note).status, 202);
+    assert_eq!(
+        h.post_as(&h.owner, "/mcp", &with_session, &note).status,
+        202
+    );
     let r = h.post_as(&h.owner, "/mcp", &with_session, &rpc("ping", json!({})));
     assert_eq!(r.body["result"], json!({}));
     // Another principal cannot use the session.
     let other = h.token("default", Role::Member, "mcp:read,mcp:write");
-    assert_eq!(h.post_as(&other, "/mcp", &with_session, &rpc("ping", json!({}))).status, 404);
+    assert_eq!(
+        h.post_as(&other, "/mcp", &with_session, &rpc("ping", json!({})))
+            .status,
+        404
+    );
     let auth = format!("Bearer {}", h.owner);
-    let del = h.raw("DELETE", "/mcp", &[("authorization", &auth), ("mcp-session-id", &sid)], vec![]);
+    let del = h.raw(
+        "DELETE",
+        "/mcp",
+        &[("authorization", &auth), ("mcp-session-id", &sid)],
+        vec![],
+    );
     assert_eq!(del.status, 204);
     let r = h.post_as(&h.owner, "/mcp", &with_session, &rpc("ping", json!({})));
     assert_eq!(r.status, 404);
@@ -464,35 +510,79 @@ fn legacy_handshake_issues_a_session_that_delete_ends() {
 #[test]
 fn discover_and_stateless_results_carry_the_2026_fields() {
     let h = Harness::new();
-    let headers = [("mcp-protocol-version", V26), ("mcp-method", "server/discover")];
-    let r = h.post_as(&h.owner, "/mcp", &headers, &rpc("server/discover", json!({"_meta": meta()})));
+    let headers = [
+        ("mcp-protocol-version", V26),
+        ("mcp-method", "server/discover"),
+    ];
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &headers,
+        &rpc("server/discover", json!({"_meta": meta()})),
+    );
     assert_eq!(r.status, 200);
     let result = &r.body["result"];
     assert_eq!(result["resultType"], "complete");
-    assert!(result["supportedVersions"].as_array().unwrap().contains(&json!(V26)));
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(V26))
+    );
     assert!(result["capabilities"]["tools"].is_object());
-    assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "lore");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "lore"
+    );
     assert!(result["ttlMs"].is_u64() && result["cacheScope"].is_string());
     let headers = [("mcp-protocol-version", V26), ("mcp-method", "tools/list")];
-    let r = h.post_as(&h.owner, "/mcp", &headers, &rpc("tools/list", json!({"_meta": meta()})));
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &headers,
+        &rpc("tools/list", json!({"_meta": meta()})),
+    );
     assert_eq!(r.body["result"]["resultType"], "complete");
     assert_eq!(r.body["result"]["ttlMs"], 0);
     assert_eq!(r.body["result"]["cacheScope"], "private");
     // Sessions are ignored in this era.
-    let headers = [("mcp-protocol-version", V26), ("mcp-method", "tools/list"), ("mcp-session-id", "nonexistent")];
-    assert_eq!(h.post_as(&h.owner, "/mcp", &headers, &rpc("tools/list", json!({"_meta": meta()}))).status, 200);
+    let headers = [
+        ("mcp-protocol-version", V26),
+        ("mcp-method", "tools/list"),
+        ("mcp-session-id", "nonexistent"),
+    ];
+    assert_eq!(
+        h.post_as(
+            &h.owner,
+            "/mcp",
+            &headers,
+            &rpc("tools/list", json!({"_meta": meta()}))
+        )
+        .status,
+        200
+    );
 }
 
 /// One malformed request: expected HTTP status and JSON-RPC error code.
 fn check_error(h: &Harness, headers: &[(&str, &str)], body: &[u8], status: u16, code: i64) {
     let auth = format!("Bearer {}", h.owner);
-    let mut all: Vec<(&str, &str)> = [("authorization", auth.as_str()), ("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
-        .into_iter()
-        .filter(|(k, _)| !headers.iter().any(|(o, _)| o == k))
-        .collect();
+    let mut all: Vec<(&str, &str)> = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| !headers.iter().any(|(o, _)| o == k))
+    .collect();
     all.extend_from_slice(headers);
     let r = h.raw("POST", "/mcp", &all, body.to_vec());
-    assert_eq!((r.status, r.body["error"]["code"].as_i64()), (status, Some(code)), "{} -> {}", String::from_utf8_lossy(body), r.body);
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_i64()),
+        (status, Some(code)),
+        "{} -> {}",
+        String::from_utf8_lossy(body),
+        r.body
+    );
     assert!(!r.body["error"]["message"].as_str().unwrap().is_empty());
     // The server keeps serving.
     assert_eq!(h.post(&rpc("ping", json!({}))).status, 200);
@@ -505,34 +595,145 @@ fn malformed_requests_get_the_right_status_and_code() {
     check_error(&h, &[], b"[]", 400, -32600);
     check_error(&h, &[], b"42", 400, -32600);
     check_error(&h, &[], br#"{"id":1,"method":"ping"}"#, 400, -32600);
-    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, 400, -32600);
-    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#, 400, -32600);
-    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#, 400, -32602);
-    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#, 200, -32601);
-    check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}"#, 200, -32602);
+    check_error(
+        &h,
+        &[],
+        br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        400,
+        -32600,
+    );
+    check_error(
+        &h,
+        &[],
+        br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+        400,
+        -32600,
+    );
+    check_error(
+        &h,
+        &[],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#,
+        400,
+        -32602,
+    );
+    check_error(
+        &h,
+        &[],
+        br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#,
+        200,
+        -32601,
+    );
+    check_error(
+        &h,
+        &[],
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}"#,
+        200,
+        -32602,
+    );
     check_error(&h, &[], br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_memory","arguments":[]}}"#, 200, -32602);
-    check_error(&h, &[("mcp-protocol-version", "1999-01-01")], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 400, -32022);
+    check_error(
+        &h,
+        &[("mcp-protocol-version", "1999-01-01")],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        400,
+        -32022,
+    );
     let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#;
-    check_error(&h, &[("mcp-protocol-version", "2025-06-18")], batch, 400, -32600);
-    check_error(&h, &[("content-type", "text/plain")], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 415, -32600);
-    check_error(&h, &[("origin", "http://evil.example")], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 403, -32003);
+    check_error(
+        &h,
+        &[("mcp-protocol-version", "2025-06-18")],
+        batch,
+        400,
+        -32600,
+    );
+    check_error(
+        &h,
+        &[("content-type", "text/plain")],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        415,
+        -32600,
+    );
+    check_error(
+        &h,
+        &[("origin", "http://evil.example")],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        403,
+        -32003,
+    );
     let big = vec![b' '; lore::DEFAULT_MAX_BODY + 1];
     check_error(&h, &[], &big, 413, -32600);
 
     // 2026-07-28 checks, in order: _meta, header agreement, version, Mcp-Method, Mcp-Name.
-    let body = |meta: Value| serde_json::to_vec(&rpc("tools/list", json!({"_meta": meta}))).unwrap();
+    let body =
+        |meta: Value| serde_json::to_vec(&rpc("tools/list", json!({"_meta": meta}))).unwrap();
     let good = [("mcp-protocol-version", V26), ("mcp-method", "tools/list")];
-    check_error(&h, &good, &body(json!({"io.modelcontextprotocol/protocolVersion": V26})), 400, -32602);
+    check_error(
+        &h,
+        &good,
+        &body(json!({"io.modelcontextprotocol/protocolVersion": V26})),
+        400,
+        -32602,
+    );
     let wrong_meta = json!({"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}});
     check_error(&h, &good, &body(wrong_meta.clone()), 400, -32020);
-    check_error(&h, &[("mcp-protocol-version", "2099-01-01"), ("mcp-method", "tools/list")], &body(wrong_meta), 400, -32022);
-    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "prompts/list")], &body(meta()), 400, -32020);
-    check_error(&h, &[("mcp-protocol-version", V26)], &body(meta()), 400, -32020);
-    let call = serde_json::to_vec(&rpc("tools/call", json!({"name": "search_memory", "arguments": {"query": "x"}, "_meta": meta()}))).unwrap();
-    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "tools/call"), ("mcp-name", "save_memory")], &call, 400, -32020);
-    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "tools/call")], &call, 400, -32020);
+    check_error(
+        &h,
+        &[
+            ("mcp-protocol-version", "2099-01-01"),
+            ("mcp-method", "tools/list"),
+        ],
+        &body(wrong_meta),
+        400,
+        -32022,
+    );
+    check_error(
+        &h,
+        &[
+            ("mcp-protocol-version", V26),
+            ("mcp-method", "prompts/list"),
+        ],
+        &body(meta()),
+        400,
+        -32020,
+    );
+    check_error(
+        &h,
+        &[("mcp-protocol-version", V26)],
+        &body(meta()),
+        400,
+        -32020,
+    );
+    let call = serde_json::to_vec(&rpc(
+        "tools/call",
+        json!({"name": "search_memory", "arguments": {"query": "x"}, "_meta": meta()}),
+    ))
+    .unwrap();
+    check_error(
+        &h,
+        &[
+            ("mcp-protocol-version", V26),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "save_memory"),
+        ],
+        &call,
+        400,
+        -32020,
+    );
+    check_error(
+        &h,
+        &[("mcp-protocol-version", V26), ("mcp-method", "tools/call")],
+        &call,
+        400,
+        -32020,
+    );
     let ping = serde_json::to_vec(&rpc("ping", json!({"_meta": meta()}))).unwrap();
-    check_error(&h, &[("mcp-protocol-version", V26), ("mcp-method", "ping")], &ping, 404, -32601);
+    check_error(
+        &h,
+        &[("mcp-protocol-version", V26), ("mcp-method", "ping")],
+        &ping,
+        404,
+        -32601,
+    );
 
     // Methods other than POST and DELETE.
     let r = h.raw("GET", "/mcp", &[], vec![]);
@@ -545,7 +746,12 @@ fn malformed_requests_get_the_right_status_and_code() {
 fn batches_work_only_in_2025_03_26() {
     let h = Harness::new();
     let batch = json!([rpc("ping", json!({})), {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": 9, "method": "nope"}]);
-    let r = h.post_as(&h.owner, "/mcp", &[("mcp-protocol-version", "2025-03-26")], &batch);
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &[("mcp-protocol-version", "2025-03-26")],
+        &batch,
+    );
     assert_eq!(r.status, 200);
     let replies = r.body.as_array().unwrap();
     assert_eq!(replies.len(), 2);
@@ -557,15 +763,28 @@ fn batches_work_only_in_2025_03_26() {
 fn bad_credentials_get_401_with_a_challenge() {
     let h = Harness::new();
     let ping = serde_json::to_vec(&rpc("ping", json!({}))).unwrap();
-    let base = [("content-type", "application/json"), ("accept", "application/json")];
-    for auth in [None, Some("Bearer lore_nonsense"), Some("Bearer not-a-lore-token"), Some("Basic dXNlcjpwYXNz")] {
+    let base = [
+        ("content-type", "application/json"),
+        ("accept", "application/json"),
+    ];
+    for auth in [
+        None,
+        Some("Bearer lore_nonsense"),
+        Some("Bearer not-a-lore-token"),
+        Some("Basic dXNlcjpwYXNz"),
+    ] {
         let mut headers = base.to_vec();
         if let Some(a) = auth {
             headers.push(("authorization", a));
         }
         let r = h.raw("POST", "/mcp", &headers, ping.clone());
         assert_eq!(r.status, 401, "{auth:?}");
-        assert!(r.headers["www-authenticate"].to_str().unwrap().starts_with("Bearer "));
+        assert!(
+            r.headers["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer ")
+        );
         assert_eq!(r.body["error"]["code"], -32005);
     }
 }
@@ -573,16 +792,48 @@ fn bad_credentials_get_401_with_a_challenge() {
 #[test]
 fn revoked_and_expired_tokens_stop_working() {
     let h = Harness::new();
-    let request = TokenRequest { org: "default".into(), role: Role::Member, scopes: Scopes::ALL, principal: None, name: None, expires_at_ms: Some(1) };
+    let request = TokenRequest {
+        org: "default".into(),
+        role: Role::Member,
+        scopes: Scopes::ALL,
+        principal: None,
+        name: None,
+        expires_at_ms: Some(1),
+    };
     let expired = block_on(admin::create_token(&h.lore.ports, request)).unwrap();
-    assert_eq!(h.post_as(&expired.token, "/mcp", &[], &rpc("ping", json!({}))).status, 401);
-    let request = TokenRequest { org: "default".into(), role: Role::Member, scopes: Scopes::ALL, principal: None, name: None, expires_at_ms: None };
+    assert_eq!(
+        h.post_as(&expired.token, "/mcp", &[], &rpc("ping", json!({})))
+            .status,
+        401
+    );
+    let request = TokenRequest {
+        org: "default".into(),
+        role: Role::Member,
+        scopes: Scopes::ALL,
+        principal: None,
+        name: None,
+        expires_at_ms: None,
+    };
     let live = block_on(admin::create_token(&h.lore.ports, request)).unwrap();
-    assert_eq!(h.post_as(&live.token, "/mcp", &[], &rpc("ping", json!({}))).status, 200);
-    block_on(admin::revoke_token(&h.lore.ports, "default", &live.token_id)).unwrap();
+    assert_eq!(
+        h.post_as(&live.token, "/mcp", &[], &rpc("ping", json!({})))
+            .status,
+        200
+    );
+    block_on(admin::revoke_token(
+        &h.lore.ports,
+        "default",
+        &live.token_id,
+    ))
+    .unwrap();
     let r = h.post_as(&live.token, "/mcp", &[], &rpc("ping", json!({})));
     assert_eq!(r.status, 401);
-    assert!(r.body["error"]["message"].as_str().unwrap().contains("revoked"));
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoked")
+    );
     let listed = block_on(admin::list_tokens(&h.lore.ports, "default")).unwrap();
     assert!(listed.iter().any(|t| t.id == live.token_id && t.revoked));
 }
@@ -591,37 +842,97 @@ fn revoked_and_expired_tokens_stop_working() {
 fn save_search_supersede_and_idempotency() {
     let h = Harness::new();
     let saved = h.call(&h.owner, "save_memory", json!({"content": "Dana is responsible for invoices and payments", "kind": "fact", "entity_ids": ["ent_dana"]}));
-    let old = saved["structuredContent"]["ids"][0].as_str().unwrap().to_string();
+    let old = saved["structuredContent"]["ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
     h.call(&h.owner, "save_memory", json!({"memories": [{"content": "Deploys happen on Fridays", "kind": "decision"}, {"content": "Sam prefers short answers", "kind": "preference"}]}));
-    let found = h.call(&h.owner, "search_memory", json!({"query": "who handles invoice payments?"}));
+    let found = h.call(
+        &h.owner,
+        "search_memory",
+        json!({"query": "who handles invoice payments?"}),
+    );
     let results = found["structuredContent"]["results"].as_array().unwrap();
     assert_eq!(results[0]["id"], old.as_str());
     assert_eq!(results[0]["entity_ids"], json!(["ent_dana"]));
-    let only_decisions = h.call(&h.owner, "search_memory", json!({"query": "fridays deploys", "kinds": ["preference"]}));
-    assert!(only_decisions["structuredContent"]["results"].as_array().unwrap().is_empty());
+    let only_decisions = h.call(
+        &h.owner,
+        "search_memory",
+        json!({"query": "fridays deploys", "kinds": ["preference"]}),
+    );
+    assert!(
+        only_decisions["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     let newer = h.call(&h.owner, "save_memory", json!({"content": "Priya now owns invoices and payments", "kind": "fact", "supersedes_event_id": old}));
-    let new_id = newer["structuredContent"]["ids"][0].as_str().unwrap().to_string();
+    let new_id = newer["structuredContent"]["ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
     let found = h.call(&h.owner, "search_memory", json!({"query": "invoices"}));
-    let ids: Vec<&str> = found["structuredContent"]["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = found["structuredContent"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, [new_id.as_str()]);
-    let all = h.call(&h.owner, "search_memory", json!({"query": "invoices", "include_superseded": true}));
-    let hidden = all["structuredContent"]["results"].as_array().unwrap().iter().find(|r| r["id"] == old.as_str()).cloned().unwrap();
+    let all = h.call(
+        &h.owner,
+        "search_memory",
+        json!({"query": "invoices", "include_superseded": true}),
+    );
+    let hidden = all["structuredContent"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == old.as_str())
+        .cloned()
+        .unwrap();
     assert_eq!(hidden["superseded_by"], new_id.as_str());
 
-    let bad = h.call(&h.owner, "save_memory", json!({"content": "x", "supersedes_event_id": "evt_01aaaaaaaaaaaaaaaaaaaaaaaa"}));
+    let bad = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "x", "supersedes_event_id": "evt_01aaaaaaaaaaaaaaaaaaaaaaaa"}),
+    );
     assert_eq!(bad["isError"], true);
-    assert!(bad["content"][0]["text"].as_str().unwrap().contains("supersedes_event_id"));
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("supersedes_event_id")
+    );
 
-    let a = h.call(&h.owner, "save_memory", json!({"content": "retry me", "idempotency_key": "k1"}));
-    let b = h.call(&h.owner, "save_memory", json!({"content": "retry me", "idempotency_key": "k1"}));
+    let a = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "retry me", "idempotency_key": "k1"}),
+    );
+    let b = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "retry me", "idempotency_key": "k1"}),
+    );
     assert_eq!(a["structuredContent"], b["structuredContent"]);
-    let c = h.call(&h.owner, "save_memory", json!({"content": "something else", "idempotency_key": "k1"}));
+    let c = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "something else", "idempotency_key": "k1"}),
+    );
     assert_eq!(c["isError"], true);
 
-    let invalid = h.call(&h.owner, "save_memory", json!({"content": "x", "kind": "rumour"}));
+    let invalid = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "x", "kind": "rumour"}),
+    );
     assert_eq!(invalid["isError"], true);
-    let text: Value = serde_json::from_str(invalid["content"][0]["text"].as_str().unwrap()).unwrap();
+    let text: Value =
+        serde_json::from_str(invalid["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text["error"]["code"], "invalid_argument");
     assert_eq!(text["error"]["field"], "kind");
 }
@@ -629,31 +940,91 @@ fn save_search_supersede_and_idempotency() {
 #[test]
 fn orgs_are_isolated_and_roles_and_scopes_are_enforced() {
     let h = Harness::new();
-    h.call(&h.owner, "save_memory", json!({"content": "The default org's secret plan is Zephyr"}));
-    let other = block_on(admin::create_org(&h.lore.ports, "other")).unwrap().token;
-    let r = h.call(&other, "search_memory", json!({"query": "secret plan zephyr"}));
-    assert!(r["structuredContent"]["results"].as_array().unwrap().is_empty());
-    let r = h.call26(&other, "/mcp/default", "search_memory", json!({"query": "zephyr"}));
+    h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "The default org's secret plan is Zephyr"}),
+    );
+    let other = block_on(admin::create_org(&h.lore.ports, "other"))
+        .unwrap()
+        .token;
+    let r = h.call(
+        &other,
+        "search_memory",
+        json!({"query": "secret plan zephyr"}),
+    );
+    assert!(
+        r["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let r = h.call26(
+        &other,
+        "/mcp/default",
+        "search_memory",
+        json!({"query": "zephyr"}),
+    );
     assert_eq!(r.status, 403);
-    let r = h.call26(&h.owner, "/mcp/other", "search_memory", json!({"query": "zephyr"}));
+    let r = h.call26(
+        &h.owner,
+        "/mcp/other",
+        "search_memory",
+        json!({"query": "zephyr"}),
+    );
     assert_eq!(r.status, 403);
-    let r = h.call26(&h.owner, "/mcp/default", "search_memory", json!({"query": "zephyr"}));
-    assert_eq!(r.body["result"]["structuredContent"]["results"].as_array().unwrap().len(), 1);
-    let r = h.call26(&h.owner, "/mcp/NOT_AN_ORG", "search_memory", json!({"query": "zephyr"}));
+    let r = h.call26(
+        &h.owner,
+        "/mcp/default",
+        "search_memory",
+        json!({"query": "zephyr"}),
+    );
+    assert_eq!(
+        r.body["result"]["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let r = h.call26(
+        &h.owner,
+        "/mcp/NOT_AN_ORG",
+        "search_memory",
+        json!({"query": "zephyr"}),
+    );
     assert_eq!(r.status, 403);
 
     let reader = h.token("default", Role::Member, "mcp:read");
     let r = h.call26(&reader, "/mcp", "save_memory", json!({"content": "nope"}));
     assert_eq!(r.status, 403);
-    assert!(r.headers["www-authenticate"].to_str().unwrap().contains("insufficient_scope"));
-    assert_eq!(h.call(&reader, "search_memory", json!({"query": "zephyr"}))["isError"], false);
+    assert!(
+        r.headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("insufficient_scope")
+    );
+    assert_eq!(
+        h.call(&reader, "search_memory", json!({"query": "zephyr"}))["isError"],
+        false
+    );
 
     let viewer = h.token("default", Role::Viewer, "mcp:read,mcp:write");
     let r = h.call(&viewer, "save_memory", json!({"content": "nope"}));
     assert_eq!(r["isError"], true);
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("needs_write"));
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("needs_write")
+    );
     let all = h.call(&h.owner, "search_memory", json!({"query": "nope"}));
-    assert!(all["structuredContent"]["results"].as_array().unwrap().is_empty(), "refused writes left nothing behind");
+    assert!(
+        all["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "refused writes left nothing behind"
+    );
 }
 
 #[test]
@@ -662,9 +1033,16 @@ fn progress_tokens_stream_progress_before_the_result() {
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "search_memory", "arguments": {"query": "x"}, "_meta": {"progressToken": "p1"}}});
     let auth = format!("Bearer {}", h.owner);
-    let headers = [("authorization", auth.as_str()), ("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
     let response = block_on(h.lore.handle({
-        let mut b = http::Request::builder().method("POST").uri("/mcp").header("host", "localhost");
+        let mut b = http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "localhost");
         for (k, v) in headers {
             b = b.header(k, v);
         }
@@ -672,9 +1050,51 @@ fn progress_tokens_stream_progress_before_the_result() {
     }));
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let text = String::from_utf8(response.into_body()).unwrap();
-    let events: Vec<Value> = text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
     assert_eq!(events.len(), 3);
     assert_eq!(events[0]["method"], "notifications/progress");
     assert_eq!(events[0]["params"]["progressToken"], "p1");
     assert_eq!(events[2]["id"], 3);
+}
+
+#[test]
+fn instances_sharing_one_store_see_each_others_writes() {
+    // Two core instances on one store, like two worker threads or two edge isolates.
+    let h = Harness::new();
+    let second = Lore::new(h.lore.ports.clone(), Config::default());
+    let second = Harness {
+        lore: second,
+        owner: h.owner.clone(),
+    };
+    assert!(second.call(&h.owner, "search_memory", json!({"query": "kiwi"}))["structuredContent"]["results"].as_array().unwrap().is_empty());
+    h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "The office kiwi plant needs water on Mondays"}),
+    );
+    let found = second.call(&h.owner, "search_memory", json!({"query": "kiwi"}));
+    assert_eq!(
+        found["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "A second kiwi fact"}),
+    );
+    let found = second.call(&h.owner, "search_memory", json!({"query": "kiwi"}));
+    assert_eq!(
+        found["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }

@@ -25,7 +25,16 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    pub const NAMES: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+    pub const NAMES: &[&str] = &[
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
 
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
@@ -64,9 +73,17 @@ pub struct Exchange<'a> {
 }
 
 impl<'a> Exchange<'a> {
-    pub fn new(lore: &'a Lore, caller: &'a Caller, stateless: bool, params: &Map<String, Value>) -> Self {
-        let progress_token =
-            params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
+    pub fn new(
+        lore: &'a Lore,
+        caller: &'a Caller,
+        stateless: bool,
+        params: &Map<String, Value>,
+    ) -> Self {
+        let progress_token = params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_number())
+            .cloned();
         Self {
             lore,
             caller,
@@ -83,12 +100,16 @@ impl<'a> Exchange<'a> {
     pub fn log(&self, level: LogLevel, data: Value) {
         if self.log_level.is_some_and(|min| level >= min) {
             let params = json!({ "level": level.as_str(), "logger": "lore", "data": data });
-            self.notifications.borrow_mut().push(jsonrpc::notification("notifications/message", params));
+            self.notifications
+                .borrow_mut()
+                .push(jsonrpc::notification("notifications/message", params));
         }
     }
 
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = &self.progress_token else { return };
+        let Some(token) = &self.progress_token else {
+            return;
+        };
         let mut params = json!({ "progressToken": token, "progress": progress });
         if let Some(total) = total {
             params["total"] = json!(total);
@@ -96,7 +117,9 @@ impl<'a> Exchange<'a> {
         if let Some(message) = message {
             params["message"] = json!(message);
         }
-        self.notifications.borrow_mut().push(jsonrpc::notification("notifications/progress", params));
+        self.notifications
+            .borrow_mut()
+            .push(jsonrpc::notification("notifications/progress", params));
     }
 
     pub fn take_notifications(&self) -> Vec<Value> {
@@ -105,7 +128,9 @@ impl<'a> Exchange<'a> {
 
     /// Marks a result for the 2026-07-28 era (`resultType`, and caching hints on lists).
     pub fn finish_result(&self, mut result: Value, cacheable: bool) -> Value {
-        if self.stateless && let Some(obj) = result.as_object_mut() {
+        if self.stateless
+            && let Some(obj) = result.as_object_mut()
+        {
             obj.entry("resultType").or_insert(json!("complete"));
             if cacheable {
                 // Tool lists depend on who asks (scopes today, roles and orgs later): private, and
@@ -115,7 +140,10 @@ impl<'a> Exchange<'a> {
             }
             let meta = obj.entry("_meta").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {
-                meta.insert("io.modelcontextprotocol/serverInfo".into(), self.lore.server_info());
+                meta.insert(
+                    "io.modelcontextprotocol/serverInfo".into(),
+                    self.lore.server_info(),
+                );
             }
         }
         result
@@ -123,8 +151,7 @@ impl<'a> Exchange<'a> {
 
     pub fn tools_list(&self) -> Value {
         #[allow(unused_mut)]
-        let mut tools: Vec<Value> =
-            tools::TOOLS.iter().map(|t| serde_json::to_value(t.describe()).unwrap_or_default()).collect();
+        let mut tools: Vec<Value> = tools::descriptors().to_vec();
         #[cfg(feature = "conformance-fixtures")]
         tools.extend(super::fixtures::tools(self.stateless));
         self.finish_result(json!({ "tools": tools }), true)
@@ -135,13 +162,23 @@ impl<'a> Exchange<'a> {
     pub async fn tools_call(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
         let name = match params.get("name") {
             Some(Value::String(n)) => n.as_str(),
-            _ => return Err(RpcError::new(jsonrpc::INVALID_PARAMS, "tools/call needs params.name, a string", 200)),
+            _ => {
+                return Err(RpcError::new(
+                    jsonrpc::INVALID_PARAMS,
+                    "tools/call needs params.name, a string",
+                    200,
+                ));
+            }
         };
         let args = match params.get("arguments") {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => {
-                return Err(RpcError::new(jsonrpc::INVALID_PARAMS, "tools/call arguments must be an object", 200));
+                return Err(RpcError::new(
+                    jsonrpc::INVALID_PARAMS,
+                    "tools/call arguments must be an object",
+                    200,
+                ));
             }
         };
         #[cfg(feature = "conformance-fixtures")]
@@ -152,7 +189,10 @@ impl<'a> Exchange<'a> {
             let known: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
             return Err(RpcError::new(
                 jsonrpc::INVALID_PARAMS,
-                format!("Unknown tool: {name}. Available tools: {}", known.join(", ")),
+                format!(
+                    "Unknown tool: {name}. Available tools: {}",
+                    known.join(", ")
+                ),
                 200,
             )
             .with_data(json!({ "tool": name, "available": known })));
@@ -172,7 +212,10 @@ impl<'a> Exchange<'a> {
         let result = match outcome {
             Ok(value) => tool_success(value),
             Err(e) => {
-                self.log(LogLevel::Warning, json!({ "tool": name, "error": e.to_json() }));
+                self.log(
+                    LogLevel::Warning,
+                    json!({ "tool": name, "error": e.to_json() }),
+                );
                 tool_error(&e)
             }
         };

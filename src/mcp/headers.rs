@@ -10,12 +10,18 @@ pub const NAME: &str = "mcp-name";
 
 /// A header's value with optional whitespace trimmed (RFC 9110), if present and valid text.
 pub fn get<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
 }
 
 /// Decodes the `=?base64?…?=` form clients use for values that are not plain visible ASCII.
 pub fn decode_value(raw: &str) -> Option<String> {
-    match raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
         Some(b64) => {
             let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
             String::from_utf8(bytes).ok()
@@ -40,18 +46,29 @@ fn host_name(host: &str) -> &str {
     if host.starts_with('[') {
         return host.find(']').map_or(host, |end| &host[..=end]);
     }
-    host.rsplit_once(':').map_or(host, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host })
+    host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    })
 }
 
 impl OriginPolicy {
     /// Accepts only loopback hosts and origins: the default of a server bound to 127.0.0.1.
     pub fn loopback() -> Self {
-        Self { allowed_hosts: Some(LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect()), allowed_origins: vec![] }
+        Self {
+            allowed_hosts: Some(LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect()),
+            allowed_origins: vec![],
+        }
     }
 
     fn host_allowed(&self, host: &str) -> bool {
         let name = host_name(host).to_ascii_lowercase();
-        self.allowed_hosts.as_ref().is_none_or(|hosts| hosts.contains(&name))
+        self.allowed_hosts
+            .as_ref()
+            .is_none_or(|hosts| hosts.contains(&name))
     }
 
     /// `Err(reason)` when the request must be refused with 403.
@@ -61,19 +78,30 @@ impl OriginPolicy {
         {
             return Err(format!("Host {host:?} is not allowed"));
         }
-        let Some(origin) = get(headers, "origin") else { return Ok(()) };
+        let Some(origin) = get(headers, "origin") else {
+            return Ok(());
+        };
         if origin == "null" {
             return Err("Origin \"null\" is not allowed".into());
         }
-        if self.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
+        if self
+            .allowed_origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin))
+        {
             return Ok(());
         }
-        let authority = origin.split_once("://").map(|(_, rest)| rest).unwrap_or(origin);
+        let authority = origin
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .unwrap_or(origin);
         let same_as_host = get(headers, "host").is_some_and(|h| h.eq_ignore_ascii_case(authority));
         if (same_as_host || self.allowed_hosts.is_some()) && self.host_allowed(authority) {
             return Ok(());
         }
-        Err(format!("Origin {origin:?} is not allowed; add it with --allowed-origin"))
+        Err(format!(
+            "Origin {origin:?} is not allowed; add it with --allowed-origin"
+        ))
     }
 }
 
@@ -93,19 +121,55 @@ mod tests {
     fn loopback_policy_refuses_rebinding() {
         let p = OriginPolicy::loopback();
         assert!(p.check(&headers(&[("host", "127.0.0.1:8787")])).is_ok());
-        assert!(p.check(&headers(&[("host", "localhost:8787"), ("origin", "http://localhost:8787")])).is_ok());
+        assert!(
+            p.check(&headers(&[
+                ("host", "localhost:8787"),
+                ("origin", "http://localhost:8787")
+            ]))
+            .is_ok()
+        );
         assert!(p.check(&headers(&[("host", "[::1]:8787")])).is_ok());
         assert!(p.check(&headers(&[("host", "evil.example.com")])).is_err());
-        assert!(p.check(&headers(&[("host", "127.0.0.1:8787"), ("origin", "http://evil.example.com")])).is_err());
-        assert!(p.check(&headers(&[("host", "127.0.0.1:8787"), ("origin", "null")])).is_err());
+        assert!(
+            p.check(&headers(&[
+                ("host", "127.0.0.1:8787"),
+                ("origin", "http://evil.example.com")
+            ]))
+            .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("host", "127.0.0.1:8787"), ("origin", "null")]))
+                .is_err()
+        );
     }
 
     #[test]
     fn open_policy_allows_own_origin_and_listed_ones() {
-        let p = OriginPolicy { allowed_hosts: None, allowed_origins: vec!["https://app.example".into()] };
-        assert!(p.check(&headers(&[("host", "lore.example"), ("origin", "https://lore.example")])).is_ok());
-        assert!(p.check(&headers(&[("host", "lore.example"), ("origin", "https://app.example")])).is_ok());
-        assert!(p.check(&headers(&[("host", "lore.example"), ("origin", "https://evil.example")])).is_err());
+        let p = OriginPolicy {
+            allowed_hosts: None,
+            allowed_origins: vec!["https://app.example".into()],
+        };
+        assert!(
+            p.check(&headers(&[
+                ("host", "lore.example"),
+                ("origin", "https://lore.example")
+            ]))
+            .is_ok()
+        );
+        assert!(
+            p.check(&headers(&[
+                ("host", "lore.example"),
+                ("origin", "https://app.example")
+            ]))
+            .is_ok()
+        );
+        assert!(
+            p.check(&headers(&[
+                ("host", "lore.example"),
+                ("origin", "https://evil.example")
+            ]))
+            .is_err()
+        );
     }
 
     #[test]

@@ -32,7 +32,13 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i32, message: impl Into<String>, http_status: u16) -> Self {
-        Self { code, message: message.into(), data: None, http_status, headers: Vec::new() }
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+            http_status,
+            headers: Vec::new(),
+        }
     }
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
@@ -49,8 +55,12 @@ impl RpcError {
         Self::new(INVALID_REQUEST, message, 400)
     }
     pub fn method_not_found(method: &str, status: u16) -> Self {
-        Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"), status)
-            .with_data(json!({ "method": method }))
+        Self::new(
+            METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+            status,
+        )
+        .with_data(json!({ "method": method }))
     }
     pub fn header_mismatch(message: impl Into<String>) -> Self {
         Self::new(HEADER_MISMATCH, message, 400)
@@ -74,8 +84,15 @@ impl RpcError {
 /// One incoming JSON-RPC message.
 #[derive(Debug, Clone)]
 pub enum Incoming {
-    Request { id: Value, method: String, params: Map<String, Value> },
-    Notification { method: String, params: Map<String, Value> },
+    Request {
+        id: Value,
+        method: String,
+        params: Map<String, Value>,
+    },
+    Notification {
+        method: String,
+        params: Map<String, Value>,
+    },
     /// A client's response to a server request; lore sends none, so these are acknowledged.
     Response,
 }
@@ -112,16 +129,26 @@ pub fn salvage_id(value: &Value) -> Option<Value> {
 /// Validates the shape of one message.
 pub fn parse_message(value: Value) -> Result<Incoming, RpcError> {
     let Value::Object(mut obj) = value else {
-        return Err(RpcError::invalid_request("a JSON-RPC message must be a JSON object"));
+        return Err(RpcError::invalid_request(
+            "a JSON-RPC message must be a JSON object",
+        ));
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(RpcError::invalid_request("the message must have \"jsonrpc\": \"2.0\""));
+        return Err(RpcError::invalid_request(
+            "the message must have \"jsonrpc\": \"2.0\"",
+        ));
     }
     let id = match obj.remove("id") {
         None => None,
         Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
-        Some(Value::Null) => return Err(RpcError::invalid_request("the request id must not be null")),
-        Some(_) => return Err(RpcError::invalid_request("the request id must be a string or a number")),
+        Some(Value::Null) => {
+            return Err(RpcError::invalid_request("the request id must not be null"));
+        }
+        Some(_) => {
+            return Err(RpcError::invalid_request(
+                "the request id must be a string or a number",
+            ));
+        }
     };
     let params = match obj.remove("params") {
         None | Some(Value::Null) => Map::new(),
@@ -133,8 +160,12 @@ pub fn parse_message(value: Value) -> Result<Incoming, RpcError> {
             Some(id) => Incoming::Request { id, method, params },
             None => Incoming::Notification { method, params },
         }),
-        Some(_) => Err(RpcError::invalid_request("method must be a non-empty string")),
-        None if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) => Ok(Incoming::Response),
+        Some(_) => Err(RpcError::invalid_request(
+            "method must be a non-empty string",
+        )),
+        None if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) => {
+            Ok(Incoming::Response)
+        }
         None => Err(RpcError::invalid_request("the message has no method")),
     }
 }

@@ -59,15 +59,28 @@ async fn load_session(lore: &Lore, caller: &Caller, id: &str) -> Result<Session,
     Ok(session)
 }
 
-async fn save_session(lore: &Lore, caller: &Caller, id: &str, session: &Session) -> Result<(), RpcError> {
+async fn save_session(
+    lore: &Lore,
+    caller: &Caller,
+    id: &str,
+    session: &Session,
+) -> Result<(), RpcError> {
     let bytes = serde_json::to_vec(session).map_err(|e| RpcError::internal(e.to_string()))?;
-    lore.ports.storage.put(&caller.keys().session(id), bytes).await.map_err(|e| RpcError::internal(e.to_string()))
+    lore.ports
+        .storage
+        .put(&caller.keys().session(id), bytes)
+        .await
+        .map_err(|e| RpcError::internal(e.to_string()))
 }
 
 pub async fn end_session(lore: &Lore, caller: &Caller, id: &str) -> Reply {
     match load_session(lore, caller, id).await {
         Ok(_) => match lore.ports.storage.delete(&caller.keys().session(id)).await {
-            Ok(()) => Reply { status: 204, body: Body::Empty, headers: Vec::new() },
+            Ok(()) => Reply {
+                status: 204,
+                body: Body::Empty,
+                headers: Vec::new(),
+            },
             Err(e) => Reply::error(&RpcError::internal(e.to_string()), None),
         },
         Err(e) => Reply::error(&e, None),
@@ -82,12 +95,25 @@ fn capabilities() -> Value {
     caps
 }
 
-async fn initialize(lore: &Lore, caller: &Caller, id: &Value, params: &Map<String, Value>) -> Reply {
+async fn initialize(
+    lore: &Lore,
+    caller: &Caller,
+    id: &Value,
+    params: &Map<String, Value>,
+) -> Reply {
     let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
-        let e = RpcError::new(jsonrpc::INVALID_PARAMS, "initialize needs params.protocolVersion, a string", 400);
+        let e = RpcError::new(
+            jsonrpc::INVALID_PARAMS,
+            "initialize needs params.protocolVersion, a string",
+            400,
+        );
         return Reply::error(&e, Some(id));
     };
-    let version = if LEGACY_VERSIONS.contains(&requested) { requested } else { LEGACY_VERSIONS[0] };
+    let version = if LEGACY_VERSIONS.contains(&requested) {
+        requested
+    } else {
+        LEGACY_VERSIONS[0]
+    };
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities(),
@@ -120,12 +146,19 @@ async fn dispatch(
     params: &Map<String, Value>,
 ) -> (Result<Value, RpcError>, Vec<Value>) {
     let mut ex = Exchange::new(lore, caller, false, params);
-    ex.log_level = session.as_ref().and_then(|(_, s)| s.log_level.as_deref()).and_then(LogLevel::parse);
+    ex.log_level = session
+        .as_ref()
+        .and_then(|(_, s)| s.log_level.as_deref())
+        .and_then(LogLevel::parse);
     let result = match method {
         "ping" => Ok(json!({})),
         "tools/list" => Ok(ex.tools_list()),
         "tools/call" => ex.tools_call(params).await,
-        "logging/setLevel" => match params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+        "logging/setLevel" => match params
+            .get("level")
+            .and_then(Value::as_str)
+            .and_then(LogLevel::parse)
+        {
             Some(level) => match session {
                 Some((id, s)) => {
                     s.log_level = Some(level.as_str().to_string());
@@ -140,7 +173,9 @@ async fn dispatch(
                 200,
             )),
         },
-        "initialize" => Err(RpcError::invalid_request("initialize must be sent alone, not in a batch")),
+        "initialize" => Err(RpcError::invalid_request(
+            "initialize must be sent alone, not in a batch",
+        )),
         _ => {
             #[cfg(feature = "conformance-fixtures")]
             if let Some(r) = super::fixtures::dispatch(&ex, method, params).await {
@@ -152,14 +187,27 @@ async fn dispatch(
     (result, ex.take_notifications())
 }
 
-async fn session_from_headers(lore: &Lore, caller: &Caller, headers: &HeaderMap) -> Result<Option<(String, Session)>, RpcError> {
+async fn session_from_headers(
+    lore: &Lore,
+    caller: &Caller,
+    headers: &HeaderMap,
+) -> Result<Option<(String, Session)>, RpcError> {
     match headers::get(headers, headers::SESSION_ID) {
-        Some(id) => Ok(Some((id.to_string(), load_session(lore, caller, id).await?))),
+        Some(id) => Ok(Some((
+            id.to_string(),
+            load_session(lore, caller, id).await?,
+        ))),
         None => Ok(None),
     }
 }
 
-pub async fn handle(lore: &Lore, caller: &Caller, headers: &HeaderMap, message: Incoming, sse_ok: bool) -> Reply {
+pub async fn handle(
+    lore: &Lore,
+    caller: &Caller,
+    headers: &HeaderMap,
+    message: Incoming,
+    sse_ok: bool,
+) -> Reply {
     let (id, method, params) = match message {
         Incoming::Response => return Reply::accepted(),
         Incoming::Notification { .. } => {
@@ -186,7 +234,10 @@ pub async fn handle(lore: &Lore, caller: &Caller, headers: &HeaderMap, message: 
         ));
         return Reply::error(&e, Some(&id));
     }
-    let wants_stream = params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
+    let wants_stream = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .is_some();
     let (result, notifications) = dispatch(lore, caller, &mut session, &method, &params).await;
     let response = match result {
         Ok(r) => jsonrpc::result_response(&id, r),
@@ -196,13 +247,23 @@ pub async fn handle(lore: &Lore, caller: &Caller, headers: &HeaderMap, message: 
     if sse_ok && (wants_stream || !notifications.is_empty()) {
         let mut messages = notifications;
         messages.push(response);
-        return Reply { status: 200, body: Body::Sse(messages), headers: Vec::new() };
+        return Reply {
+            status: 200,
+            body: Body::Sse(messages),
+            headers: Vec::new(),
+        };
     }
     Reply::json(200, response)
 }
 
 /// A JSON-RPC batch: allowed only in 2025-03-26.
-pub async fn batch(lore: &Lore, caller: &Caller, headers: &HeaderMap, items: Vec<Value>, _sse_ok: bool) -> Reply {
+pub async fn batch(
+    lore: &Lore,
+    caller: &Caller,
+    headers: &HeaderMap,
+    items: Vec<Value>,
+    _sse_ok: bool,
+) -> Reply {
     let version = headers::get(headers, headers::PROTOCOL_VERSION).unwrap_or(DEFAULT_VERSION);
     if version != BATCH_VERSION {
         let e = RpcError::invalid_request(format!(
@@ -232,5 +293,9 @@ pub async fn batch(lore: &Lore, caller: &Caller, headers: &HeaderMap, items: Vec
             Err(e) => responses.push(e.to_response(id.as_ref())),
         }
     }
-    if responses.is_empty() { Reply::accepted() } else { Reply::json(200, Value::Array(responses)) }
+    if responses.is_empty() {
+        Reply::accepted()
+    } else {
+        Reply::json(200, Value::Array(responses))
+    }
 }

@@ -47,14 +47,21 @@ Keep each call short and focused. Never invent ids or URLs: use only ids that lo
 fn unsupported_version(requested: &str, status: u16) -> RpcError {
     RpcError::new(
         jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
-        format!("Unsupported protocol version {requested:?}; supported: {}", SUPPORTED_VERSIONS.join(", ")),
+        format!(
+            "Unsupported protocol version {requested:?}; supported: {}",
+            SUPPORTED_VERSIONS.join(", ")
+        ),
         status,
     )
     .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }))
 }
 
 /// Entry point for every request to the MCP endpoint.
-pub async fn handle(lore: &Lore, request: Request<Vec<u8>>, path_org: Option<&str>) -> Response<Vec<u8>> {
+pub async fn handle(
+    lore: &Lore,
+    request: Request<Vec<u8>>,
+    path_org: Option<&str>,
+) -> Response<Vec<u8>> {
     let reply = if let Err(reason) = lore.config.origins.check(request.headers()) {
         Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None)
     } else {
@@ -64,7 +71,10 @@ pub async fn handle(lore: &Lore, request: Request<Vec<u8>>, path_org: Option<&st
             _ => Reply::error(
                 &RpcError::new(
                     jsonrpc::INVALID_REQUEST,
-                    format!("{} is not supported on the MCP endpoint; send JSON-RPC with POST", request.method()),
+                    format!(
+                        "{} is not supported on the MCP endpoint; send JSON-RPC with POST",
+                        request.method()
+                    ),
                     405,
                 ),
                 None,
@@ -77,18 +87,29 @@ pub async fn handle(lore: &Lore, request: Request<Vec<u8>>, path_org: Option<&st
 
 /// The caller of this request: a verified bearer token, or the local owner when the server
 /// runs without auth. Maps failures to 401/403.
-async fn authenticate(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Result<Caller, RpcError> {
+async fn authenticate(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    path_org: Option<&str>,
+) -> Result<Caller, RpcError> {
     let credential = match headers::get(request.headers(), "authorization") {
         Some(value) => {
             let token = value
                 .strip_prefix("Bearer ")
                 .or_else(|| value.strip_prefix("bearer "))
                 .map(str::trim)
-                .ok_or_else(|| unauthorized("use the Authorization: Bearer <token> scheme", true))?;
+                .ok_or_else(|| {
+                    unauthorized("use the Authorization: Bearer <token> scheme", true)
+                })?;
             auth::verify_token(&lore.ports, token).await
         }
         None if lore.config.no_auth => auth::local_owner(&lore.ports).await,
-        None => return Err(unauthorized("this server needs Authorization: Bearer <token>; create one with `lore token create`", false)),
+        None => {
+            return Err(unauthorized(
+                "this server needs Authorization: Bearer <token>; create one with `lore token create`",
+                false,
+            ));
+        }
     };
     let caller = match credential {
         Ok(c) => auth::resolve_caller(&lore.ports, c, path_org, &lore.config.default_org).await,
@@ -96,7 +117,9 @@ async fn authenticate(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<
     };
     caller.map_err(|e| match e {
         LoreError::Unauthorized(m) => unauthorized(&m, true),
-        LoreError::Forbidden(m) => RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403),
+        LoreError::Forbidden(m) => {
+            RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403)
+        }
         other => RpcError::internal(other.to_string()),
     })
 }
@@ -108,21 +131,32 @@ fn unauthorized(message: &str, token_was_sent: bool) -> RpcError {
         challenge.push_str(&message.replace('"', "'"));
         challenge.push('"');
     }
-    RpcError::new(jsonrpc::UNAUTHORIZED, format!("unauthorized: {message}"), 401).with_header("www-authenticate", challenge)
+    RpcError::new(
+        jsonrpc::UNAUTHORIZED,
+        format!("unauthorized: {message}"),
+        401,
+    )
+    .with_header("www-authenticate", challenge)
 }
 
 fn content_type_ok(request: &Request<Vec<u8>>) -> bool {
     headers::get(request.headers(), "content-type").is_some_and(|ct| {
-        ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        ct.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
     })
 }
 
 /// Whether the client can read SSE; it must accept JSON at least.
 fn accepts(request: &Request<Vec<u8>>) -> Result<bool, RpcError> {
-    let Some(accept) = headers::get(request.headers(), "accept") else { return Ok(false) };
+    let Some(accept) = headers::get(request.headers(), "accept") else {
+        return Ok(false);
+    };
     let lower = accept.to_ascii_lowercase();
     let sse = lower.contains("text/event-stream") || lower.contains("*/*");
-    let json = lower.contains("application/json") || lower.contains("application/*") || lower.contains("*/*");
+    let json = lower.contains("application/json")
+        || lower.contains("application/*")
+        || lower.contains("*/*");
     if !json && !sse {
         return Err(RpcError::new(
             jsonrpc::INVALID_REQUEST,
@@ -142,7 +176,11 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -
         Err(e) => return Reply::error(&e, None),
     };
     if !content_type_ok(request) {
-        let e = RpcError::new(jsonrpc::INVALID_REQUEST, "Content-Type must be application/json", 415);
+        let e = RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            "Content-Type must be application/json",
+            415,
+        );
         return Reply::error(&e, None);
     }
     let sse_ok = match accepts(request) {
@@ -152,7 +190,11 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -
     let value: Value = match serde_json::from_slice(request.body()) {
         Ok(v) => v,
         Err(e) => {
-            let e = RpcError::new(jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})"), 400);
+            let e = RpcError::new(
+                jsonrpc::PARSE_ERROR,
+                format!("Parse error: the body is not valid JSON ({e})"),
+                400,
+            );
             return Reply::error(&e, None);
         }
     };
@@ -166,7 +208,10 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -
         Ok(m) => m,
         Err(e) => return Reply::error(&e, id.as_ref()),
     };
-    let meta_version = message.params().and_then(|p| p.get("_meta")).and_then(|m| m.get(META_PROTOCOL_VERSION));
+    let meta_version = message
+        .params()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(META_PROTOCOL_VERSION));
     let is_current = meta_version.is_some() || header_version == Some(VERSION_2026);
     if is_current {
         return stateless::handle(lore, &caller, headers, message, sse_ok).await;
@@ -182,7 +227,10 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -
 pub fn too_large(limit: usize) -> RpcError {
     RpcError::new(
         jsonrpc::INVALID_REQUEST,
-        format!("the request body is larger than the {} KiB limit", limit / 1024),
+        format!(
+            "the request body is larger than the {} KiB limit",
+            limit / 1024
+        ),
         413,
     )
 }
@@ -200,7 +248,11 @@ async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>)
             legacy::end_session(lore, &caller, id).await
         }
         _ => Reply::error(
-            &RpcError::new(jsonrpc::INVALID_REQUEST, "DELETE ends a legacy session; send its Mcp-Session-Id", 405),
+            &RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                "DELETE ends a legacy session; send its Mcp-Session-Id",
+                405,
+            ),
             None,
         )
         .header("allow", "POST, DELETE"),

@@ -23,13 +23,25 @@ pub struct Reply {
 
 impl Reply {
     pub fn accepted() -> Self {
-        Self { status: 202, body: Body::Empty, headers: Vec::new() }
+        Self {
+            status: 202,
+            body: Body::Empty,
+            headers: Vec::new(),
+        }
     }
     pub fn json(status: u16, value: Value) -> Self {
-        Self { status, body: Body::Json(value), headers: Vec::new() }
+        Self {
+            status,
+            body: Body::Json(value),
+            headers: Vec::new(),
+        }
     }
     pub fn error(error: &RpcError, id: Option<&Value>) -> Self {
-        Self { status: error.http_status, body: Body::Json(error.to_response(id)), headers: error.headers.clone() }
+        Self {
+            status: error.http_status,
+            body: Body::Json(error.to_response(id)),
+            headers: error.headers.clone(),
+        }
     }
     pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
         self.headers.push((name.to_string(), value.into()));
@@ -39,7 +51,10 @@ impl Reply {
     pub fn into_http(self) -> Response<Vec<u8>> {
         let (content_type, bytes) = match self.body {
             Body::Empty => (None, Vec::new()),
-            Body::Json(v) => (Some("application/json"), serde_json::to_vec(&v).unwrap_or_default()),
+            Body::Json(v) => (
+                Some("application/json"),
+                serde_json::to_vec(&v).unwrap_or_default(),
+            ),
             Body::Sse(messages) => {
                 let mut out = Vec::new();
                 for m in messages {
@@ -51,18 +66,23 @@ impl Reply {
             }
         };
         let mut response = Response::new(bytes);
-        *response.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        *response.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = response.headers_mut();
         if let Some(ct) = content_type {
             headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(ct));
             if ct == "text/event-stream" {
-                headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                headers.insert(
+                    http::header::CACHE_CONTROL,
+                    HeaderValue::from_static("no-cache"),
+                );
             }
         }
         for (name, value) in self.headers {
-            if let (Ok(name), Ok(value)) =
-                (http::HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
-            {
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::try_from(name.as_str()),
+                HeaderValue::try_from(value.as_str()),
+            ) {
                 headers.append(name, value);
             }
         }

@@ -9,7 +9,10 @@ use super::exchange::{Exchange, LogLevel};
 use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::{Body, Reply};
-use super::{INSTRUCTIONS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, SUPPORTED_VERSIONS, VERSION_2026};
+use super::{
+    INSTRUCTIONS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS, VERSION_2026,
+};
 use crate::Lore;
 use crate::auth::Caller;
 
@@ -26,22 +29,49 @@ fn capabilities() -> Value {
 
 /// Checks `_meta`, the version headers, `Mcp-Method` and `Mcp-Name`, in the order the
 /// specification gives, so each failure gets its own code.
-fn validate(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> Result<(), RpcError> {
-    let meta = params.get("_meta").and_then(Value::as_object).ok_or_else(|| {
-        RpcError::new(jsonrpc::INVALID_PARAMS, "params._meta is required in protocol 2026-07-28", 400)
-    })?;
-    let version = meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str).ok_or_else(|| {
-        RpcError::new(jsonrpc::INVALID_PARAMS, format!("params._meta[\"{META_PROTOCOL_VERSION}\"] is required"), 400)
-    })?;
-    if !meta.get(META_CLIENT_CAPABILITIES).is_some_and(Value::is_object) {
+fn validate(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<(), RpcError> {
+    let meta = params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .ok_or_else(|| {
+            RpcError::new(
+                jsonrpc::INVALID_PARAMS,
+                "params._meta is required in protocol 2026-07-28",
+                400,
+            )
+        })?;
+    let version = meta
+        .get(META_PROTOCOL_VERSION)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            RpcError::new(
+                jsonrpc::INVALID_PARAMS,
+                format!("params._meta[\"{META_PROTOCOL_VERSION}\"] is required"),
+                400,
+            )
+        })?;
+    if !meta
+        .get(META_CLIENT_CAPABILITIES)
+        .is_some_and(Value::is_object)
+    {
         return Err(RpcError::new(
             jsonrpc::INVALID_PARAMS,
-            format!("params._meta[\"{META_CLIENT_CAPABILITIES}\"] is required and must be an object"),
+            format!(
+                "params._meta[\"{META_CLIENT_CAPABILITIES}\"] is required and must be an object"
+            ),
             400,
         ));
     }
     match headers::get(headers, headers::PROTOCOL_VERSION) {
-        None => return Err(RpcError::header_mismatch("the MCP-Protocol-Version header is required")),
+        None => {
+            return Err(RpcError::header_mismatch(
+                "the MCP-Protocol-Version header is required",
+            ));
+        }
         Some(h) if h != version => {
             return Err(RpcError::header_mismatch(format!(
                 "MCP-Protocol-Version header {h:?} does not match _meta protocolVersion {version:?}"
@@ -54,8 +84,16 @@ fn validate(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> R
     }
     match headers::get(headers, headers::METHOD) {
         Some(h) if h == method => {}
-        Some(h) => return Err(RpcError::header_mismatch(format!("Mcp-Method header {h:?} does not match method {method:?}"))),
-        None => return Err(RpcError::header_mismatch("the Mcp-Method header is required")),
+        Some(h) => {
+            return Err(RpcError::header_mismatch(format!(
+                "Mcp-Method header {h:?} does not match method {method:?}"
+            )));
+        }
+        None => {
+            return Err(RpcError::header_mismatch(
+                "the Mcp-Method header is required",
+            ));
+        }
     }
     let name_field = match method {
         "tools/call" | "prompts/get" => Some("name"),
@@ -67,7 +105,11 @@ fn validate(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> R
         let header_name = headers::get(headers, headers::NAME).and_then(headers::decode_value);
         match (header_name, body_name) {
             (Some(h), Some(b)) if h == b => {}
-            (None, _) => return Err(RpcError::header_mismatch(format!("{method} needs the Mcp-Name header"))),
+            (None, _) => {
+                return Err(RpcError::header_mismatch(format!(
+                    "{method} needs the Mcp-Name header"
+                )));
+            }
             (Some(h), b) => {
                 return Err(RpcError::header_mismatch(format!(
                     "Mcp-Name header {h:?} does not match params.{field} {:?}",
@@ -91,7 +133,13 @@ fn discover(lore: &Lore) -> Value {
     })
 }
 
-pub async fn handle(lore: &Lore, caller: &Caller, headers: &HeaderMap, message: Incoming, sse_ok: bool) -> Reply {
+pub async fn handle(
+    lore: &Lore,
+    caller: &Caller,
+    headers: &HeaderMap,
+    message: Incoming,
+    sse_ok: bool,
+) -> Reply {
     let (id, method, params) = match message {
         Incoming::Request { id, method, params } => (id, method, params),
         // Notifications and client responses need no answer in this era.
@@ -102,8 +150,14 @@ pub async fn handle(lore: &Lore, caller: &Caller, headers: &HeaderMap, message: 
     }
     let meta = params.get("_meta").and_then(Value::as_object);
     let mut ex = Exchange::new(lore, caller, true, &params);
-    ex.log_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str).and_then(LogLevel::parse);
-    ex.client_capabilities = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).cloned().unwrap_or_else(|| json!({}));
+    ex.log_level = meta
+        .and_then(|m| m.get(META_LOG_LEVEL))
+        .and_then(Value::as_str)
+        .and_then(LogLevel::parse);
+    ex.client_capabilities = meta
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let result = match method.as_str() {
         "server/discover" => Ok(discover(lore)),
         "tools/list" => Ok(ex.tools_list()),
@@ -130,7 +184,11 @@ fn finish(ex: &Exchange<'_>, id: Value, result: Result<Value, RpcError>, sse_ok:
     if sse_ok && (ex.progress_token.is_some() || !notifications.is_empty()) {
         let mut messages = notifications;
         messages.push(response);
-        return Reply { status: 200, body: Body::Sse(messages), headers: Vec::new() };
+        return Reply {
+            status: 200,
+            body: Body::Sse(messages),
+            headers: Vec::new(),
+        };
     }
     Reply::json(200, response)
 }

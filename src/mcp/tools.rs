@@ -142,6 +142,17 @@ pub static TOOLS: &[ToolSpec] = &[
     },
 ];
 
+/// The `tools/list` entries of [`TOOLS`], serialized once per process.
+pub fn descriptors() -> &'static [Value] {
+    static DESCRIPTORS: OnceLock<Vec<Value>> = OnceLock::new();
+    DESCRIPTORS.get_or_init(|| {
+        TOOLS
+            .iter()
+            .map(|t| serde_json::to_value(t.describe()).expect("tool descriptors serialize"))
+            .collect()
+    })
+}
+
 pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
 }
@@ -180,9 +191,15 @@ impl ToolSpec {
     /// Validates arguments against the input schema; the error names the failing field.
     pub fn validate(&self, args: &Value) -> Result<(), LoreError> {
         let validator = validator(self);
-        let Some(error) = validator.iter_errors(args).next() else { return Ok(()) };
+        let Some(error) = validator.iter_errors(args).next() else {
+            return Ok(());
+        };
         let pointer = error.instance_path().to_string();
-        let field = if pointer.is_empty() { "arguments".to_string() } else { pointer.trim_start_matches('/').to_string() };
+        let field = if pointer.is_empty() {
+            "arguments".to_string()
+        } else {
+            pointer.trim_start_matches('/').to_string()
+        };
         Err(LoreError::invalid(field, error.to_string()))
     }
 }
@@ -193,10 +210,16 @@ fn validator(spec: &ToolSpec) -> &'static jsonschema::Validator {
     let all = VALIDATORS.get_or_init(|| {
         TOOLS
             .iter()
-            .map(|t| jsonschema::validator_for(&t.input_schema()).expect("tool input schemas are valid JSON Schema"))
+            .map(|t| {
+                jsonschema::validator_for(&t.input_schema())
+                    .expect("tool input schemas are valid JSON Schema")
+            })
             .collect()
     });
-    let idx = TOOLS.iter().position(|t| t.name == spec.name).expect("spec is in TOOLS");
+    let idx = TOOLS
+        .iter()
+        .position(|t| t.name == spec.name)
+        .expect("spec is in TOOLS");
     &all[idx]
 }
 
@@ -208,13 +231,29 @@ mod tests {
     fn every_schema_compiles_and_names_bad_fields() {
         let save = find(SAVE_MEMORY).unwrap();
         assert!(save.validate(&json!({"content": "x"})).is_ok());
-        assert!(save.validate(&json!({"memories": [{"content": "x"}]})).is_ok());
-        let err = save.validate(&json!({"content": "x", "kind": "rumour"})).unwrap_err();
-        assert!(matches!(&err, LoreError::InvalidArgument { field, .. } if field == "kind"), "{err:?}");
+        assert!(
+            save.validate(&json!({"memories": [{"content": "x"}]}))
+                .is_ok()
+        );
+        let err = save
+            .validate(&json!({"content": "x", "kind": "rumour"}))
+            .unwrap_err();
+        assert!(
+            matches!(&err, LoreError::InvalidArgument { field, .. } if field == "kind"),
+            "{err:?}"
+        );
         assert!(save.validate(&json!({})).is_err());
-        assert!(save.validate(&json!({"content": "x", "memories": [{"content": "y"}]})).is_err());
+        assert!(
+            save.validate(&json!({"content": "x", "memories": [{"content": "y"}]}))
+                .is_err()
+        );
         let search = find(SEARCH_MEMORY).unwrap();
-        let err = search.validate(&json!({"query": "x", "limit": 0})).unwrap_err();
-        assert!(matches!(&err, LoreError::InvalidArgument { field, .. } if field == "limit"), "{err:?}");
+        let err = search
+            .validate(&json!({"query": "x", "limit": 0}))
+            .unwrap_err();
+        assert!(
+            matches!(&err, LoreError::InvalidArgument { field, .. } if field == "limit"),
+            "{err:?}"
+        );
     }
 }

@@ -15,9 +15,10 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has", "have", "how", "i", "in",
-    "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "we", "were", "what", "when", "where",
-    "which", "who", "whom", "why", "will", "with", "you", "our", "us",
+    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has", "have",
+    "how", "i", "in", "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was",
+    "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "you",
+    "our", "us",
 ];
 
 /// Lowercases, splits on anything not alphanumeric, drops stopwords, stems (Snowball English).
@@ -27,7 +28,9 @@ pub struct Tokenizer {
 
 impl Default for Tokenizer {
     fn default() -> Self {
-        Self { stemmer: Stemmer::create(Algorithm::English) }
+        Self {
+            stemmer: Stemmer::create(Algorithm::English),
+        }
     }
 }
 
@@ -59,6 +62,8 @@ pub struct KeywordIndex {
     superseded_by: HashMap<String, String>,
     /// Newest creation time seen, for the next incremental refresh.
     pub newest_ms: Option<i64>,
+    /// The org's change marker as of the last refresh (`None`: no events were ever written).
+    pub marker: Option<Vec<u8>>,
 }
 
 /// A query after the caller's filters were applied to the index.
@@ -102,14 +107,20 @@ impl KeywordIndex {
             *tf.entry(t.clone()).or_default() += 1;
         }
         for (term, count) in tf {
-            self.postings.entry(term).or_default().push((doc_idx, count));
+            self.postings
+                .entry(term)
+                .or_default()
+                .push((doc_idx, count));
         }
         let len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
         self.total_len += u64::from(len);
         if let Some(old) = &event.supersedes_event_id {
             self.superseded_by.insert(old.clone(), event.id.clone());
         }
-        self.newest_ms = Some(self.newest_ms.map_or(event.created_at_ms, |n| n.max(event.created_at_ms)));
+        self.newest_ms = Some(
+            self.newest_ms
+                .map_or(event.created_at_ms, |n| n.max(event.created_at_ms)),
+        );
         self.by_id.insert(event.id.clone(), doc_idx as usize);
         self.docs.push(Doc { event, len });
     }
@@ -126,20 +137,31 @@ impl KeywordIndex {
         let e = &doc.event;
         (f.include_superseded || !self.superseded_by.contains_key(&e.id))
             && f.kinds.is_none_or(|k| k.contains(&e.kind))
-            && f.entity_ids.is_none_or(|ids| e.entity_ids.iter().any(|id| ids.contains(id)))
+            && f.entity_ids
+                .is_none_or(|ids| e.entity_ids.iter().any(|id| ids.contains(id)))
             && f.author.is_none_or(|a| a == e.author)
             && f.since_ms.is_none_or(|s| e.created_at_ms >= s)
             && f.until_ms.is_none_or(|u| e.created_at_ms <= u)
     }
 
     /// BM25-ranked hits for `query`; a query with no indexable words lists the newest events.
-    pub fn search(&self, tokenizer: &Tokenizer, query: &str, filters: &Filters<'_>, limit: usize) -> Vec<Hit<'_>> {
+    pub fn search(
+        &self,
+        tokenizer: &Tokenizer,
+        query: &str,
+        filters: &Filters<'_>,
+        limit: usize,
+    ) -> Vec<Hit<'_>> {
         let mut terms = tokenizer.terms(query);
         terms.sort();
         terms.dedup();
         let hit = |i: usize, score: f64| {
             let event = &self.docs[i].event;
-            Hit { event, score, superseded_by: self.superseded_by(&event.id) }
+            Hit {
+                event,
+                score,
+                superseded_by: self.superseded_by(&event.id),
+            }
         };
         if terms.is_empty() {
             return (0..self.docs.len())
@@ -150,10 +172,16 @@ impl KeywordIndex {
                 .collect();
         }
         let n = self.docs.len() as f64;
-        let avg_len = if self.docs.is_empty() { 1.0 } else { (self.total_len as f64 / n).max(1.0) };
+        let avg_len = if self.docs.is_empty() {
+            1.0
+        } else {
+            (self.total_len as f64 / n).max(1.0)
+        };
         let mut scores: HashMap<u32, f64> = HashMap::new();
         for term in &terms {
-            let Some(postings) = self.postings.get(term) else { continue };
+            let Some(postings) = self.postings.get(term) else {
+                continue;
+            };
             let df = postings.len() as f64;
             let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
             for &(doc, tf) in postings {
@@ -163,12 +191,17 @@ impl KeywordIndex {
                 *scores.entry(doc).or_default() += s;
             }
         }
-        let mut ranked: Vec<(u32, f64)> =
-            scores.into_iter().filter(|&(doc, _)| self.passes(&self.docs[doc as usize], filters)).collect();
+        let mut ranked: Vec<(u32, f64)> = scores
+            .into_iter()
+            .filter(|&(doc, _)| self.passes(&self.docs[doc as usize], filters))
+            .collect();
         // Ties go to the newer event, so results are stable and fresh facts win.
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         ranked.truncate(limit);
-        ranked.into_iter().map(|(doc, score)| hit(doc as usize, (score * 1e4).round() / 1e4)).collect()
+        ranked
+            .into_iter()
+            .map(|(doc, score)| hit(doc as usize, (score * 1e4).round() / 1e4))
+            .collect()
     }
 }
 
@@ -193,7 +226,10 @@ mod tests {
     #[test]
     fn stems_and_drops_stopwords() {
         let t = Tokenizer::default();
-        assert_eq!(t.terms("The Invoices are PAID, by Dana!"), ["invoic", "paid", "dana"]);
+        assert_eq!(
+            t.terms("The Invoices are PAID, by Dana!"),
+            ["invoic", "paid", "dana"]
+        );
     }
 
     #[test]
@@ -202,7 +238,10 @@ mod tests {
         let mut idx = KeywordIndex::default();
         idx.insert(&t, event("e1", "Dana owns invoices and payments", 1));
         idx.insert(&t, event("e2", "the deploy runs on fridays", 2));
-        idx.insert(&t, event("e3", "invoices invoices invoices are sent monthly", 3));
+        idx.insert(
+            &t,
+            event("e3", "invoices invoices invoices are sent monthly", 3),
+        );
         let none = Filters {
             kinds: None,
             entity_ids: None,
@@ -211,16 +250,30 @@ mod tests {
             until_ms: None,
             include_superseded: false,
         };
-        let hits: Vec<_> = idx.search(&t, "invoice", &none, 10).iter().map(|h| h.event.id.clone()).collect();
+        let hits: Vec<_> = idx
+            .search(&t, "invoice", &none, 10)
+            .iter()
+            .map(|h| h.event.id.clone())
+            .collect();
         assert_eq!(hits, ["e3", "e1"]);
         let mut newer = event("e4", "Sam owns invoices now", 4);
         newer.supersedes_event_id = Some("e1".into());
         idx.insert(&t, newer);
-        let hits: Vec<_> = idx.search(&t, "who owns invoices", &none, 10).iter().map(|h| h.event.id.clone()).collect();
+        let hits: Vec<_> = idx
+            .search(&t, "who owns invoices", &none, 10)
+            .iter()
+            .map(|h| h.event.id.clone())
+            .collect();
         assert!(!hits.contains(&"e1".to_string()));
-        let all = Filters { include_superseded: true, ..none };
+        let all = Filters {
+            include_superseded: true,
+            ..none
+        };
         let hits = idx.search(&t, "who owns invoices", &all, 10);
-        let e1 = hits.iter().find(|h| h.event.id == "e1").expect("superseded shown on request");
+        let e1 = hits
+            .iter()
+            .find(|h| h.event.id == "e1")
+            .expect("superseded shown on request");
         assert_eq!(e1.superseded_by, Some("e4"));
     }
 }

@@ -76,13 +76,22 @@ struct IdempotencyRecord {
 }
 
 fn fingerprint(m: &MemoryInput, kind: &str) -> String {
-    let canonical = json!([m.content, kind, m.entity_ids, m.supersedes_event_id, m.payload]);
+    let canonical = json!([
+        m.content,
+        kind,
+        m.entity_ids,
+        m.supersedes_event_id,
+        m.payload
+    ]);
     let digest = Sha256::digest(canonical.to_string().as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn sha_hex(s: &str) -> String {
-    Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Per-instance memory state: the keyword indexes of the orgs it has served.
@@ -111,20 +120,35 @@ impl MemoryService {
                 other => return other,
             }
         }
-        Err(LoreError::Conflict("concurrent saves with the same idempotency_key; retry".into()))
+        Err(LoreError::Conflict(
+            "concurrent saves with the same idempotency_key; retry".into(),
+        ))
     }
 
-    async fn try_save(&self, ports: &Ports, caller: &Caller, memories: &[MemoryInput], prefix: &str) -> Result<Value> {
+    async fn try_save(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        memories: &[MemoryInput],
+        prefix: &str,
+    ) -> Result<Value> {
         let keys = caller.keys();
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
         for (i, m) in memories.iter().enumerate() {
             let field = |name: &str| {
-                if prefix.is_empty() { name.to_string() } else { format!("{prefix}{i}/{name}") }
+                if prefix.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{prefix}{i}/{name}")
+                }
             };
             if m.content.trim().is_empty() {
-                return Err(LoreError::invalid(field("content"), "content is empty; say what to remember"));
+                return Err(LoreError::invalid(
+                    field("content"),
+                    "content is empty; say what to remember",
+                ));
             }
             let kind = m.kind.clone().unwrap_or_else(|| "note".into());
             if let Some(old) = &m.supersedes_event_id {
@@ -132,12 +156,18 @@ impl MemoryService {
                 if ports.storage.get(&keys.event(ulid)).await?.is_none() {
                     return Err(LoreError::invalid(
                         field("supersedes_event_id"),
-                        format!("no memory {old} in org {}; pass an id that search_memory returned", caller.org()),
+                        format!(
+                            "no memory {old} in org {}; pass an id that search_memory returned",
+                            caller.org()
+                        ),
                     ));
                 }
             }
             let print = fingerprint(m, &kind);
-            let idem_key = m.idempotency_key.as_deref().map(|k| keys.idempotency(&sha_hex(k)));
+            let idem_key = m
+                .idempotency_key
+                .as_deref()
+                .map(|k| keys.idempotency(&sha_hex(k)));
             if let Some(idem_key) = &idem_key
                 && let Some(bytes) = ports.storage.get(idem_key).await?
             {
@@ -163,23 +193,42 @@ impl MemoryService {
                 origin_id: None,
                 created_at_ms: now,
             };
-            batch.require_absent(keys.event(&ulid)).put(keys.event(&ulid), serde_json::to_vec(&event)?);
+            batch
+                .require_absent(keys.event(&ulid))
+                .put(keys.event(&ulid), serde_json::to_vec(&event)?);
             if let Some(idem_key) = idem_key {
-                let record = IdempotencyRecord { event_id: event.id.clone(), fingerprint: print };
-                batch.require_absent(&idem_key).put(idem_key, serde_json::to_vec(&record)?);
+                let record = IdempotencyRecord {
+                    event_id: event.id.clone(),
+                    fingerprint: print,
+                };
+                batch
+                    .require_absent(&idem_key)
+                    .put(idem_key, serde_json::to_vec(&record)?);
             }
             ids.push(event.id);
         }
         if !batch.writes.is_empty() {
+            batch.put(keys.events_changed(), ports.random_hex(8).into_bytes());
             ports.storage.commit(batch).await?;
         }
         Ok(json!({ "ids": ids }))
     }
 
     /// Brings the caller's org index up to date with storage.
+    ///
+    /// The org's change marker is read first: when it equals the one seen at the last refresh,
+    /// nothing was added and no scan is needed. Reading it before scanning means a write that
+    /// lands during the scan changes the marker again and is picked up next time.
     async fn refresh(&self, ports: &Ports, caller: &Caller) -> Result<()> {
         let org = caller.org();
-        let newest = self.indexes.borrow().get(org).and_then(|i| i.newest_ms);
+        let marker = ports.storage.get(&caller.keys().events_changed()).await?;
+        let (newest, seen_marker) = match self.indexes.borrow().get(org) {
+            Some(index) => (index.newest_ms, Some(index.marker.clone())),
+            None => (None, None),
+        };
+        if seen_marker.as_ref() == Some(&marker) {
+            return Ok(());
+        }
         let prefix = caller.keys().events();
         let mut after = newest.map(|ms| caller.keys().event(&ulid_floor(ms - REFRESH_OVERLAP_MS)));
         let mut fresh = Vec::new();
@@ -201,11 +250,17 @@ impl MemoryService {
         for event in fresh {
             index.insert(&self.tokenizer, event);
         }
+        index.marker = marker;
         Ok(())
     }
 
     /// Ranked memories of the caller's org.
-    pub async fn search(&self, ports: &Ports, caller: &Caller, input: SearchInput) -> Result<Value> {
+    pub async fn search(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: SearchInput,
+    ) -> Result<Value> {
         let time = |field: &str, v: &Option<String>| -> Result<Option<i64>> {
             v.as_deref()
                 .map(|s| {

@@ -29,7 +29,10 @@ pub async fn call_remote_tool(
     });
     let mut headers = vec![
         ("content-type".to_string(), "application/json".to_string()),
-        ("accept".to_string(), "application/json, text/event-stream".to_string()),
+        (
+            "accept".to_string(),
+            "application/json, text/event-stream".to_string(),
+        ),
         ("mcp-protocol-version".to_string(), VERSION_2026.to_string()),
         ("mcp-method".to_string(), "tools/call".to_string()),
         ("mcp-name".to_string(), tool.to_string()),
@@ -37,13 +40,26 @@ pub async fn call_remote_tool(
     if let Some(token) = token {
         headers.push(("authorization".to_string(), format!("Bearer {token}")));
     }
-    let request = OutboundRequest { method: "POST".into(), url: url.to_string(), headers, body: serde_json::to_vec(&body)? };
+    let request = OutboundRequest {
+        method: "POST".into(),
+        url: url.to_string(),
+        headers,
+        body: serde_json::to_vec(&body)?,
+    };
     let response = http.send(request).await?;
     let text = String::from_utf8_lossy(&response.body);
-    let message: Value = serde_json::from_str(&text)
-        .map_err(|_| anyhow::anyhow!("HTTP {} from {url}: {}", response.status, text.chars().take(500).collect::<String>()))?;
+    let message: Value = serde_json::from_str(&text).map_err(|_| {
+        anyhow::anyhow!(
+            "HTTP {} from {url}: {}",
+            response.status,
+            text.chars().take(500).collect::<String>()
+        )
+    })?;
     if let Some(error) = message.get("error") {
         anyhow::bail!("HTTP {}: {}", response.status, error);
     }
-    message.get("result").cloned().ok_or_else(|| anyhow::anyhow!("the server answered without a result: {text}"))
+    message
+        .get("result")
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("the server answered without a result: {text}"))
 }

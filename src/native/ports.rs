@@ -6,7 +6,9 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use crate::ports::{Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness};
+use crate::ports::{
+    Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
+};
 use crate::storage::StorageError;
 
 use super::sqlite::SqliteStorage;
@@ -15,7 +17,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
     }
 }
@@ -40,7 +44,9 @@ impl Default for UreqClient {
             .timeout_global(Some(std::time::Duration::from_secs(30)))
             .http_status_as_error(false)
             .build();
-        Self { agent: config.into() }
+        Self {
+            agent: config.into(),
+        }
     }
 }
 
@@ -49,18 +55,32 @@ const MAX_RESPONSE: u64 = 16 << 20;
 #[async_trait(?Send)]
 impl HttpClient for UreqClient {
     async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError> {
-        let err = |e: ureq::Error| PortError(format!("HTTP {} {} failed: {e}", request.method, request.url));
-        let mut builder = ureq::http::Request::builder().method(request.method.as_str()).uri(request.url.as_str());
+        let err = |e: ureq::Error| {
+            PortError(format!(
+                "HTTP {} {} failed: {e}",
+                request.method, request.url
+            ))
+        };
+        let mut builder = ureq::http::Request::builder()
+            .method(request.method.as_str())
+            .uri(request.url.as_str());
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }
-        let http_request = builder.body(request.body.clone()).map_err(|e| PortError(e.to_string()))?;
+        let http_request = builder
+            .body(request.body.clone())
+            .map_err(|e| PortError(e.to_string()))?;
         let response = self.agent.run(http_request).map_err(err)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    v.to_str().unwrap_or_default().to_string(),
+                )
+            })
             .collect();
         let mut body = Vec::new();
         response
@@ -68,8 +88,17 @@ impl HttpClient for UreqClient {
             .into_reader()
             .take(MAX_RESPONSE)
             .read_to_end(&mut body)
-            .map_err(|e| PortError(format!("reading the response of {} failed: {e}", request.url)))?;
-        Ok(OutboundResponse { status, headers, body })
+            .map_err(|e| {
+                PortError(format!(
+                    "reading the response of {} failed: {e}",
+                    request.url
+                ))
+            })?;
+        Ok(OutboundResponse {
+            status,
+            headers,
+            body,
+        })
     }
 }
 

@@ -35,7 +35,8 @@ pub struct ServeOptions {
 
 /// Binds, serves until SIGINT/SIGTERM, drains in-flight requests, returns.
 pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
-    let listener = std::net::TcpListener::bind(options.addr).with_context(|| format!("cannot listen on {}", options.addr))?;
+    let listener = std::net::TcpListener::bind(options.addr)
+        .with_context(|| format!("cannot listen on {}", options.addr))?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -47,15 +48,24 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let config = options.config.clone();
         let header_timeout = options.header_timeout;
         let drain = options.drain_timeout;
-        let handle = std::thread::Builder::new().name(format!("lore-worker-{n}")).spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, worker(listener, db, config, stop, header_timeout, drain))
-        })?;
+        let handle = std::thread::Builder::new()
+            .name(format!("lore-worker-{n}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let local = tokio::task::LocalSet::new();
+                local.block_on(
+                    &rt,
+                    worker(listener, db, config, stop, header_timeout, drain),
+                )
+            })?;
         workers.push(handle);
     }
     on_ready(local);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -83,7 +93,8 @@ async fn worker(
     header_timeout: Duration,
     drain_timeout: Duration,
 ) -> anyhow::Result<()> {
-    let ports = native_ports(&db).with_context(|| format!("cannot open database {}", db.display()))?;
+    let ports =
+        native_ports(&db).with_context(|| format!("cannot open database {}", db.display()))?;
     let lore = Rc::new(Lore::new(ports, config));
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let active = Rc::new(Cell::new(0usize));
@@ -131,14 +142,24 @@ async fn worker(
     Ok(())
 }
 
-async fn respond(lore: &Lore, req: hyper::Request<Incoming>, peer: SocketAddr) -> hyper::Response<Full<Bytes>> {
+async fn respond(
+    lore: &Lore,
+    req: hyper::Request<Incoming>,
+    peer: SocketAddr,
+) -> hyper::Response<Full<Bytes>> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let method = parts.method.clone();
     let path = parts.uri.path().to_string();
     let limit = lore.config.max_body_bytes;
     let response = match Limited::new(body, limit).collect().await {
-        Ok(collected) => lore.handle(http::Request::from_parts(parts, collected.to_bytes().to_vec())).await,
+        Ok(collected) => {
+            lore.handle(http::Request::from_parts(
+                parts,
+                collected.to_bytes().to_vec(),
+            ))
+            .await
+        }
         Err(_) => crate::mcp::reply::Reply::error(&crate::mcp::too_large(limit), None).into_http(),
     };
     tracing::info!(

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::storage::{
-    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end, validate_key,
+    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end,
+    validate_key,
 };
 
 /// A handle to one SQLite connection. Not `Send`: each worker thread opens its own.
@@ -37,16 +38,23 @@ impl SqliteStorage {
     }
 
     fn setup(conn: Connection) -> Result<Self, StorageError> {
-        conn.busy_timeout(Duration::from_secs(10)).map_err(backend)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(backend)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(backend)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(backend)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(backend)?;
         conn.execute_batch(SQL_SCHEMA).map_err(backend)?;
-        Ok(Self { conn: Rc::new(conn) })
+        Ok(Self {
+            conn: Rc::new(conn),
+        })
     }
 
     /// `PRAGMA integrity_check`, `"ok"` when the file is sound.
     pub fn integrity_check(&self) -> Result<String, StorageError> {
-        self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(backend)
+        self.conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(backend)
     }
 }
 
@@ -54,11 +62,21 @@ impl SqliteStorage {
 impl Storage for SqliteStorage {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         validate_key(key)?;
-        let mut stmt = self.conn.prepare_cached("SELECT v FROM lore_kv WHERE k = ?1").map_err(backend)?;
-        stmt.query_row(params![key], |r| r.get(0)).optional().map_err(backend)
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT v FROM lore_kv WHERE k = ?1")
+            .map_err(backend)?;
+        stmt.query_row(params![key], |r| r.get(0))
+            .optional()
+            .map_err(backend)
     }
 
-    async fn scan(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<ScanPage, StorageError> {
+    async fn scan(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
         let start = match after {
             Some(a) if a >= prefix => a,
             _ => "",
@@ -72,7 +90,9 @@ impl Storage for SqliteStorage {
             )
             .map_err(backend)?;
         let rows = stmt
-            .query_map(params![prefix, start, end, fetch], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?)))
+            .query_map(params![prefix, start, end, fetch], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
             .map_err(backend)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(backend)?;
@@ -84,7 +104,8 @@ impl Storage for SqliteStorage {
             validate_key(key)?;
         }
         // IMMEDIATE takes the write lock up front, so checks and writes see one state.
-        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate).map_err(backend)?;
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(backend)?;
         for check in &batch.checks {
             let (key, expected) = match check {
                 Check::Absent(k) => (k, None),
@@ -129,7 +150,10 @@ mod tests {
             futures_executor::block_on(s.put("k/1", b"v".to_vec())).unwrap();
         }
         let s = super::SqliteStorage::open(&path).unwrap();
-        assert_eq!(futures_executor::block_on(s.get("k/1")).unwrap(), Some(b"v".to_vec()));
+        assert_eq!(
+            futures_executor::block_on(s.get("k/1")).unwrap(),
+            Some(b"v".to_vec())
+        );
         assert_eq!(s.integrity_check().unwrap(), "ok");
         std::fs::remove_dir_all(&dir).unwrap();
     }

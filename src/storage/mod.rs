@@ -61,7 +61,11 @@ impl Batch {
         self.checks.push(Check::Absent(key.into()));
         self
     }
-    pub fn require_equals(&mut self, key: impl Into<String>, value: impl Into<Vec<u8>>) -> &mut Self {
+    pub fn require_equals(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Self {
         self.checks.push(Check::Equals(key.into(), value.into()));
         self
     }
@@ -137,7 +141,9 @@ pub fn validate_key(key: &str) -> Result<(), StorageError> {
     if ok {
         Ok(())
     } else {
-        Err(StorageError::InvalidKey { key: key.to_string() })
+        Err(StorageError::InvalidKey {
+            key: key.to_string(),
+        })
     }
 }
 
@@ -158,6 +164,13 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
 pub fn page_from_rows(mut rows: Vec<(String, Vec<u8>)>, limit: usize) -> ScanPage {
     let more = rows.len() > limit;
     rows.truncate(limit);
-    let cursor = if more { rows.last().map(|(k, _)| k.clone()) } else { None };
-    ScanPage { entries: rows, cursor }
+    let cursor = if more {
+        rows.last().map(|(k, _)| k.clone())
+    } else {
+        None
+    };
+    ScanPage {
+        entries: rows,
+        cursor,
+    }
 }

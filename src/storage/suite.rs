@@ -29,7 +29,10 @@ pub async fn binary_and_large_values_round_trip(s: &dyn Storage) {
     assert_eq!(s.get("bin/all").await.unwrap(), Some(all_bytes));
     let big = vec![b'x'; 1 << 20];
     s.put("bin/big", big.clone()).await.unwrap();
-    assert_eq!(s.get("bin/big").await.unwrap().map(|v| v.len()), Some(big.len()));
+    assert_eq!(
+        s.get("bin/big").await.unwrap().map(|v| v.len()),
+        Some(big.len())
+    );
     s.put("bin/empty", Vec::new()).await.unwrap();
     assert_eq!(s.get("bin/empty").await.unwrap(), Some(Vec::new()));
 }
@@ -43,7 +46,13 @@ pub async fn scan_is_ordered_and_bounded_by_prefix(s: &dyn Storage) {
     assert_eq!(keys, ["p/a", "p/a/x", "p/b", "p/c"]);
     assert_eq!(page.cursor, None);
     assert_eq!(page.entries[0].1, b("p/a"));
-    assert!(s.scan("nothing/", None, 10).await.unwrap().entries.is_empty());
+    assert!(
+        s.scan("nothing/", None, 10)
+            .await
+            .unwrap()
+            .entries
+            .is_empty()
+    );
 }
 
 pub async fn scan_pages_resume_without_gaps_or_repeats(s: &dyn Storage) {
@@ -87,7 +96,10 @@ pub async fn scan_after_outside_prefix_is_clamped(s: &dyn Storage) {
 pub async fn batch_applies_all_writes_together(s: &dyn Storage) {
     s.put("bt/old", b("x")).await.unwrap();
     let mut batch = Batch::new();
-    batch.put("bt/1", b("1")).put("bt/2", b("2")).delete("bt/old");
+    batch
+        .put("bt/1", b("1"))
+        .put("bt/2", b("2"))
+        .delete("bt/old");
     s.commit(batch).await.unwrap();
     assert_eq!(s.get("bt/1").await.unwrap(), Some(b("1")));
     assert_eq!(s.get("bt/2").await.unwrap(), Some(b("2")));
@@ -102,19 +114,35 @@ pub async fn batch_applies_all_writes_together(s: &dyn Storage) {
 pub async fn failed_check_writes_nothing(s: &dyn Storage) {
     s.put("ck/taken", b("v1")).await.unwrap();
     let mut batch = Batch::new();
-    batch.require_absent("ck/taken").put("ck/new", b("n")).delete("ck/taken");
+    batch
+        .require_absent("ck/taken")
+        .put("ck/new", b("n"))
+        .delete("ck/taken");
     let err = s.commit(batch).await.unwrap_err();
-    assert_eq!(err, StorageError::Conflict { key: "ck/taken".into() });
+    assert_eq!(
+        err,
+        StorageError::Conflict {
+            key: "ck/taken".into()
+        }
+    );
     assert_eq!(s.get("ck/new").await.unwrap(), None);
     assert_eq!(s.get("ck/taken").await.unwrap(), Some(b("v1")));
 
     let mut batch = Batch::new();
-    batch.require_equals("ck/taken", b("v0")).put("ck/taken", b("v2"));
-    assert!(matches!(s.commit(batch).await, Err(StorageError::Conflict { .. })));
+    batch
+        .require_equals("ck/taken", b("v0"))
+        .put("ck/taken", b("v2"));
+    assert!(matches!(
+        s.commit(batch).await,
+        Err(StorageError::Conflict { .. })
+    ));
     assert_eq!(s.get("ck/taken").await.unwrap(), Some(b("v1")));
 
     let mut batch = Batch::new();
-    batch.require_equals("ck/taken", b("v1")).require_absent("ck/free").put("ck/taken", b("v2"));
+    batch
+        .require_equals("ck/taken", b("v1"))
+        .require_absent("ck/free")
+        .put("ck/taken", b("v2"));
     s.commit(batch).await.unwrap();
     assert_eq!(s.get("ck/taken").await.unwrap(), Some(b("v2")));
 }
@@ -127,7 +155,10 @@ pub async fn invalid_keys_are_refused(s: &dyn Storage) {
         );
         let mut batch = Batch::new();
         batch.put("ok/key", b("v")).put(key, b("v"));
-        assert!(matches!(s.commit(batch).await, Err(StorageError::InvalidKey { .. })));
+        assert!(matches!(
+            s.commit(batch).await,
+            Err(StorageError::InvalidKey { .. })
+        ));
     }
     // The refused batches wrote nothing, not even their valid keys.
     assert_eq!(s.get("ok/key").await.unwrap(), None);
