@@ -1098,3 +1098,66 @@ fn instances_sharing_one_store_see_each_others_writes() {
         2
     );
 }
+
+#[test]
+fn allowed_browser_origins_get_cors_headers() {
+    let h = Harness::new();
+    let preflight = h.raw(
+        "OPTIONS",
+        "/mcp",
+        &[
+            ("origin", "http://localhost:5173"),
+            ("access-control-request-method", "POST"),
+        ],
+        vec![],
+    );
+    assert_eq!(preflight.status, 204);
+    assert_eq!(
+        preflight.headers["access-control-allow-origin"],
+        "http://localhost:5173"
+    );
+    assert!(
+        preflight.headers["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("mcp-protocol-version")
+    );
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &[("origin", "http://localhost:5173")],
+        &rpc("ping", json!({})),
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        r.headers["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("mcp-session-id")
+    );
+    let evil = h.raw(
+        "OPTIONS",
+        "/mcp",
+        &[("origin", "http://evil.example")],
+        vec![],
+    );
+    assert_eq!(evil.status, 403);
+    assert!(evil.headers.get("access-control-allow-origin").is_none());
+}
+
+#[test]
+fn legacy_requests_may_name_their_version_in_meta() {
+    let h = Harness::new();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25", "io.modelcontextprotocol/clientCapabilities": {}});
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &[("mcp-protocol-version", "2025-11-25")],
+        &rpc("tools/list", json!({"_meta": meta})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body["result"]["resultType"].is_null(),
+        "legacy results carry no resultType"
+    );
+}

@@ -56,33 +56,55 @@ fn unsupported_version(requested: &str, status: u16) -> RpcError {
     .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }))
 }
 
+/// Request headers a browser client may send (CORS preflight).
+const CORS_ALLOW_HEADERS: &str = "authorization, content-type, accept, mcp-protocol-version, \
+     mcp-session-id, mcp-method, mcp-name, last-event-id";
+/// Response headers a browser client may read.
+const CORS_EXPOSE_HEADERS: &str = "mcp-session-id, mcp-protocol-version, www-authenticate";
+
 /// Entry point for every request to the MCP endpoint.
 pub async fn handle(
     lore: &Lore,
     request: Request<Vec<u8>>,
     path_org: Option<&str>,
 ) -> Response<Vec<u8>> {
-    let reply = if let Err(reason) = lore.config.origins.check(request.headers()) {
-        Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None)
-    } else {
-        match *request.method() {
-            Method::POST => post(lore, &request, path_org).await,
-            Method::DELETE => delete(lore, &request, path_org).await,
-            _ => Reply::error(
-                &RpcError::new(
-                    jsonrpc::INVALID_REQUEST,
-                    format!(
-                        "{} is not supported on the MCP endpoint; send JSON-RPC with POST",
-                        request.method()
-                    ),
-                    405,
-                ),
-                None,
-            )
-            .header("allow", "POST, DELETE"),
+    if let Err(reason) = lore.config.origins.check(request.headers()) {
+        return Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None).into_http();
+    }
+    // Past the policy check, a request's Origin is an allowed one.
+    let origin = headers::get(request.headers(), "origin").map(str::to_string);
+    let reply = match *request.method() {
+        Method::POST => post(lore, &request, path_org).await,
+        Method::DELETE => delete(lore, &request, path_org).await,
+        Method::OPTIONS if origin.is_some() => Reply {
+            status: 204,
+            body: reply::Body::Empty,
+            headers: Vec::new(),
         }
+        .header("access-control-allow-methods", "POST, DELETE")
+        .header("access-control-allow-headers", CORS_ALLOW_HEADERS)
+        .header("access-control-max-age", "86400"),
+        _ => Reply::error(
+            &RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "{} is not supported on the MCP endpoint; send JSON-RPC with POST",
+                    request.method()
+                ),
+                405,
+            ),
+            None,
+        )
+        .header("allow", "POST, DELETE"),
     };
-    reply.into_http()
+    match origin {
+        Some(origin) => reply
+            .header("access-control-allow-origin", origin)
+            .header("access-control-expose-headers", CORS_EXPOSE_HEADERS)
+            .header("vary", "Origin")
+            .into_http(),
+        None => reply.into_http(),
+    }
 }
 
 /// The caller of this request: a verified bearer token, or the local owner when the server
@@ -212,7 +234,13 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -
         .params()
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(META_PROTOCOL_VERSION));
-    let is_current = meta_version.is_some() || header_version == Some(VERSION_2026);
+    // A `_meta` version only selects this era when it is not a legacy one; a 2026 header does
+    // too, so a header and `_meta` that disagree are answered as a header mismatch.
+    let meta_is_current = meta_version
+        .and_then(Value::as_str)
+        .is_none_or(|v| !LEGACY_VERSIONS.contains(&v));
+    let is_current =
+        (meta_version.is_some() && meta_is_current) || header_version == Some(VERSION_2026);
     if is_current {
         return stateless::handle(lore, &caller, headers, message, sse_ok).await;
     }

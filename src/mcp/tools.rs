@@ -188,7 +188,8 @@ impl ToolSpec {
             )
     }
 
-    /// Validates arguments against the input schema; the error names the failing field.
+    /// Validates arguments against the input schema; the error names the failing field and
+    /// quotes the offending value only when it is short.
     pub fn validate(&self, args: &Value) -> Result<(), LoreError> {
         let validator = validator(self);
         let Some(error) = validator.iter_errors(args).next() else {
@@ -200,7 +201,34 @@ impl ToolSpec {
         } else {
             pointer.trim_start_matches('/').to_string()
         };
-        Err(LoreError::invalid(field, error.to_string()))
+        Err(LoreError::invalid(field, describe(&error)))
+    }
+}
+
+/// A short rendering of a value for error messages.
+fn preview(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= 80 {
+        return text;
+    }
+    match value {
+        Value::String(s) => format!("a string of {} characters", s.chars().count()),
+        Value::Array(a) => format!("an array of {} items", a.len()),
+        Value::Object(o) => format!("an object with {} fields", o.len()),
+        _ => "the value".to_string(),
+    }
+}
+
+fn describe(error: &jsonschema::ValidationError<'_>) -> String {
+    let shown = preview(error.instance());
+    match error.kind() {
+        jsonschema::error::ValidationErrorKind::Enum { options } => {
+            let allowed: Vec<String> = options
+                .as_array()
+                .map_or_else(Vec::new, |o| o.iter().map(Value::to_string).collect());
+            format!("{shown} is not allowed; use one of {}", allowed.join(", "))
+        }
+        _ => error.masked_with(shown).to_string(),
     }
 }
 

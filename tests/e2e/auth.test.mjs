@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, createOrg, createToken, rawLegacy, raw2026, toolText, runPython } from './lib/server.mjs';
+import { startServer, createOrg, createToken, rawLegacy, raw2026, toolText, runPython, loreJson, lore } from './lib/server.mjs';
 import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
 
 let server;
@@ -150,4 +150,30 @@ test('7. scopes and roles: read-only token gets 403 insufficient_scope on save; 
   const check = await raw2026(server.url, owner, 'tools/call', { name: 'search_memory', arguments: { query: 'gecko', include_superseded: true } });
   assert.equal(check.status, 200);
   assert.deepEqual(check.json.result.structuredContent.results.map((r) => r.id), [id]);
+});
+
+test('7b. a revoked token is refused at once (401) by the running server, for every client', async () => {
+  const issued = await loreJson(['token', 'create', '--db', server.db, '--org', 'default', '--name', 'laptop', '--json']);
+  assert.match(issued.token_id, /^tok_/);
+  const v2 = await connectV2(server.url, issued.token, 'pin');
+  try {
+    assert.equal((await search(v2.client, 'anything')).isError, false);
+    const revoked = await lore(['token', 'revoke', issued.token_id, '--db', server.db, '--org', 'default']);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    // The already-connected client's next call fails.
+    await assert.rejects(search(v2.client, 'anything'), /401|revoked/);
+  } finally {
+    await v2.client.close();
+  }
+  const res = await raw2026(server.url, issued.token, 'tools/list');
+  assert.equal(res.status, 401);
+  assert.match(res.headers.get('www-authenticate') ?? '', /invalid_token/);
+  assert.match(res.json.error.message, /revoked/);
+  // New connections with it fail in every client; none silently falls back.
+  await assert.rejects(connectSdk1(server.url, issued.token), (e) => e.code === 401 && /revoked/.test(e.message));
+  await assert.rejects(connectV2(server.url, issued.token, 'pin'));
+  await assert.rejects(connectV2(server.url, issued.token, 'auto'));
+  await assert.rejects(runPython({ url: server.url, token: issued.token, steps: [] }));
+  // Other tokens are unaffected.
+  assert.equal((await raw2026(server.url, server.ownerToken, 'tools/list')).status, 200);
 });

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 
 import { startServer, rawLegacy, runPython, toolText } from './lib/server.mjs';
 import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 let server;
 before(async () => {
@@ -15,7 +16,8 @@ after(async () => {
 });
 
 function assertToolsShape(tools) {
-  assert.deepEqual(tools.map((t) => t.name).sort(), ['save_memory', 'search_memory']);
+  assert.deepEqual(tools.map((t) => t.name).sort(), ['save_memory', 'search_memory'],
+    'the product lists exactly two tools (was LORE_BIN built with --features conformance-fixtures?)');
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   const s = byName.search_memory;
   const w = byName.save_memory;
@@ -227,5 +229,100 @@ test('4. cross-client: saved by one client, found by the others; supersedes_even
   } finally {
     await v2l.transport.terminateSession();
     await v2l.client.close();
+  }
+});
+
+test('4b. streamed responses: progress notifications (SSE) reach sdk 1.32 and client 2.4; session log level reaches sdk 1.32', async () => {
+  const sdk1 = await connectSdk1(server.url, server.ownerToken);
+  try {
+    const progress = [];
+    const saved = await sdk1.client.callTool(
+      { name: 'save_memory', arguments: { content: 'The lynx pipeline streams progress.' } },
+      undefined,
+      { onprogress: (p) => progress.push(p) },
+    );
+    savedId(saved);
+    assert.deepEqual(progress.map((p) => p.progress), [0, 1]);
+    assert.equal(progress[1].total, 1);
+
+    const logs = [];
+    sdk1.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
+    await sdk1.client.setLoggingLevel('warning');
+    const bad = await save(sdk1.client, { content: 'x', kind: 'rumour' });
+    assert.equal(bad.isError, true);
+    assert.equal(logs.length, 1, JSON.stringify(logs));
+    assert.equal(logs[0].level, 'warning');
+    assert.equal(logs[0].data.error.field, 'kind');
+    await sdk1.transport.terminateSession();
+  } finally {
+    await sdk1.client.close();
+  }
+
+  const v2 = await connectV2(server.url, server.ownerToken, 'pin');
+  try {
+    const progress = [];
+    const found = await v2.client.callTool({ name: 'search_memory', arguments: { query: 'lynx' } }, { onprogress: (p) => progress.push(p) });
+    assert.equal(results(found).length, 1);
+    assert.deepEqual(progress.map((p) => p.progress), [0, 1]);
+  } finally {
+    await v2.client.close();
+  }
+});
+
+test('4c. batch save and idempotent retries agree across clients', async () => {
+  const v2 = await connectV2(server.url, server.ownerToken, 'pin');
+  let ids;
+  try {
+    const saved = await save(v2.client, { memories: [
+      { content: 'The tapir service owns invoices.', kind: 'fact', idempotency_key: 'tapir-1' },
+      { content: 'The tapir service prefers Postgres.', kind: 'preference' },
+    ] });
+    assert.equal(saved.isError, false, JSON.stringify(saved));
+    ids = saved.structuredContent.ids;
+    assert.equal(ids.length, 2);
+  } finally {
+    await v2.client.close();
+  }
+  const py = await runPython({
+    url: server.url,
+    token: server.ownerToken,
+    steps: [
+      { op: 'save', args: { content: 'The tapir service owns invoices.', kind: 'fact', idempotency_key: 'tapir-1' } },
+      { op: 'save', args: { content: 'Something else entirely.', idempotency_key: 'tapir-1' } },
+      { op: 'search', args: { query: 'tapir', kinds: ['fact', 'preference'] } },
+    ],
+  });
+  assert.deepEqual(py.steps[0].structuredContent.ids, [ids[0]], 'the retry returns the first id');
+  assert.equal(py.steps[1].isError, true, 'a reused key with different content is refused');
+  assert.match(py.steps[1].content[0].text, /idempotency_key/);
+  assert.deepEqual(py.steps[2].structuredContent.results.map((r) => r.id).sort(), [...ids].sort());
+});
+
+test('4d. concurrent saves from several clients at once all land', async () => {
+  const clients = await Promise.all([
+    connectSdk1(server.url, server.ownerToken),
+    connectV2(server.url, server.ownerToken, 'pin'),
+    connectV2(server.url, server.ownerToken, 'legacy'),
+  ]);
+  try {
+    const saves = [];
+    for (let i = 0; i < 30; i++) {
+      const { client } = clients[i % clients.length];
+      saves.push(save(client, { content: `Parallel dingo report number ${i}.` }));
+    }
+    const done = await Promise.all(saves);
+    const ids = done.map(savedId);
+    assert.equal(new Set(ids).size, 30);
+    // The same idempotency key from all clients at once: exactly one memory.
+    const same = await Promise.all(clients.flatMap(({ client }) => [1, 2, 3].map(() =>
+      save(client, { content: 'Single dingo census.', idempotency_key: 'dingo-census' }))));
+    assert.equal(new Set(same.map(savedId)).size, 1);
+    const found = results(await search(clients[1].client, { query: 'dingo', limit: 100 }));
+    assert.equal(found.length, 31);
+  } finally {
+    for (const { client, transport } of clients) {
+      if (transport.sessionId) await transport.terminateSession();
+      await client.close();
+    }
   }
 });

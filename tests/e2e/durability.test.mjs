@@ -54,3 +54,39 @@ test('5. durability: save, kill -TERM, restart on the same db, the memory is sti
     await cleanupDir(dir);
   }
 });
+
+test('5b. durability: a saved memory survives SIGKILL (no graceful shutdown)', async () => {
+  const dir = await tempDir();
+  const db = path.join(dir, 'lore.db');
+  let first;
+  let second;
+  try {
+    first = await startServer({ db });
+    const token = first.ownerToken;
+    const { client } = await connectV2(first.url, token, 'pin');
+    let id;
+    try {
+      const saved = await save(client, { content: 'The pangolin vault key is rotated after every incident.' });
+      id = saved.structuredContent.ids[0];
+    } finally {
+      await client.close();
+    }
+    // The answer was sent, so the write must already be durable.
+    first.child.kill('SIGKILL');
+    const exit = await first.stop();
+    assert.equal(exit.signal, 'SIGKILL');
+
+    second = await startServer({ db });
+    const again = await connectV2(second.url, token, 'pin');
+    try {
+      const found = await search(again.client, 'pangolin vault');
+      assert.deepEqual(found.structuredContent.results.map((r) => r.id), [id]);
+    } finally {
+      await again.client.close();
+    }
+  } finally {
+    if (first) await first.stop();
+    if (second) await second.stop();
+    await cleanupDir(dir);
+  }
+});

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# End-to-end tests: the real `lore serve` driven by real, unmodified MCP clients
+# (@modelcontextprotocol/sdk 1.32.2, @modelcontextprotocol/client 2.4.0, Python mcp 2.3.0).
+#
+# Installs what it needs, then runs `node --test` over tests/e2e/*.test.mjs:
+#   - npm packages: `npm ci` into tests/e2e/node_modules (git-ignored), from package-lock.json;
+#   - Python: a venv at $TOOLS/venv with requirements.txt.
+# Both installs are skipped when already satisfied.
+#
+# Environment:
+#   LORE_BIN   the lore binary to test. Default: build it (default features) and test a copy,
+#              so a concurrent build with other features cannot swap it mid-run.
+#   TOOLS      where tools are installed (default <repo>/.tools).
+#   LORE_PY    the Python with mcp==2.3.0 (default $TOOLS/venv/bin/python).
+#   NODE       the node binary (default: node on PATH; Node >= 20).
+# Extra arguments are passed to `node --test` (e.g. --test-name-pattern=isolation).
+set -euo pipefail
+
+E2E=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$E2E/../.." && pwd)
+export TOOLS=${TOOLS:-$REPO/.tools}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+NODE=${NODE:-node}
+
+log() { printf '[e2e] %s\n' "$*" >&2; }
+
+node_major=$("$NODE" -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then
+  log "Node >= 20 is required (found $("$NODE" --version))"
+  exit 1
+fi
+
+# npm packages, pinned by package-lock.json. Reinstall only when the lock changed.
+if ! cmp -s "$E2E/package-lock.json" "$E2E/node_modules/.e2e-installed-lock.json" 2>/dev/null; then
+  log "npm ci (tests/e2e)"
+  npm ci --prefix "$E2E" --no-audit --no-fund --loglevel=error >&2
+  cp "$E2E/package-lock.json" "$E2E/node_modules/.e2e-installed-lock.json"
+fi
+
+# Python venv with mcp==2.3.0.
+export LORE_PY=${LORE_PY:-$TOOLS/venv/bin/python}
+if [ ! -x "$LORE_PY" ]; then
+  log "creating venv $TOOLS/venv"
+  mkdir -p "$TOOLS"
+  python3 -m venv "$TOOLS/venv"
+  LORE_PY=$TOOLS/venv/bin/python
+fi
+if ! "$LORE_PY" - "$E2E/requirements.txt" <<'PY' >/dev/null 2>&1
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, _, want = line.partition("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  log "pip install -r requirements.txt"
+  "$LORE_PY" -m pip install --quiet --disable-pip-version-check -r "$E2E/requirements.txt" >&2
+fi
+
+# The binary under test.
+if [ -z "${LORE_BIN:-}" ]; then
+  log "cargo build --bin lore"
+  (cd "$REPO" && cargo build --quiet --bin lore)
+  mkdir -p "$TOOLS/e2e"
+  cp "$CARGO_TARGET_DIR/debug/lore" "$TOOLS/e2e/lore"
+  export LORE_BIN=$TOOLS/e2e/lore
+fi
+export LORE_BIN
+log "LORE_BIN=$LORE_BIN"
+
+cd "$E2E"
+# Files run in parallel processes, each with its own servers on OS-chosen loopback ports.
+exec "$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs
