@@ -17,7 +17,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn sources() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
     files.sort();
     files
 }
@@ -26,14 +29,24 @@ fn sources() -> Vec<PathBuf> {
 fn every_module_starts_with_a_doc_comment() {
     let undocumented: Vec<_> = sources()
         .into_iter()
-        .filter(|p| !fs::read_to_string(p).unwrap().trim_start().starts_with("//!"))
+        .filter(|p| {
+            !fs::read_to_string(p)
+                .unwrap()
+                .trim_start()
+                .starts_with("//!")
+        })
         .collect();
-    assert!(undocumented.is_empty(), "modules without a //! line: {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "modules without a //! line: {undocumented:?}"
+    );
 }
 
 #[test]
 fn the_core_names_no_platform_crate() {
-    const PLATFORM: &[&str] = &["tokio::", "hyper", "rusqlite", "worker::", "spin_sdk", "wasmtime", "std::fs", "std::net"];
+    const PLATFORM: &[&str] = &[
+        "tokio::", "hyper", "rusqlite", "worker::", "spin_sdk", "wasmtime", "std::fs", "std::net",
+    ];
     let mut offences = Vec::new();
     for path in sources() {
         if path.components().any(|c| c.as_os_str() == "native") {
@@ -49,13 +62,20 @@ fn the_core_names_no_platform_crate() {
             }
         }
     }
-    assert!(offences.is_empty(), "platform code in the core: {offences:#?}");
+    assert!(
+        offences.is_empty(),
+        "platform code in the core: {offences:#?}"
+    );
 }
 
 #[test]
 fn no_file_grows_past_a_reviewable_size() {
     for path in sources() {
         let lines = fs::read_to_string(&path).unwrap().lines().count();
-        assert!(lines <= 800, "{} has {lines} lines; split the concept into its own module", path.display());
+        assert!(
+            lines <= 800,
+            "{} has {lines} lines; split the concept into its own module",
+            path.display()
+        );
     }
 }
