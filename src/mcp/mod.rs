@@ -2,9 +2,9 @@
 //! one URL:
 //!
 //! - **legacy** (`2025-03-26`, `2025-06-18`, `2025-11-25`): `initialize` handshake, optional
-//!   sessions (`Mcp-Session-Id`), `ping`, `logging/setLevel` — see [`legacy`];
+//!   sessions (`Mcp-Session-Id`), `ping`, `logging/setLevel` — see `legacy.rs`;
 //! - **current** (`2026-07-28`): stateless, `server/discover`, per-request `_meta`, header
-//!   agreement — see [`stateless`].
+//!   agreement — see `stateless.rs`.
 //!
 //! A request is in the current era when its `_meta` names a protocol version or its
 //! `MCP-Protocol-Version` header is not a legacy one; otherwise it is legacy.

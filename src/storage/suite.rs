@@ -1,4 +1,4 @@
-//! The shared storage test suite. Every backend runs every case through [`storage_suite!`]
+//! The shared storage test suite. Every backend runs every case through [`crate::storage_suite!`]
 //! (native test runners) or by calling the cases from its own host (the edge adapters).
 //! A case panics with a message naming what the backend got wrong.
 
