@@ -239,21 +239,7 @@ pub async fn handle(
         .and_then(|m| m.get("progressToken"))
         .is_some();
     let (result, notifications) = dispatch(lore, caller, &mut session, &method, &params).await;
-    let response = match result {
-        Ok(r) => jsonrpc::result_response(&id, r),
-        Err(e) if e.http_status != 200 => return Reply::error(&e, Some(&id)),
-        Err(e) => e.to_response(Some(&id)),
-    };
-    if sse_ok && (wants_stream || !notifications.is_empty()) {
-        let mut messages = notifications;
-        messages.push(response);
-        return Reply {
-            status: 200,
-            body: Body::Sse(messages),
-            headers: Vec::new(),
-        };
-    }
-    Reply::json(200, response)
+    Reply::respond(&id, result, notifications, wants_stream, sse_ok)
 }
 
 /// A JSON-RPC batch: allowed only in 2025-03-26.

@@ -4,7 +4,7 @@
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
-use super::jsonrpc::RpcError;
+use super::jsonrpc::{self, RpcError};
 
 #[derive(Debug)]
 pub enum Body {
@@ -43,6 +43,32 @@ impl Reply {
             headers: error.headers.clone(),
         }
     }
+    /// The reply to one request. Errors above the protocol (non-200 status) keep their status;
+    /// otherwise the response is JSON, or SSE when notifications go first or `stream` (a
+    /// progress token) asks for it and the client accepts SSE.
+    pub fn respond(
+        id: &Value,
+        result: Result<Value, RpcError>,
+        mut notifications: Vec<Value>,
+        stream: bool,
+        sse_ok: bool,
+    ) -> Self {
+        let response = match result {
+            Ok(r) => jsonrpc::result_response(id, r),
+            Err(e) if e.http_status != 200 => return Self::error(&e, Some(id)),
+            Err(e) => e.to_response(Some(id)),
+        };
+        if sse_ok && (stream || !notifications.is_empty()) {
+            notifications.push(response);
+            return Self {
+                status: 200,
+                body: Body::Sse(notifications),
+                headers: Vec::new(),
+            };
+        }
+        Self::json(200, response)
+    }
+
     pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
         self.headers.push((name.to_string(), value.into()));
         self

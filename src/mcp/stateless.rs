@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::exchange::{Exchange, LogLevel};
 use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
-use super::reply::{Body, Reply};
+use super::reply::Reply;
 use super::{
     INSTRUCTIONS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
     SUPPORTED_VERSIONS, VERSION_2026,
@@ -173,22 +173,14 @@ pub async fn handle(
     finish(&ex, id, result, sse_ok)
 }
 
-/// The reply: JSON, or SSE when there are notifications to send first (or progress was asked).
+/// The reply, with the notifications the request produced going first.
 fn finish(ex: &Exchange<'_>, id: Value, result: Result<Value, RpcError>, sse_ok: bool) -> Reply {
     let notifications = ex.take_notifications();
-    let response = match result {
-        Ok(r) => jsonrpc::result_response(&id, r),
-        Err(e) if e.http_status != 200 => return Reply::error(&e, Some(&id)),
-        Err(e) => e.to_response(Some(&id)),
-    };
-    if sse_ok && (ex.progress_token.is_some() || !notifications.is_empty()) {
-        let mut messages = notifications;
-        messages.push(response);
-        return Reply {
-            status: 200,
-            body: Body::Sse(messages),
-            headers: Vec::new(),
-        };
-    }
-    Reply::json(200, response)
+    Reply::respond(
+        &id,
+        result,
+        notifications,
+        ex.progress_token.is_some(),
+        sse_ok,
+    )
 }
