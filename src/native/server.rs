@@ -1,7 +1,9 @@
 //! `lore serve`: a hyper HTTP/1.1 server, one thread per core. Each worker thread runs its own
 //! single-threaded tokio runtime, its own core instance ([`crate::Lore`]) and its own SQLite
-//! connection, and accepts from the shared listening socket. Core futures are not `Send`, so
-//! nothing crosses threads but the socket and the shutdown signal.
+//! connection. The main thread accepts connections and hands them to the workers in turn
+//! (round robin: workers accepting from one shared socket left one worker with nearly every
+//! keep-alive connection under load). Core futures are not `Send`, so nothing crosses threads
+//! but accepted sockets and the shutdown signal.
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -16,7 +18,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::{Config, Lore};
 
@@ -41,8 +43,10 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let local = listener.local_addr()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut workers = Vec::new();
+    let mut inboxes = Vec::new();
     for n in 0..options.workers.max(1) {
-        let listener = listener.try_clone()?;
+        let (inbox, connections) = mpsc::unbounded_channel();
+        inboxes.push(inbox);
         let stop = stop_rx.clone();
         let db = options.db.clone();
         let config = options.config.clone();
@@ -57,7 +61,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                 let local = tokio::task::LocalSet::new();
                 local.block_on(
                     &rt,
-                    worker(listener, db, config, stop, header_timeout, drain),
+                    worker(connections, db, config, stop, header_timeout, drain),
                 )
             })?;
         workers.push(handle);
@@ -67,10 +71,46 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         .enable_all()
         .build()?;
     rt.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, draining"),
-            _ = term.recv() => tracing::info!("SIGTERM received, draining"),
+        let mut next = 0usize;
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let mut connection = (stream.into_std()?, peer);
+                        // A worker that is gone (it failed) passes its turn on.
+                        let mut sent = false;
+                        for _ in 0..inboxes.len() {
+                            let inbox = &inboxes[next % inboxes.len()];
+                            next = next.wrapping_add(1);
+                            match inbox.send(connection) {
+                                Ok(()) => {
+                                    sent = true;
+                                    break;
+                                }
+                                Err(mpsc::error::SendError(back)) => connection = back,
+                            }
+                        }
+                        if !sent {
+                            tracing::error!("every worker thread has stopped; shutting down");
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                _ = tokio::signal::ctrl_c() => {
+                    tracing::info!("SIGINT received, draining");
+                    break;
+                }
+                _ = term.recv() => {
+                    tracing::info!("SIGTERM received, draining");
+                    break;
+                }
+            }
         }
         anyhow::Ok(())
     })?;
@@ -86,7 +126,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
 }
 
 async fn worker(
-    listener: std::net::TcpListener,
+    mut connections: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
     db: PathBuf,
     config: Config,
     mut stop: watch::Receiver<bool>,
@@ -96,19 +136,21 @@ async fn worker(
     let ports =
         native_ports(&db).with_context(|| format!("cannot open database {}", db.display()))?;
     let lore = Rc::new(Lore::new(ports, config));
-    let listener = tokio::net::TcpListener::from_std(listener)?;
     let active = Rc::new(Cell::new(0usize));
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+            received = connections.recv() => match received {
+                Some(c) => c,
+                None => break,
             },
             _ = stop.changed() => break,
+        };
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not adopt a connection");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let lore = lore.clone();
