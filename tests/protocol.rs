@@ -4,7 +4,6 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use expect_test::expect;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
@@ -169,7 +168,7 @@ fn tools_list_is_a_golden_snapshot() {
     let r = h.post(&rpc("tools/list", json!({})));
     assert_eq!(r.status, 200);
     let text = serde_json::to_string_pretty(&r.body["result"]).unwrap();
-    expect![[r#"
+    expect_test::expect![[r#"
         {
           "tools": [
             {
