@@ -1162,3 +1162,32 @@ fn legacy_requests_may_name_their_version_in_meta() {
         "legacy results carry no resultType"
     );
 }
+
+#[test]
+fn an_idempotency_key_repeated_within_one_batch_saves_once() {
+    let h = Harness::new();
+    let same = json!({"content": "Standup moved to 9:30", "idempotency_key": "standup"});
+    let r = h.call(&h.owner, "save_memory", json!({"memories": [same, same]}));
+    let ids = r["structuredContent"]["ids"].as_array().unwrap();
+    assert_eq!(ids[0], ids[1]);
+    let found = h.call(&h.owner, "search_memory", json!({"query": "standup"}));
+    assert_eq!(
+        found["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let clash = json!({"memories": [
+        {"content": "A", "idempotency_key": "k"},
+        {"content": "B", "idempotency_key": "k"}
+    ]});
+    let r = h.call(&h.owner, "save_memory", clash);
+    assert_eq!(r["isError"], true);
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("memories/1/idempotency_key")
+    );
+}

@@ -136,6 +136,7 @@ impl MemoryService {
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
+        let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
         for (i, m) in memories.iter().enumerate() {
             let field = |name: &str| {
                 if prefix.is_empty() {
@@ -168,10 +169,18 @@ impl MemoryService {
                 .idempotency_key
                 .as_deref()
                 .map(|k| keys.idempotency(&sha_hex(k)));
-            if let Some(idem_key) = &idem_key
-                && let Some(bytes) = ports.storage.get(idem_key).await?
-            {
-                let record: IdempotencyRecord = serde_json::from_slice(&bytes)?;
+            // The key may be stored already, or used earlier in this same batch.
+            let earlier = match &idem_key {
+                Some(k) => match in_batch.get(k) {
+                    Some(record) => Some(record.clone()),
+                    None => match ports.storage.get(k).await? {
+                        Some(bytes) => Some(serde_json::from_slice::<IdempotencyRecord>(&bytes)?),
+                        None => None,
+                    },
+                },
+                None => None,
+            };
+            if let Some(record) = earlier {
                 if record.fingerprint != print {
                     return Err(LoreError::invalid(
                         field("idempotency_key"),
@@ -203,7 +212,8 @@ impl MemoryService {
                 };
                 batch
                     .require_absent(&idem_key)
-                    .put(idem_key, serde_json::to_vec(&record)?);
+                    .put(&idem_key, serde_json::to_vec(&record)?);
+                in_batch.insert(idem_key, record);
             }
             ids.push(event.id);
         }
