@@ -68,14 +68,6 @@ pub fn new_ulid(ports: &Ports) -> String {
         .to_ascii_lowercase()
 }
 
-/// The smallest ULID string for a millisecond timestamp: a scan bound for "created after".
-pub fn ulid_floor(ms: i64) -> String {
-    let ms = u64::try_from(ms).unwrap_or(0);
-    ulid::Ulid::from_parts(ms, 0)
-        .to_string()
-        .to_ascii_lowercase()
-}
-
 /// Checks the `{prefix}_{ulid}` shape of a record id so it can be placed in a storage key.
 pub fn parse_record_id<'a>(id: &'a str, prefix: &str, field: &str) -> Result<&'a str, LoreError> {
     let ulid = id

@@ -11,7 +11,8 @@
 //! o/{org}/token/{token id}      sha256 of that token (listing and revocation)
 //! o/{org}/ev/{ulid}             Event
 //! o/{org}/idem/{sha256(key)}    IdempotencyRecord of a save_memory call
-//! o/{org}/meta/events-changed   a fresh random value written with every batch of new events
+//! o/{org}/meta/events-seq       the org's event sequence number (commit order)
+//! o/{org}/evseq/{n:020}         ulid of the event with sequence number n
 //! o/{org}/session/{id}          Session (legacy MCP sessions)
 //! ```
 
@@ -61,9 +62,17 @@ impl OrgKeys {
     pub fn events(&self) -> String {
         format!("{}ev/", self.root)
     }
-    /// Changes whenever events are added, so readers can skip rescanning an unchanged org.
-    pub fn events_changed(&self) -> String {
-        format!("{}meta/events-changed", self.root)
+    /// The number of events ever added to the org; bumped, with a precondition, in the same
+    /// batch as the events, so it orders them by commit.
+    pub fn events_seq(&self) -> String {
+        format!("{}meta/events-seq", self.root)
+    }
+    /// The event with sequence number `n` (zero-padded so keys sort numerically).
+    pub fn event_seq(&self, n: u64) -> String {
+        format!("{}evseq/{n:020}", self.root)
+    }
+    pub fn event_seqs(&self) -> String {
+        format!("{}evseq/", self.root)
     }
     pub fn idempotency(&self, key_hash: &str) -> String {
         format!("{}idem/{key_hash}", self.root)

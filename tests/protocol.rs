@@ -322,11 +322,7 @@ fn tools_list_is_a_golden_snapshot() {
                     ]
                   },
                   {
-                    "not": {
-                      "required": [
-                        "content"
-                      ]
-                    },
+                    "maxProperties": 1,
                     "required": [
                       "memories"
                     ]
@@ -1189,5 +1185,95 @@ fn an_idempotency_key_repeated_within_one_batch_saves_once() {
             .as_str()
             .unwrap()
             .contains("memories/1/idempotency_key")
+    );
+}
+
+#[test]
+fn a_late_commit_with_an_older_timestamp_is_still_found() {
+    // Regression: the index used to rescan only the last 5 s before its newest event, so an
+    // event committed late (lock wait, clock skew between hosts) was missed forever.
+    let h = Harness::new();
+    let skewed = Ports {
+        clock: Rc::new(TestClock(Cell::new(1_767_225_600_000 + 3_600_000))),
+        ..h.lore.ports.clone()
+    };
+    let ahead = Harness {
+        lore: Lore::new(skewed, Config::default()),
+        owner: h.owner.clone(),
+    };
+    ahead.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "The late fact about zebras"}),
+    );
+    let found = ahead.call(&h.owner, "search_memory", json!({"query": "zebras"}));
+    assert_eq!(
+        found["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "The early fact about zebras"}),
+    );
+    let found = ahead.call(&h.owner, "search_memory", json!({"query": "early zebras"}));
+    let results = found["structuredContent"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["content"], "The early fact about zebras");
+}
+
+#[test]
+fn batch_saves_refuse_fields_beside_the_list_and_keys_are_per_principal() {
+    let h = Harness::new();
+    let r = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"memories": [{"content": "x"}], "idempotency_key": "b1"}),
+    );
+    assert_eq!(
+        r["isError"], true,
+        "a top-level idempotency_key would be silently ignored"
+    );
+    let member = h.token("default", Role::Member, "mcp:read,mcp:write");
+    let mine = h.call(
+        &member,
+        "save_memory",
+        json!({"content": "Dana owns invoices", "idempotency_key": "k1"}),
+    );
+    let theirs = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "Dana owns invoices", "idempotency_key": "k1"}),
+    );
+    assert_ne!(
+        mine["structuredContent"]["ids"],
+        theirs["structuredContent"]["ids"]
+    );
+    let other = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "Something else", "idempotency_key": "k2"}),
+    );
+    assert_eq!(other["isError"], false);
+    let blocked = h.call(
+        &member,
+        "save_memory",
+        json!({"content": "Mine", "idempotency_key": "k2"}),
+    );
+    assert_eq!(
+        blocked["isError"], false,
+        "another principal's key does not block mine"
+    );
+    let big = json!({"content": "x", "payload": {"blob": "y".repeat(20_000)}});
+    let r = h.call(&h.owner, "save_memory", big);
+    assert_eq!(r["isError"], true);
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("payload")
     );
 }

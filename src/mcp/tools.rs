@@ -64,7 +64,7 @@ fn save_input() -> Value {
     single["required"] = json!([]);
     single["oneOf"] = json!([
         {"required": ["content"], "not": {"required": ["memories"]}},
-        {"required": ["memories"], "not": {"required": ["content"]}}
+        {"required": ["memories"], "maxProperties": 1}
     ]);
     single
 }

@@ -11,6 +11,18 @@ use rust_stemmers::{Algorithm, Stemmer};
 
 use super::event::Event;
 
+/// What the index keeps of an event: enough to filter and rank. Text and payload stay in
+/// storage and are read for the hits only, so an index costs postings, not copies of memories.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocMeta {
+    pub id: String,
+    pub kind: String,
+    pub author: String,
+    pub entity_ids: Vec<String>,
+    pub created_at_ms: i64,
+    pub supersedes_event_id: Option<String>,
+}
+
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
@@ -47,7 +59,7 @@ impl Tokenizer {
 
 /// One indexed event.
 struct Doc {
-    event: Event,
+    meta: DocMeta,
     len: u32,
 }
 
@@ -60,10 +72,8 @@ pub struct KeywordIndex {
     total_len: u64,
     /// Events replaced by a later event's `supersedes_event_id`, mapped to their replacement.
     superseded_by: HashMap<String, String>,
-    /// Newest creation time seen, for the next incremental refresh.
-    pub newest_ms: Option<i64>,
-    /// The org's change marker as of the last refresh (`None`: no events were ever written).
-    pub marker: Option<Vec<u8>>,
+    /// The org's event sequence number this index has caught up with.
+    pub seq: u64,
 }
 
 /// A query after the caller's filters were applied to the index.
@@ -77,7 +87,7 @@ pub struct Filters<'a> {
 }
 
 pub struct Hit<'a> {
-    pub event: &'a Event,
+    pub meta: &'a DocMeta,
     pub score: f64,
     pub superseded_by: Option<&'a str>,
 }
@@ -96,7 +106,7 @@ impl KeywordIndex {
     }
 
     /// Adds an event (no-op when already indexed).
-    pub fn insert(&mut self, tokenizer: &Tokenizer, event: Event) {
+    pub fn insert(&mut self, tokenizer: &Tokenizer, event: &Event) {
         if self.by_id.contains_key(&event.id) {
             return;
         }
@@ -117,16 +127,16 @@ impl KeywordIndex {
         if let Some(old) = &event.supersedes_event_id {
             self.superseded_by.insert(old.clone(), event.id.clone());
         }
-        self.newest_ms = Some(
-            self.newest_ms
-                .map_or(event.created_at_ms, |n| n.max(event.created_at_ms)),
-        );
         self.by_id.insert(event.id.clone(), doc_idx as usize);
-        self.docs.push(Doc { event, len });
-    }
-
-    pub fn get(&self, id: &str) -> Option<&Event> {
-        self.by_id.get(id).map(|&i| &self.docs[i].event)
+        let meta = DocMeta {
+            id: event.id.clone(),
+            kind: event.kind.clone(),
+            author: event.author.clone(),
+            entity_ids: event.entity_ids.clone(),
+            created_at_ms: event.created_at_ms,
+            supersedes_event_id: event.supersedes_event_id.clone(),
+        };
+        self.docs.push(Doc { meta, len });
     }
 
     pub fn superseded_by(&self, id: &str) -> Option<&str> {
@@ -134,7 +144,7 @@ impl KeywordIndex {
     }
 
     fn passes(&self, doc: &Doc, f: &Filters<'_>) -> bool {
-        let e = &doc.event;
+        let e = &doc.meta;
         (f.include_superseded || !self.superseded_by.contains_key(&e.id))
             && f.kinds.is_none_or(|k| k.contains(&e.kind))
             && f.entity_ids
@@ -156,11 +166,11 @@ impl KeywordIndex {
         terms.sort();
         terms.dedup();
         let hit = |i: usize, score: f64| {
-            let event = &self.docs[i].event;
+            let meta = &self.docs[i].meta;
             Hit {
-                event,
+                meta,
                 score,
-                superseded_by: self.superseded_by(&event.id),
+                superseded_by: self.superseded_by(&meta.id),
             }
         };
         if terms.is_empty() {
@@ -236,11 +246,11 @@ mod tests {
     fn ranks_rarer_and_repeated_terms_higher_and_hides_superseded() {
         let t = Tokenizer::default();
         let mut idx = KeywordIndex::default();
-        idx.insert(&t, event("e1", "Dana owns invoices and payments", 1));
-        idx.insert(&t, event("e2", "the deploy runs on fridays", 2));
+        idx.insert(&t, &event("e1", "Dana owns invoices and payments", 1));
+        idx.insert(&t, &event("e2", "the deploy runs on fridays", 2));
         idx.insert(
             &t,
-            event("e3", "invoices invoices invoices are sent monthly", 3),
+            &event("e3", "invoices invoices invoices are sent monthly", 3),
         );
         let none = Filters {
             kinds: None,
@@ -253,16 +263,16 @@ mod tests {
         let hits: Vec<_> = idx
             .search(&t, "invoice", &none, 10)
             .iter()
-            .map(|h| h.event.id.clone())
+            .map(|h| h.meta.id.clone())
             .collect();
         assert_eq!(hits, ["e3", "e1"]);
         let mut newer = event("e4", "Sam owns invoices now", 4);
         newer.supersedes_event_id = Some("e1".into());
-        idx.insert(&t, newer);
+        idx.insert(&t, &newer);
         let hits: Vec<_> = idx
             .search(&t, "who owns invoices", &none, 10)
             .iter()
-            .map(|h| h.event.id.clone())
+            .map(|h| h.meta.id.clone())
             .collect();
         assert!(!hits.contains(&"e1".to_string()));
         let all = Filters {
@@ -272,7 +282,7 @@ mod tests {
         let hits = idx.search(&t, "who owns invoices", &all, 10);
         let e1 = hits
             .iter()
-            .find(|h| h.event.id == "e1")
+            .find(|h| h.meta.id == "e1")
             .expect("superseded shown on request");
         assert_eq!(e1.superseded_by, Some("e4"));
     }

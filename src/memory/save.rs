@@ -1,0 +1,191 @@
+//! `save_memory`: validate, deduplicate by idempotency key, append the events and bump the
+//! org's event sequence number in one conditional batch.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::event::Event;
+use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
+use crate::auth::Caller;
+use crate::error::{LoreError, Result};
+use crate::ids::{new_ulid, parse_record_id};
+use crate::ports::Ports;
+use crate::storage::{Batch, StorageError};
+
+/// Largest `payload`, serialized.
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
+/// Attempts at a save whose batch lost a race (another save in the same org committed first).
+const ATTEMPTS: usize = 16;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct IdempotencyRecord {
+    event_id: String,
+    fingerprint: String,
+}
+
+fn sha_hex(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn fingerprint(m: &MemoryInput, kind: &str) -> String {
+    sha_hex(
+        &json!([
+            m.content,
+            kind,
+            m.entity_ids,
+            m.supersedes_event_id,
+            m.payload
+        ])
+        .to_string(),
+    )
+}
+
+impl MemoryService {
+    /// Appends the memories; returns `{ids}` in input order.
+    pub async fn save(&self, ports: &Ports, caller: &Caller, input: SaveInput) -> Result<Value> {
+        caller.require_write("save_memory")?;
+        let (memories, field_prefix) = match input {
+            SaveInput::One(m) => (vec![m], String::new()),
+            SaveInput::Batch(b) => (b.memories, "memories/".to_string()),
+        };
+        if memories.is_empty() {
+            return Err(LoreError::invalid("memories", "give at least one memory"));
+        }
+        // A conflict means another save in this org committed between our read of the sequence
+        // number and our commit (or took the same idempotency key): read again and retry.
+        for _ in 0..ATTEMPTS {
+            match self.try_save(ports, caller, &memories, &field_prefix).await {
+                Err(LoreError::Storage(StorageError::Conflict { .. })) => continue,
+                other => return other,
+            }
+        }
+        Err(LoreError::Conflict(
+            "too many concurrent saves in this org; retry".into(),
+        ))
+    }
+
+    async fn try_save(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        memories: &[MemoryInput],
+        prefix: &str,
+    ) -> Result<Value> {
+        let keys = caller.keys();
+        let (seq, stored) = stored_seq(ports, caller).await?;
+        let now = ports.clock.now_ms();
+        let mut batch = Batch::new();
+        let mut ids = Vec::with_capacity(memories.len());
+        let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
+        let mut next = seq;
+        for (i, m) in memories.iter().enumerate() {
+            let field = |name: &str| {
+                if prefix.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{prefix}{i}/{name}")
+                }
+            };
+            if m.content.trim().is_empty() {
+                return Err(LoreError::invalid(
+                    field("content"),
+                    "content is empty; say what to remember",
+                ));
+            }
+            if let Some(payload) = &m.payload {
+                let size = payload.to_string().len();
+                if size > MAX_PAYLOAD_BYTES {
+                    return Err(LoreError::invalid(
+                        field("payload"),
+                        format!(
+                            "payload is {size} bytes serialized; the limit is {MAX_PAYLOAD_BYTES}"
+                        ),
+                    ));
+                }
+            }
+            let kind = m.kind.clone().unwrap_or_else(|| "note".into());
+            if let Some(old) = &m.supersedes_event_id {
+                let ulid = parse_record_id(old, "evt", &field("supersedes_event_id"))?;
+                if ports.storage.get(&keys.event(ulid)).await?.is_none() {
+                    return Err(LoreError::invalid(
+                        field("supersedes_event_id"),
+                        format!(
+                            "no memory {old} in org {}; pass an id that search_memory returned",
+                            caller.org()
+                        ),
+                    ));
+                }
+            }
+            let print = fingerprint(m, &kind);
+            // Keys are per principal: one agent's key never returns or blocks another's save.
+            let idem_key = m
+                .idempotency_key
+                .as_deref()
+                .map(|k| keys.idempotency(&sha_hex(&format!("{}\n{k}", caller.principal().id))));
+            // The key may be stored already, or used earlier in this same batch.
+            let earlier = match &idem_key {
+                Some(k) => match in_batch.get(k) {
+                    Some(record) => Some(record.clone()),
+                    None => match ports.storage.get(k).await? {
+                        Some(bytes) => Some(serde_json::from_slice::<IdempotencyRecord>(&bytes)?),
+                        None => None,
+                    },
+                },
+                None => None,
+            };
+            if let Some(record) = earlier {
+                if record.fingerprint != print {
+                    return Err(LoreError::invalid(
+                        field("idempotency_key"),
+                        "this idempotency_key was already used for a different memory; use a new key",
+                    ));
+                }
+                ids.push(record.event_id);
+                continue;
+            }
+            let ulid = new_ulid(ports);
+            let event = Event {
+                id: format!("evt_{ulid}"),
+                kind,
+                content: m.content.clone(),
+                payload: m.payload.clone(),
+                entity_ids: m.entity_ids.clone(),
+                author: caller.principal().id.clone(),
+                supersedes_event_id: m.supersedes_event_id.clone(),
+                origin_id: None,
+                created_at_ms: now,
+            };
+            next += 1;
+            batch
+                .require_absent(keys.event(&ulid))
+                .put(keys.event(&ulid), serde_json::to_vec(&event)?);
+            batch.put(keys.event_seq(next), ulid.clone().into_bytes());
+            if let Some(idem_key) = idem_key {
+                let record = IdempotencyRecord {
+                    event_id: event.id.clone(),
+                    fingerprint: print,
+                };
+                batch
+                    .require_absent(&idem_key)
+                    .put(&idem_key, serde_json::to_vec(&record)?);
+                in_batch.insert(idem_key, record);
+            }
+            ids.push(event.id);
+        }
+        if next > seq {
+            match stored {
+                Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
+                None => batch.require_absent(keys.events_seq()),
+            };
+            batch.put(keys.events_seq(), next.to_string().into_bytes());
+            ports.storage.commit(batch).await?;
+        }
+        Ok(json!({ "ids": ids }))
+    }
+}
