@@ -14,7 +14,7 @@ use lore::mcp::headers::OriginPolicy;
 use lore::model::{Role, Scopes};
 use lore::native::client::call_remote_tool;
 use lore::native::ports::{UreqClient, native_ports};
-use lore::native::server::{ServeOptions, serve};
+use lore::native::server::{ConnectionLimits, ServeOptions, serve};
 use lore::{Config, Lore};
 
 /// Every request allocates many small JSON values; mimalloc serves them faster than glibc's
@@ -83,6 +83,9 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = lore::DEFAULT_MAX_BODY, env = "LORE_MAX_BODY_BYTES")]
         max_body_bytes: usize,
+        /// Open connections at most; further ones are closed at once.
+        #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
+        max_connections: usize,
     },
     /// Create the local owner and the first org, and print an owner token.
     Init {
@@ -260,6 +263,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             allowed_hosts,
             workers,
             max_body_bytes,
+            max_connections,
         } => {
             if no_auth && !addr.ip().is_loopback() {
                 bail!(
@@ -299,8 +303,12 @@ fn run(command: Command) -> anyhow::Result<()> {
                 db: db.clone(),
                 config,
                 workers,
-                header_timeout: Duration::from_secs(10),
-                drain_timeout: Duration::from_secs(10),
+                limits: ConnectionLimits {
+                    header_timeout: Duration::from_secs(10),
+                    body_timeout: Duration::from_secs(30),
+                    drain_timeout: Duration::from_secs(10),
+                    max_connections,
+                },
             };
             serve(options, |local| {
                 let url = format!("http://{local}/mcp");

@@ -10,16 +10,20 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{mpsc, watch};
 
+use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::reply::Reply;
 use crate::{Config, Lore};
 
 use super::ports::native_ports;
@@ -29,10 +33,20 @@ pub struct ServeOptions {
     pub db: PathBuf,
     pub config: Config,
     pub workers: usize,
-    /// How long a client may take to send its request headers.
+    pub limits: ConnectionLimits,
+}
+
+/// What one client may hold of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// How long a client may take to send its request headers (also the keep-alive idle time).
     pub header_timeout: Duration,
+    /// How long a client may take to send a request body.
+    pub body_timeout: Duration,
     /// How long in-flight requests may finish after SIGINT/SIGTERM.
     pub drain_timeout: Duration,
+    /// Open connections at most; further ones are closed at once.
+    pub max_connections: usize,
 }
 
 /// Binds, serves until SIGINT/SIGTERM, drains in-flight requests, returns.
@@ -44,14 +58,16 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut workers = Vec::new();
     let mut inboxes = Vec::new();
+    // Connections open across all workers.
+    let open = Arc::new(AtomicUsize::new(0));
     for n in 0..options.workers.max(1) {
         let (inbox, connections) = mpsc::unbounded_channel();
         inboxes.push(inbox);
         let stop = stop_rx.clone();
         let db = options.db.clone();
         let config = options.config.clone();
-        let header_timeout = options.header_timeout;
-        let drain = options.drain_timeout;
+        let limits = options.limits;
+        let open = open.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lore-worker-{n}"))
             .spawn(move || {
@@ -59,10 +75,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                     .enable_all()
                     .build()?;
                 let local = tokio::task::LocalSet::new();
-                local.block_on(
-                    &rt,
-                    worker(connections, db, config, stop, header_timeout, drain),
-                )
+                local.block_on(&rt, worker(connections, db, config, stop, limits, open))
             })?;
         workers.push(handle);
     }
@@ -78,6 +91,13 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        if open.load(Ordering::Relaxed) >= options.limits.max_connections {
+                            // Closing at once keeps the server answering the connections it has.
+                            tracing::warn!(%peer, "connection limit reached; closing a new connection");
+                            drop(stream);
+                            continue;
+                        }
+                        open.fetch_add(1, Ordering::Relaxed);
                         let mut connection = (stream.into_std()?, peer);
                         // A worker that is gone (it failed) passes its turn on.
                         let mut sent = false;
@@ -130,8 +150,8 @@ async fn worker(
     db: PathBuf,
     config: Config,
     mut stop: watch::Receiver<bool>,
-    header_timeout: Duration,
-    drain_timeout: Duration,
+    limits: ConnectionLimits,
+    open: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
     let ports =
         native_ports(&db).with_context(|| format!("cannot open database {}", db.display()))?;
@@ -149,22 +169,24 @@ async fn worker(
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "could not adopt a connection");
+                open.fetch_sub(1, Ordering::Relaxed);
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
         let lore = lore.clone();
         let active = active.clone();
+        let open = open.clone();
         let mut stop = stop.clone();
         active.set(active.get() + 1);
         tokio::task::spawn_local(async move {
             let service = service_fn(move |req| {
                 let lore = lore.clone();
-                async move { Ok::<_, Infallible>(respond(&lore, req, peer).await) }
+                async move { Ok::<_, Infallible>(respond(&lore, req, peer, limits.body_timeout).await) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
+                .header_read_timeout(limits.header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {
@@ -175,9 +197,10 @@ async fn worker(
                 }
             }
             active.set(active.get() - 1);
+            open.fetch_sub(1, Ordering::Relaxed);
         });
     }
-    let deadline = Instant::now() + drain_timeout;
+    let deadline = Instant::now() + limits.drain_timeout;
     while active.get() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -188,21 +211,50 @@ async fn respond(
     lore: &Lore,
     req: hyper::Request<Incoming>,
     peer: SocketAddr,
+    body_timeout: Duration,
 ) -> hyper::Response<Full<Bytes>> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let method = parts.method.clone();
     let path = parts.uri.path().to_string();
     let limit = lore.config.max_body_bytes;
-    let response = match Limited::new(body, limit).collect().await {
-        Ok(collected) => {
-            lore.handle(http::Request::from_parts(
-                parts,
-                collected.to_bytes().to_vec(),
-            ))
-            .await
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || Reply::error(&crate::mcp::too_large(limit), None).into_http();
+    let response = if declared.is_some_and(|n| n > limit as u64) {
+        // Refused before reading a byte of it.
+        too_large()
+    } else {
+        match tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await {
+            Ok(Ok(collected)) => {
+                lore.handle(http::Request::from_parts(
+                    parts,
+                    collected.to_bytes().to_vec(),
+                ))
+                .await
+            }
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => too_large(),
+            Ok(Err(_)) => {
+                let e = RpcError::invalid_request("the request body could not be read to its end");
+                Reply::error(&e, None).into_http()
+            }
+            Err(_) => {
+                let e = RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!(
+                        "the request body took longer than {} s to arrive",
+                        body_timeout.as_secs()
+                    ),
+                    408,
+                );
+                Reply::error(&e, None)
+                    .header("connection", "close")
+                    .into_http()
+            }
         }
-        Err(_) => crate::mcp::reply::Reply::error(&crate::mcp::too_large(limit), None).into_http(),
     };
     tracing::info!(
         target: "lore::request",
