@@ -172,7 +172,9 @@ async fn require_org(ports: &Ports, org_name: &str) -> Result<OrgId> {
 #[derive(Debug, Clone)]
 pub struct TokenRequest {
     pub org: String,
-    pub role: Role,
+    /// The new agent's role (default member). Not allowed with `principal`: an existing
+    /// member keeps the role they have.
+    pub role: Option<Role>,
     pub scopes: Scopes,
     /// Issue for this existing member instead of a new agent principal.
     pub principal: Option<String>,
@@ -186,6 +188,12 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
     let org_keys = OrgKeys::new(&org);
     let mut batch = Batch::new();
     let principal_id = match request.principal {
+        Some(_) if request.role.is_some() => {
+            return Err(LoreError::invalid(
+                "role",
+                "a token for an existing member carries that member's role; leave out --role",
+            ));
+        }
         Some(id) => {
             if ports.storage.get(&org_keys.member(&id)).await?.is_none() {
                 return Err(LoreError::not_found(format!("member {id} of org {org}")));
@@ -202,7 +210,7 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
             };
             let member = Membership {
                 principal: principal.id.clone(),
-                role: request.role,
+                role: request.role.unwrap_or(Role::Member),
                 created_at_ms: now,
             };
             batch.put(keys::principal(&principal.id), json(&principal));

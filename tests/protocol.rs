@@ -74,7 +74,7 @@ impl Harness {
     fn token(&self, org: &str, role: Role, scopes: &str) -> String {
         let request = TokenRequest {
             org: org.into(),
-            role,
+            role: Some(role),
             scopes: Scopes::parse(scopes).unwrap(),
             principal: None,
             name: None,
@@ -791,7 +791,7 @@ fn revoked_and_expired_tokens_stop_working() {
     let h = Harness::new();
     let request = TokenRequest {
         org: "default".into(),
-        role: Role::Member,
+        role: Some(Role::Member),
         scopes: Scopes::ALL,
         principal: None,
         name: None,
@@ -805,7 +805,7 @@ fn revoked_and_expired_tokens_stop_working() {
     );
     let request = TokenRequest {
         org: "default".into(),
-        role: Role::Member,
+        role: Some(Role::Member),
         scopes: Scopes::ALL,
         principal: None,
         name: None,
@@ -1103,7 +1103,7 @@ fn allowed_browser_origins_get_cors_headers() {
         "OPTIONS",
         "/mcp",
         &[
-            ("origin", "http://localhost:5173"),
+            ("origin", "http://localhost:8787"),
             ("access-control-request-method", "POST"),
         ],
         vec![],
@@ -1111,7 +1111,7 @@ fn allowed_browser_origins_get_cors_headers() {
     assert_eq!(preflight.status, 204);
     assert_eq!(
         preflight.headers["access-control-allow-origin"],
-        "http://localhost:5173"
+        "http://localhost:8787"
     );
     assert!(
         preflight.headers["access-control-allow-headers"]
@@ -1122,7 +1122,7 @@ fn allowed_browser_origins_get_cors_headers() {
     let r = h.post_as(
         &h.owner,
         "/mcp",
-        &[("origin", "http://localhost:5173")],
+        &[("origin", "http://localhost:8787")],
         &rpc("ping", json!({})),
     );
     assert_eq!(r.status, 200);
@@ -1276,4 +1276,77 @@ fn batch_saves_refuse_fields_beside_the_list_and_keys_are_per_principal() {
             .unwrap()
             .contains("payload")
     );
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let h = Harness::new();
+    let ping = serde_json::to_vec(&rpc("ping", json!({}))).unwrap();
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let auth = format!("{scheme} {}", h.owner);
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ];
+        assert_eq!(
+            h.raw("POST", "/mcp", &headers, ping.clone()).status,
+            200,
+            "{scheme}"
+        );
+    }
+}
+
+#[test]
+fn batches_follow_the_session_version_and_sessions_expire() {
+    let h = Harness::new();
+    let init = rpc(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let sid = h.post(&init).headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let batch = json!([rpc("ping", json!({}))]);
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &[("mcp-session-id", sid.as_str())],
+        &batch,
+    );
+    assert_eq!(
+        r.status, 400,
+        "a 2025-06-18 session has no batches: {}",
+        r.body
+    );
+    let r = h.post_as(
+        &h.owner,
+        "/mcp",
+        &[
+            ("mcp-session-id", sid.as_str()),
+            ("mcp-protocol-version", "2025-03-26"),
+        ],
+        &batch,
+    );
+    assert_eq!(
+        r.status, 400,
+        "a header contradicting the session is refused"
+    );
+    // A day later the session is gone.
+    let later = Ports {
+        clock: Rc::new(TestClock(Cell::new(1_767_225_600_000 + 25 * 3_600_000))),
+        ..h.lore.ports.clone()
+    };
+    let later = Harness {
+        lore: Lore::new(later, Config::default()),
+        owner: h.owner.clone(),
+    };
+    let r = later.post_as(
+        &h.owner,
+        "/mcp",
+        &[("mcp-session-id", sid.as_str())],
+        &rpc("ping", json!({})),
+    );
+    assert_eq!(r.status, 404);
 }

@@ -55,6 +55,16 @@ fn host_name(host: &str) -> &str {
     })
 }
 
+/// The port of an authority, if it names one.
+fn port(authority: &str) -> Option<&str> {
+    let rest = if authority.starts_with('[') {
+        authority.split_once(']').map(|(_, r)| r)?
+    } else {
+        authority
+    };
+    rest.rsplit_once(':').map(|(_, p)| p)
+}
+
 impl OriginPolicy {
     /// Accepts only loopback hosts and origins: the default of a server bound to 127.0.0.1.
     pub fn loopback() -> Self {
@@ -95,9 +105,21 @@ impl OriginPolicy {
             .split_once("://")
             .map(|(_, rest)| rest)
             .unwrap_or(origin);
-        let same_as_host = get(headers, "host").is_some_and(|h| h.eq_ignore_ascii_case(authority));
-        if (same_as_host || self.allowed_hosts.is_some()) && self.host_allowed(authority) {
-            return Ok(());
+        // The server's own origin: the same authority as Host, or, on loopback, another loopback
+        // name for the same port (localhost vs 127.0.0.1). Other local ports are other apps.
+        if let Some(host) = get(headers, "host") {
+            let same = host.eq_ignore_ascii_case(authority);
+            let loopback =
+                |a: &str| LOOPBACK_HOSTS.contains(&host_name(a).to_ascii_lowercase().as_str());
+            let same_port = port(host) == port(authority);
+            if same
+                || (loopback(host)
+                    && loopback(authority)
+                    && same_port
+                    && self.host_allowed(authority))
+            {
+                return Ok(());
+            }
         }
         Err(format!(
             "Origin {origin:?} is not allowed; add it with --allowed-origin"
@@ -129,6 +151,21 @@ mod tests {
             .is_ok()
         );
         assert!(p.check(&headers(&[("host", "[::1]:8787")])).is_ok());
+        assert!(
+            p.check(&headers(&[
+                ("host", "127.0.0.1:8787"),
+                ("origin", "http://localhost:8787")
+            ]))
+            .is_ok()
+        );
+        // Another local port is another app: not the server's origin.
+        assert!(
+            p.check(&headers(&[
+                ("host", "127.0.0.1:8787"),
+                ("origin", "http://localhost:3000")
+            ]))
+            .is_err()
+        );
         assert!(p.check(&headers(&[("host", "evil.example.com")])).is_err());
         assert!(
             p.check(&headers(&[

@@ -15,6 +15,8 @@ use crate::auth::Caller;
 
 /// The version assumed when a legacy client sends no `MCP-Protocol-Version` header.
 const DEFAULT_VERSION: &str = "2025-03-26";
+/// Sessions end this long after `initialize`; the client then initializes again.
+const SESSION_TTL_MS: i64 = 24 * 60 * 60 * 1000;
 /// The only legacy version that allows JSON-RPC batches.
 const BATCH_VERSION: &str = "2025-03-26";
 
@@ -54,6 +56,11 @@ async fn load_session(lore: &Lore, caller: &Caller, id: &str) -> Result<Session,
         .ok_or_else(|| session_not_found(id))?;
     // A session belongs to the principal that opened it; to anyone else it does not exist.
     if session.principal != caller.principal().id {
+        return Err(session_not_found(id));
+    }
+    if lore.ports.clock.now_ms() - session.created_at_ms > SESSION_TTL_MS {
+        // Expired: gone for good (best effort; a failed delete is retried on the next use).
+        let _ = lore.ports.storage.delete(&caller.keys().session(id)).await;
         return Err(session_not_found(id));
     }
     Ok(session)
@@ -187,6 +194,26 @@ async fn dispatch(
     (result, ex.take_notifications())
 }
 
+/// The protocol version of a legacy request: its header, else its session's, else the
+/// default; a header that contradicts the session is refused.
+fn negotiated_version<'a>(
+    headers: &'a HeaderMap,
+    session: &'a Option<(String, Session)>,
+) -> Result<&'a str, RpcError> {
+    let header = headers::get(headers, headers::PROTOCOL_VERSION);
+    match (header, session) {
+        (Some(h), Some((_, s))) if h != s.protocol_version => {
+            Err(RpcError::invalid_request(format!(
+                "MCP-Protocol-Version {h:?} differs from the {:?} this session negotiated",
+                s.protocol_version
+            )))
+        }
+        (Some(h), _) => Ok(h),
+        (None, Some((_, s))) => Ok(&s.protocol_version),
+        (None, None) => Ok(DEFAULT_VERSION),
+    }
+}
+
 async fn session_from_headers(
     lore: &Lore,
     caller: &Caller,
@@ -225,13 +252,7 @@ pub async fn handle(
         Ok(s) => s,
         Err(e) => return Reply::error(&e, Some(&id)),
     };
-    if let (Some(h), Some((_, s))) = (headers::get(headers, headers::PROTOCOL_VERSION), &session)
-        && h != s.protocol_version
-    {
-        let e = RpcError::invalid_request(format!(
-            "MCP-Protocol-Version {h:?} differs from the {:?} this session negotiated",
-            s.protocol_version
-        ));
+    if let Err(e) = negotiated_version(headers, &session) {
         return Reply::error(&e, Some(&id));
     }
     let wants_stream = params
@@ -250,7 +271,14 @@ pub async fn batch(
     items: Vec<Value>,
     _sse_ok: bool,
 ) -> Reply {
-    let version = headers::get(headers, headers::PROTOCOL_VERSION).unwrap_or(DEFAULT_VERSION);
+    let mut session = match session_from_headers(lore, caller, headers).await {
+        Ok(s) => s,
+        Err(e) => return Reply::error(&e, None),
+    };
+    let version = match negotiated_version(headers, &session) {
+        Ok(v) => v.to_string(),
+        Err(e) => return Reply::error(&e, None),
+    };
     if version != BATCH_VERSION {
         let e = RpcError::invalid_request(format!(
             "JSON-RPC batches are not supported in protocol {version}; send one message per POST"
@@ -260,10 +288,6 @@ pub async fn batch(
     if items.is_empty() {
         return Reply::error(&RpcError::invalid_request("the batch is empty"), None);
     }
-    let mut session = match session_from_headers(lore, caller, headers).await {
-        Ok(s) => s,
-        Err(e) => return Reply::error(&e, None),
-    };
     let mut responses = Vec::new();
     for item in items {
         let id = jsonrpc::salvage_id(&item);

@@ -116,10 +116,11 @@ async fn authenticate(
 ) -> Result<Caller, RpcError> {
     let credential = match headers::get(request.headers(), "authorization") {
         Some(value) => {
+            // The scheme name is case-insensitive (RFC 7235).
             let token = value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-                .map(str::trim)
+                .split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim())
                 .ok_or_else(|| {
                     unauthorized("use the Authorization: Bearer <token> scheme", true)
                 })?;

@@ -140,8 +140,9 @@ enum TokenCommand {
         db: PathBuf,
         #[arg(long, default_value = "default", env = "LORE_ORG")]
         org: String,
-        #[arg(long, default_value = "member")]
-        role: String,
+        /// The new agent's role: owner, admin, member (default) or viewer.
+        #[arg(long)]
+        role: Option<String>,
         #[arg(long, default_value = "mcp:read,mcp:write")]
         scopes: String,
         /// A label for the token and the name of its new agent.
@@ -438,7 +439,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             let now = lore.ports.clock.now_ms();
             let request = TokenRequest {
                 org,
-                role: Role::parse(&role)?,
+                role: role.as_deref().map(Role::parse).transpose()?,
                 scopes: Scopes::parse(&scopes)?,
                 principal,
                 name,
