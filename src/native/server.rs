@@ -207,6 +207,11 @@ async fn worker(
     Ok(())
 }
 
+/// Reads a request body to its end without keeping it.
+async fn discard(mut body: Incoming) {
+    while let Some(Ok(_)) = body.frame().await {}
+}
+
 async fn respond(
     lore: &Lore,
     req: hyper::Request<Incoming>,
@@ -224,8 +229,13 @@ async fn respond(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let too_large = || Reply::error(&crate::mcp::too_large(limit), None).into_http();
-    let response = if declared.is_some_and(|n| n > limit as u64) {
-        // Refused before reading a byte of it.
+    let response = if let Some(n) = declared.filter(|&n| n > limit as u64) {
+        // Refused without buffering it. A body up to a few times the limit is read and thrown
+        // away first, so the client, still sending, reads the 413 instead of a reset; a larger
+        // one is cut off.
+        if n <= 4 * limit as u64 {
+            let _ = tokio::time::timeout(body_timeout, discard(body)).await;
+        }
         too_large()
     } else {
         match tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await {
