@@ -6,6 +6,7 @@
 //! keeps one keyword index per org and catches up by reading only the sequence entries past the
 //! one it has seen; an unchanged org costs one point read per search.
 
+mod cache;
 pub mod event;
 pub mod keyword;
 mod save;
@@ -13,6 +14,7 @@ mod search;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,6 +28,8 @@ use keyword::{KeywordIndex, Tokenizer};
 
 /// Orgs whose index one core instance keeps in memory; the least recently used goes first.
 const MAX_CACHED_ORGS: usize = 256;
+/// Bytes of events one core instance keeps to answer search hits without a storage read.
+const EVENT_CACHE_BYTES: usize = 16 << 20;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,12 +88,24 @@ struct CachedIndex {
     last_used: u64,
 }
 
-/// Per-instance memory state: the keyword indexes of the orgs it has served.
-#[derive(Default)]
+/// Per-instance memory state: the keyword indexes of the orgs it has served, and recently
+/// read events.
 pub struct MemoryService {
     tokenizer: Tokenizer,
     indexes: RefCell<HashMap<OrgId, CachedIndex>>,
     clock: Cell<u64>,
+    events: RefCell<cache::EventCache>,
+}
+
+impl Default for MemoryService {
+    fn default() -> Self {
+        Self {
+            tokenizer: Tokenizer::default(),
+            indexes: RefCell::default(),
+            clock: Cell::default(),
+            events: RefCell::new(cache::EventCache::new(EVENT_CACHE_BYTES)),
+        }
+    }
 }
 
 /// The org's event sequence number as stored (0 before the first event).
@@ -171,8 +187,10 @@ impl MemoryService {
             last_used: tick,
         });
         cached.last_used = tick;
-        for event in &fresh {
-            cached.index.insert(&self.tokenizer, event);
+        let mut events = self.events.borrow_mut();
+        for event in fresh {
+            cached.index.insert(&self.tokenizer, &event);
+            events.insert(Rc::new(event));
         }
         cached.index.seq = cached.index.seq.max(caught_up);
         Ok(())

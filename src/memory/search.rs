@@ -1,6 +1,7 @@
 //! `search_memory`: rank the org's index, then read the hits' text from storage.
 
 use std::collections::HashSet;
+use std::rc::Rc;
 
 use serde_json::{Value, json};
 
@@ -69,11 +70,19 @@ impl MemoryService {
         };
         let mut results = Vec::with_capacity(hits.len());
         for (id, score, superseded_by) in hits {
-            let ulid = parse_record_id(&id, "evt", "id")?;
-            let Some(bytes) = ports.storage.get(&caller.keys().event(ulid)).await? else {
-                continue;
+            let cached = self.events.borrow_mut().get(&id);
+            let e = match cached {
+                Some(e) => e,
+                None => {
+                    let ulid = parse_record_id(&id, "evt", "id")?;
+                    let Some(bytes) = ports.storage.get(&caller.keys().event(ulid)).await? else {
+                        continue;
+                    };
+                    let e = Rc::new(serde_json::from_slice::<Event>(&bytes)?);
+                    self.events.borrow_mut().insert(e.clone());
+                    e
+                }
             };
-            let e: Event = serde_json::from_slice(&bytes)?;
             let mut v = json!({
                 "id": e.id,
                 "content": e.content,
@@ -89,8 +98,8 @@ impl MemoryService {
             if let Some(newer) = superseded_by {
                 v["superseded_by"] = json!(newer);
             }
-            if let Some(payload) = e.payload {
-                v["payload"] = payload;
+            if let Some(payload) = &e.payload {
+                v["payload"] = payload.clone();
             }
             results.push(v);
         }
