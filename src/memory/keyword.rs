@@ -205,9 +205,14 @@ impl KeywordIndex {
             .into_iter()
             .filter(|&(doc, _)| self.passes(&self.docs[doc as usize], filters))
             .collect();
-        // Ties go to the newer event, so results are stable and fresh facts win.
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-        ranked.truncate(limit);
+        // Best first; ties go to the newer event, so results are stable and fresh facts win.
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        // Only the top `limit` need ordering: select them, then sort just those.
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         ranked
             .into_iter()
             .map(|(doc, score)| hit(doc as usize, (score * 1e4).round() / 1e4))
@@ -285,5 +290,36 @@ mod tests {
             .find(|h| h.meta.id == "e1")
             .expect("superseded shown on request");
         assert_eq!(e1.superseded_by, Some("e4"));
+    }
+
+    #[test]
+    fn top_k_matches_a_full_sort() {
+        let t = Tokenizer::default();
+        let mut idx = KeywordIndex::default();
+        for i in 0..200 {
+            let words = "invoice ".repeat(1 + i % 7) + &"filler ".repeat(i % 13);
+            idx.insert(&t, &event(&format!("e{i:03}"), &words, i as i64));
+        }
+        let none = Filters {
+            kinds: None,
+            entity_ids: None,
+            author: None,
+            since_ms: None,
+            until_ms: None,
+            include_superseded: false,
+        };
+        let all: Vec<String> = idx
+            .search(&t, "invoice", &none, 200)
+            .iter()
+            .map(|h| h.meta.id.clone())
+            .collect();
+        for k in [1, 5, 10, 37, 100] {
+            let top: Vec<String> = idx
+                .search(&t, "invoice", &none, k)
+                .iter()
+                .map(|h| h.meta.id.clone())
+                .collect();
+            assert_eq!(top, all[..k], "k = {k}");
+        }
     }
 }
