@@ -238,6 +238,17 @@ mod tests {
         }
     }
 
+    fn no_filters() -> Filters<'static> {
+        Filters {
+            kinds: None,
+            entity_ids: None,
+            author: None,
+            since_ms: None,
+            until_ms: None,
+            include_superseded: false,
+        }
+    }
+
     #[test]
     fn stems_and_drops_stopwords() {
         let t = Tokenizer::default();
@@ -257,14 +268,7 @@ mod tests {
             &t,
             &event("e3", "invoices invoices invoices are sent monthly", 3),
         );
-        let none = Filters {
-            kinds: None,
-            entity_ids: None,
-            author: None,
-            since_ms: None,
-            until_ms: None,
-            include_superseded: false,
-        };
+        let none = no_filters();
         let hits: Vec<_> = idx
             .search(&t, "invoice", &none, 10)
             .iter()
@@ -300,14 +304,7 @@ mod tests {
             let words = "invoice ".repeat(1 + i % 7) + &"filler ".repeat(i % 13);
             idx.insert(&t, &event(&format!("e{i:03}"), &words, i as i64));
         }
-        let none = Filters {
-            kinds: None,
-            entity_ids: None,
-            author: None,
-            since_ms: None,
-            until_ms: None,
-            include_superseded: false,
-        };
+        let none = no_filters();
         let all: Vec<String> = idx
             .search(&t, "invoice", &none, 200)
             .iter()
