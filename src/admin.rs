@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::auth::{hash_secret, new_token_secret};
+use crate::auth::new_token_secret;
 use crate::error::{LoreError, Result};
 use crate::ids::{OrgId, new_ulid};
 use crate::keys::{self, OrgKeys};
@@ -53,7 +53,7 @@ fn issue_token(
     label: Option<String>,
 ) -> IssuedToken {
     let secret = new_token_secret(ports);
-    let hash = hash_secret(&secret);
+    let hash = keys::sha256_hex(&secret);
     let record = TokenRecord {
         id: format!("tok_{}", new_ulid(ports)),
         principal: principal.to_string(),
@@ -244,30 +244,22 @@ pub struct TokenSummary {
     pub revoked: bool,
 }
 
-async fn token_record(ports: &Ports, hash: &str) -> Result<Option<TokenRecord>> {
-    Ok(match ports.storage.get(&keys::token_by_hash(hash)).await? {
-        Some(bytes) => Some(serde_json::from_slice(&bytes)?),
-        None => None,
-    })
-}
-
 pub async fn list_tokens(ports: &Ports, org_name: &str) -> Result<Vec<TokenSummary>> {
     let org = require_org(ports, org_name).await?;
     let org_keys = OrgKeys::new(&org);
     let mut out = Vec::new();
     for (_, value) in ports.storage.scan_all(&org_keys.tokens()).await? {
         let entry: TokenIndexEntry = serde_json::from_slice(&value)?;
-        let Some(record) = token_record(ports, &entry.hash).await? else {
+        let Some(record) = ports
+            .record::<TokenRecord>(&keys::token_by_hash(&entry.hash))
+            .await?
+        else {
             continue;
         };
-        let role = match ports
-            .storage
-            .get(&org_keys.member(&record.principal))
+        let role = ports
+            .record::<Membership>(&org_keys.member(&record.principal))
             .await?
-        {
-            Some(bytes) => Some(serde_json::from_slice::<Membership>(&bytes)?.role),
-            None => None,
-        };
+            .map(|m| m.role);
         out.push(TokenSummary {
             id: record.id,
             principal: record.principal,
@@ -286,15 +278,12 @@ pub async fn list_tokens(ports: &Ports, org_name: &str) -> Result<Vec<TokenSumma
 pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Result<()> {
     let org = require_org(ports, org_name).await?;
     let index_key = OrgKeys::new(&org).token(token_id);
-    let entry: TokenIndexEntry = match ports.storage.get(&index_key).await? {
-        Some(bytes) => serde_json::from_slice(&bytes)?,
-        None => {
-            return Err(LoreError::not_found(format!(
-                "token {token_id} in org {org}"
-            )));
-        }
-    };
-    let mut record = token_record(ports, &entry.hash)
+    let entry: TokenIndexEntry = ports
+        .record(&index_key)
+        .await?
+        .ok_or_else(|| LoreError::not_found(format!("token {token_id} in org {org}")))?;
+    let mut record = ports
+        .record::<TokenRecord>(&keys::token_by_hash(&entry.hash))
         .await?
         .ok_or_else(|| LoreError::not_found(format!("token {token_id}")))?;
     if record.revoked_at_ms.is_none() {

@@ -4,7 +4,6 @@
 //! `&Caller` and derives its storage keys from it.
 
 use base64::Engine;
-use sha2::{Digest, Sha256};
 
 use crate::error::{LoreError, Result};
 use crate::ids::OrgId;
@@ -14,12 +13,6 @@ use crate::ports::Ports;
 
 /// Every API token starts with this, so leaked tokens are easy to recognise and scan for.
 pub const TOKEN_PREFIX: &str = "lore_";
-
-/// SHA-256 of a secret, lowercase hex: the only form in which secrets are stored.
-pub fn hash_secret(secret: &str) -> String {
-    let digest = Sha256::digest(secret.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// A new random token secret: the prefix and 32 random bytes, base64url.
 pub fn new_token_secret(ports: &Ports) -> String {
@@ -88,20 +81,14 @@ pub struct Credential {
     pub token: Option<TokenRecord>,
 }
 
-async fn load<T: serde::de::DeserializeOwned>(ports: &Ports, key: &str) -> Result<Option<T>> {
-    match ports.storage.get(key).await? {
-        Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
-        None => Ok(None),
-    }
-}
-
 /// Verifies a bearer secret: known, not revoked, not expired, principal exists.
 pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
     let unauthorized = |why: &str| LoreError::Unauthorized(why.to_string());
     if !secret.starts_with(TOKEN_PREFIX) || secret.len() > 256 {
         return Err(unauthorized("the bearer token is not a lore token"));
     }
-    let record: TokenRecord = load(ports, &keys::token_by_hash(&hash_secret(secret)))
+    let record: TokenRecord = ports
+        .record(&keys::token_by_hash(&keys::sha256_hex(secret)))
         .await?
         .ok_or_else(|| unauthorized("the bearer token is unknown"))?;
     if record.revoked_at_ms.is_some() {
@@ -113,7 +100,8 @@ pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
     {
         return Err(unauthorized("the bearer token has expired"));
     }
-    let principal: Principal = load(ports, &keys::principal(&record.principal))
+    let principal: Principal = ports
+        .record(&keys::principal(&record.principal))
         .await?
         .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
     Ok(Credential {
@@ -129,7 +117,8 @@ pub async fn local_owner(ports: &Ports) -> Result<Credential> {
     })?;
     let id = String::from_utf8(id)
         .map_err(|_| LoreError::Internal("local owner id is not UTF-8".into()))?;
-    let principal: Principal = load(ports, &keys::principal(&id))
+    let principal: Principal = ports
+        .record(&keys::principal(&id))
         .await?
         .ok_or_else(|| LoreError::Internal("the local owner principal is missing".into()))?;
     Ok(Credential {
@@ -174,7 +163,8 @@ pub async fn resolve_caller(
         (None, None) => default_org.clone(),
     };
     let keys = OrgKeys::new(&org);
-    let membership: Membership = load(ports, &keys.member(&credential.principal.id))
+    let membership: Membership = ports
+        .record(&keys.member(&credential.principal.id))
         .await?
         .ok_or_else(|| LoreError::Forbidden(format!("you are not a member of org {org}")))?;
     let scopes = credential.token.as_ref().map_or(Scopes::ALL, |t| t.scopes);

@@ -16,7 +16,17 @@
 //! o/{org}/session/{id}          Session (legacy MCP sessions)
 //! ```
 
+use sha2::{Digest, Sha256};
+
 use crate::ids::OrgId;
+
+/// SHA-256 of `text`, lowercase hex: how secrets and caller-chosen keys enter the key space.
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 pub const LOCAL_OWNER: &str = "meta/local-owner";
 pub const ORG_PREFIX: &str = "org/";

@@ -70,6 +70,17 @@ pub struct Ports {
 }
 
 impl Ports {
+    /// The JSON record stored at `key`, if any.
+    pub async fn record<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> crate::error::Result<Option<T>> {
+        match self.storage.get(key).await? {
+            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Random bytes as lowercase hex.
     pub fn random_hex(&self, bytes: usize) -> String {
         let mut buf = vec![0u8; bytes];

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::event::Event;
 use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
 use crate::ids::{new_ulid, parse_record_id};
+use crate::keys::sha256_hex;
 use crate::ports::Ports;
 use crate::storage::{Batch, StorageError};
 
@@ -26,15 +26,8 @@ struct IdempotencyRecord {
     fingerprint: String,
 }
 
-fn sha_hex(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn fingerprint(m: &MemoryInput, kind: &str) -> String {
-    sha_hex(
+    sha256_hex(
         &json!([
             m.content,
             kind,
@@ -127,15 +120,12 @@ impl MemoryService {
             let idem_key = m
                 .idempotency_key
                 .as_deref()
-                .map(|k| keys.idempotency(&sha_hex(&format!("{}\n{k}", caller.principal().id))));
+                .map(|k| keys.idempotency(&sha256_hex(&format!("{}\n{k}", caller.principal().id))));
             // The key may be stored already, or used earlier in this same batch.
             let earlier = match &idem_key {
                 Some(k) => match in_batch.get(k) {
                     Some(record) => Some(record.clone()),
-                    None => match ports.storage.get(k).await? {
-                        Some(bytes) => Some(serde_json::from_slice::<IdempotencyRecord>(&bytes)?),
-                        None => None,
-                    },
+                    None => ports.record::<IdempotencyRecord>(k).await?,
                 },
                 None => None,
             };

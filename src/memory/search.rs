@@ -75,10 +75,10 @@ impl MemoryService {
                 Some(e) => e,
                 None => {
                     let ulid = parse_record_id(&id, "evt", "id")?;
-                    let Some(bytes) = ports.storage.get(&caller.keys().event(ulid)).await? else {
+                    let Some(e) = ports.record::<Event>(&caller.keys().event(ulid)).await? else {
                         continue;
                     };
-                    let e = Rc::new(serde_json::from_slice::<Event>(&bytes)?);
+                    let e = Rc::new(e);
                     self.events.borrow_mut().insert(e.clone());
                     e
                 }
