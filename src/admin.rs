@@ -15,7 +15,7 @@ use crate::ports::Ports;
 use crate::storage::{Batch, StorageError};
 
 /// A freshly issued token. `token` is the only time the secret is ever shown.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct IssuedToken {
     pub org: String,
     pub token: String,
@@ -43,7 +43,7 @@ async fn local_owner_id(ports: &Ports) -> Result<Option<String>> {
 }
 
 /// Adds the writes that create a token for `principal` in `org` to `batch`.
-fn issue_token(
+pub(crate) fn issue_token(
     ports: &Ports,
     batch: &mut Batch,
     org: &OrgId,
@@ -84,6 +84,7 @@ fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str)
     let now = ports.clock.now_ms();
     let record = Org {
         id: org.clone(),
+        description: String::new(),
         created_at_ms: now,
         owner: owner.to_string(),
     };
@@ -96,6 +97,7 @@ fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str)
         created_at_ms: now,
     };
     batch.put(OrgKeys::new(org).member(owner), json(&member));
+    batch.put(keys::member_of(owner, org), Vec::new());
     issue_token(
         ports,
         batch,
@@ -117,6 +119,7 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
         id: format!("usr_{}", new_ulid(ports)),
         kind: PrincipalKind::User,
         name: "local owner".into(),
+        description: String::new(),
         created_at_ms: ports.clock.now_ms(),
     };
     let mut batch = Batch::new();
@@ -206,6 +209,7 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
                 id: format!("agt_{}", new_ulid(ports)),
                 kind: PrincipalKind::Agent,
                 name: request.name.clone().unwrap_or_else(|| "api token".into()),
+                description: String::new(),
                 created_at_ms: now,
             };
             let member = Membership {
@@ -215,6 +219,7 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
             };
             batch.put(keys::principal(&principal.id), json(&principal));
             batch.put(org_keys.member(&principal.id), json(&member));
+            batch.put(keys::member_of(&principal.id, &org), Vec::new());
             principal.id
         }
     };
@@ -232,7 +237,7 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
 }
 
 /// A token as listed: never the secret or its hash.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TokenSummary {
     pub id: String,
     pub principal: String,

@@ -18,6 +18,12 @@ pub enum LoreError {
     NeedsWrite(String),
     #[error("this needs the admin or owner role: {0}")]
     NeedsAdmin(String),
+    /// The token's scopes do not cover the call (OAuth `insufficient_scope`), whatever the role.
+    #[error("insufficient_scope: {0}")]
+    InsufficientScope(String),
+    /// The feature exists in the model but this build cannot run it yet.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// Missing, unknown, expired or revoked credentials.
     #[error("unauthorized: {0}")]
     Unauthorized(String),
@@ -49,10 +55,25 @@ impl LoreError {
             Self::Forbidden(_) => "forbidden",
             Self::NeedsWrite(_) => "needs_write",
             Self::NeedsAdmin(_) => "needs_admin",
+            Self::InsufficientScope(_) => "insufficient_scope",
+            Self::Unavailable(_) => "unavailable",
             Self::Unauthorized(_) => "unauthorized",
             Self::Conflict(_) => "conflict",
             Self::Storage(StorageError::Conflict { .. }) => "conflict",
             Self::Storage(_) | Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The HTTP status a REST caller gets for this error.
+    pub fn http_status(&self) -> u16 {
+        match self.code() {
+            "invalid_argument" => 400,
+            "unauthorized" => 401,
+            "forbidden" | "needs_write" | "needs_admin" | "insufficient_scope" => 403,
+            "not_found" => 404,
+            "conflict" => 409,
+            "unavailable" => 501,
+            _ => 500,
         }
     }
 

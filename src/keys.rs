@@ -14,6 +14,24 @@
 //! o/{org}/meta/events-seq       the org's event sequence number (commit order)
 //! o/{org}/evseq/{n:020}         ulid of the event with sequence number n
 //! o/{org}/session/{id}          Session (legacy MCP sessions)
+//! o/{org}/type/{name}           EntityType (template)
+//! o/{org}/ent/{ulid}            Entity
+//! o/{org}/ent-t/{type}/{ulid}   the same Entity, listed by type (written in the same batch)
+//! o/{org}/rel/{ulid}            Relationship
+//! o/{org}/rel-out/{from}/{ulid} the same Relationship, listed by source entity
+//! o/{org}/rel-in/{to}/{ulid}    the same Relationship, listed by target entity
+//! o/{org}/feed/{name}           Feed
+//! o/{org}/conn/{name}           Connection (without its secret)
+//! o/{org}/secret/{kind}/{name}  a connection's credential or a webhook feed's signing secret;
+//!                               read only to sign or verify, never returned
+//! o/{org}/origin/{feed}/{hash}  event id of a feed delivery (dedupe by delivery id)
+//! o/{org}/op/{name}             Operation
+//! o/{org}/beh/{name}            Behavior
+//! o/{org}/act/{ulid}            Action (audit record)
+//! o/{org}/metric/{name}         org-defined Metric
+//! o/{org}/usage/{day}/{tool}/{instance}  usage counters flushed by one core instance
+//! o/{org}/settings              OrgSettings (description, default profile)
+//! member-of/{principal}/{org}   the orgs a principal belongs to (organizations.list)
 //! ```
 
 use sha2::{Digest, Sha256};
@@ -39,6 +57,13 @@ pub fn principal(id: &str) -> String {
 }
 pub fn token_by_hash(hash: &str) -> String {
     format!("auth/token/{hash}")
+}
+/// Marks `principal` as a member of `org`; written and deleted with the membership.
+pub fn member_of(principal: &str, org: &OrgId) -> String {
+    format!("member-of/{principal}/{org}")
+}
+pub fn member_of_all(principal: &str) -> String {
+    format!("member-of/{principal}/")
 }
 
 /// Keys under one org. Only [`crate::auth::Caller`] and the operator functions build one, so
@@ -89,5 +114,65 @@ impl OrgKeys {
     }
     pub fn session(&self, id: &str) -> String {
         format!("{}session/{id}", self.root)
+    }
+    pub fn entity_type(&self, name: &str) -> String {
+        format!("{}type/{name}", self.root)
+    }
+    pub fn entity_types(&self) -> String {
+        format!("{}type/", self.root)
+    }
+    pub fn entity(&self, ulid: &str) -> String {
+        format!("{}ent/{ulid}", self.root)
+    }
+    pub fn entities(&self) -> String {
+        format!("{}ent/", self.root)
+    }
+    pub fn entity_by_type(&self, type_name: &str, ulid: &str) -> String {
+        format!("{}ent-t/{type_name}/{ulid}", self.root)
+    }
+    pub fn entities_of_type(&self, type_name: &str) -> String {
+        format!("{}ent-t/{type_name}/", self.root)
+    }
+    pub fn relationship(&self, ulid: &str) -> String {
+        format!("{}rel/{ulid}", self.root)
+    }
+    pub fn relationships(&self) -> String {
+        format!("{}rel/", self.root)
+    }
+    /// `dir` is `out` (by source entity) or `in` (by target entity).
+    pub fn relationship_by(&self, dir: &str, entity: &str, ulid: &str) -> String {
+        format!("{}rel-{dir}/{entity}/{ulid}", self.root)
+    }
+    pub fn relationships_by(&self, dir: &str, entity: &str) -> String {
+        format!("{}rel-{dir}/{entity}/", self.root)
+    }
+    /// A named record of one kind: `feed`, `conn`, `op`, `beh`, `metric`.
+    pub fn named(&self, kind: &str, name: &str) -> String {
+        format!("{}{kind}/{name}", self.root)
+    }
+    pub fn all_named(&self, kind: &str) -> String {
+        format!("{}{kind}/", self.root)
+    }
+    /// A write-only secret (`conn` credentials, `feed` signing secrets).
+    pub fn secret(&self, kind: &str, name: &str) -> String {
+        format!("{}secret/{kind}/{name}", self.root)
+    }
+    pub fn origin(&self, feed: &str, hash: &str) -> String {
+        format!("{}origin/{feed}/{hash}", self.root)
+    }
+    pub fn action(&self, ulid: &str) -> String {
+        format!("{}act/{ulid}", self.root)
+    }
+    pub fn actions(&self) -> String {
+        format!("{}act/", self.root)
+    }
+    pub fn usage(&self, day: &str, tool: &str, instance: &str) -> String {
+        format!("{}usage/{day}/{tool}/{instance}", self.root)
+    }
+    pub fn usage_all(&self) -> String {
+        format!("{}usage/", self.root)
+    }
+    pub fn settings(&self) -> String {
+        format!("{}settings", self.root)
     }
 }

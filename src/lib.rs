@@ -6,14 +6,19 @@
 //! an adapter has to connect.
 
 pub mod admin;
+pub mod api;
 pub mod auth;
 pub mod error;
+pub mod hooks;
 pub mod ids;
 pub mod keys;
 pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod ports;
+pub mod records;
+pub mod schema;
+pub mod sdk;
 pub mod storage;
 
 #[cfg(feature = "native")]
@@ -63,15 +68,80 @@ impl Default for Config {
 pub struct Lore {
     pub ports: Ports,
     pub config: Config,
-    memory: MemoryService,
+    pub(crate) memory: MemoryService,
+    pub(crate) schemas: records::types::SchemaCache,
+    pub(crate) usage: records::metrics::UsageCounters,
 }
 
 impl Lore {
     pub fn new(ports: Ports, config: Config) -> Self {
+        let instance = ports.random_hex(6);
         Self {
             ports,
             config,
             memory: MemoryService::default(),
+            schemas: records::types::SchemaCache::default(),
+            usage: records::metrics::UsageCounters::new(instance),
+        }
+    }
+
+    /// The caller of a request: a verified bearer token, or the local owner when the server
+    /// runs without auth. On failure, also says whether a token was sent (for the challenge).
+    pub async fn authenticate(
+        &self,
+        headers: &http::HeaderMap,
+        path_org: Option<&str>,
+    ) -> Result<Caller, (LoreError, bool)> {
+        let credential = match mcp::headers::get(headers, "authorization") {
+            Some(value) => {
+                // The scheme name is case-insensitive (RFC 7235).
+                let token = value
+                    .split_once(' ')
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                    .map(|(_, token)| token.trim())
+                    .ok_or_else(|| {
+                        (
+                            LoreError::Unauthorized(
+                                "use the Authorization: Bearer <token> scheme".into(),
+                            ),
+                            true,
+                        )
+                    })?;
+                auth::verify_token(&self.ports, token)
+                    .await
+                    .map_err(|e| (e, true))?
+            }
+            None if self.config.no_auth => auth::local_owner(&self.ports)
+                .await
+                .map_err(|e| (e, false))?,
+            None => {
+                return Err((
+                    LoreError::Unauthorized(
+                        "this server needs Authorization: Bearer <token>; create one with `lore token create`".into(),
+                    ),
+                    false,
+                ));
+            }
+        };
+        auth::resolve_caller(&self.ports, credential, path_org, &self.config.default_org)
+            .await
+            .map_err(|e| (e, true))
+    }
+
+    /// Counts a tool or method call in the built-in usage metrics, and writes the buffered
+    /// counts when they are due. Counting never fails a request.
+    pub async fn count_usage(&self, caller: &Caller, tool: &str, ok: bool) {
+        self.usage
+            .count(caller.org(), tool, ok, self.ports.clock.now_ms());
+        if let Err(e) = self.usage.flush_if_due(&self.ports).await {
+            tracing::warn!(error = %e, "could not write usage counters");
+        }
+    }
+
+    /// Writes buffered usage counts now (at shutdown).
+    pub async fn flush_usage(&self) {
+        if let Err(e) = self.usage.flush(&self.ports).await {
+            tracing::warn!(error = %e, "could not write usage counters");
         }
     }
 
@@ -86,6 +156,8 @@ impl Lore {
         match segments.as_slice() {
             ["mcp"] => mcp::handle(self, request, None).await,
             ["mcp", org] => mcp::handle(self, request, Some(org)).await,
+            ["api", org, name] => api::handle(self, &request, org, name).await,
+            ["hooks", org, feed] => hooks::handle(self, &request, org, feed).await,
             ["healthz"] if request.method() == Method::GET => json_response(
                 StatusCode::OK,
                 json!({ "status": "ok", "version": VERSION }),
@@ -121,6 +193,14 @@ impl Lore {
                     )
                     .await
             }
+            mcp::tools::SEARCH_SDK => {
+                let cx = sdk::Cx {
+                    lore: self,
+                    caller,
+                    allowed: sdk::Tier::Admin,
+                };
+                sdk::search::search(&cx, serde_json::from_value(args).map_err(parse_err)?).await
+            }
             mcp::tools::SEARCH_MEMORY => {
                 self.memory
                     .search(
@@ -134,18 +214,29 @@ impl Lore {
         }
     }
 
-    /// Validates and runs a tool: what `lore memory run` does locally.
+    /// Validates and runs a tool: what `lore memory run` does locally. Besides the MCP tools it
+    /// takes the admin tools and any SDK method path (`entities.create`, `Ticket.list`).
     pub async fn call_tool(
         &self,
         caller: &Caller,
         name: &str,
         args: Value,
     ) -> Result<Value, LoreError> {
+        if let Some(tool) = sdk::admin_tools::find(name) {
+            return tool.run(self, caller, args).await;
+        }
+        if name.contains('.') {
+            return sdk::call(self, caller, name, args, sdk::Tier::Admin).await;
+        }
         let spec = mcp::tools::find(name).ok_or_else(|| {
-            let known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();
+            let mut known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();
+            known.extend(sdk::admin_tools::ADMIN_TOOLS.iter().map(|t| t.name));
             LoreError::invalid(
                 "tool",
-                format!("unknown tool {name:?}; available: {}", known.join(", ")),
+                format!(
+                    "unknown tool {name:?}; available: {}, or an SDK method path such as entities.list",
+                    known.join(", ")
+                ),
             )
         })?;
         spec.validate(&args)?;

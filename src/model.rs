@@ -9,6 +9,8 @@ use crate::ids::OrgId;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Org {
     pub id: OrgId,
+    #[serde(default)]
+    pub description: String,
     pub created_at_ms: i64,
     /// The principal that created it.
     pub owner: String,
@@ -27,11 +29,15 @@ pub struct Principal {
     pub id: String,
     pub kind: PrincipalKind,
     pub name: String,
+    #[serde(default)]
+    pub description: String,
     pub created_at_ms: i64,
 }
 
 /// Org roles, weakest first; each includes what the ones before it may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Viewer,
@@ -63,6 +69,9 @@ impl Role {
     }
     pub fn can_write(self) -> bool {
         self >= Self::Member
+    }
+    pub fn is_admin(self) -> bool {
+        self >= Self::Admin
     }
 }
 

@@ -200,18 +200,13 @@ fn tools_list_is_a_golden_snapshot() {
                     "type": "boolean"
                   },
                   "kinds": {
-                    "description": "Only these kinds.",
+                    "description": "Only these kinds: fact, preference, decision, observation, note, or a feed's event kind.",
                     "items": {
-                      "description": "What sort of memory this is. Default: note.",
-                      "enum": [
-                        "fact",
-                        "preference",
-                        "decision",
-                        "observation",
-                        "note"
-                      ],
+                      "maxLength": 64,
+                      "minLength": 1,
                       "type": "string"
                     },
+                    "maxItems": 20,
                     "type": "array"
                   },
                   "limit": {
@@ -298,6 +293,96 @@ fn tools_list_is_a_golden_snapshot() {
                 "type": "object"
               },
               "title": "Search memory"
+            },
+            {
+              "annotations": {
+                "destructiveHint": false,
+                "idempotentHint": true,
+                "openWorldHint": false,
+                "readOnlyHint": true,
+                "title": "Search the SDK"
+              },
+              "description": "Find lore SDK methods (entities, relationships, memory, feeds, operations, templates, metrics, ...), the typed Noun namespaces of the org's entity types, and the script helpers, by name, namespace or free text. Returns TypeScript signatures, descriptions and the access each needs (read, write, admin); mode \"read\" returns only read methods. Only methods you may call are listed.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "description": "`search_sdk` arguments.",
+                "properties": {
+                  "limit": {
+                    "description": "At most this many methods (1-100, default 20).",
+                    "maximum": 100,
+                    "minimum": 1,
+                    "type": "integer"
+                  },
+                  "mode": {
+                    "oneOf": [
+                      {
+                        "const": "read",
+                        "description": "Only methods that read.",
+                        "type": "string"
+                      },
+                      {
+                        "const": "all",
+                        "description": "Everything you may call.",
+                        "type": "string"
+                      }
+                    ]
+                  },
+                  "namespace": {
+                    "description": "Only this namespace, e.g. `entities` or a Noun such as `Ticket`.",
+                    "type": "string"
+                  },
+                  "query": {
+                    "description": "Words, a method name or a path, e.g. \"create a record\" or \"entities.list\".",
+                    "type": "string"
+                  }
+                },
+                "type": "object"
+              },
+              "name": "search_sdk",
+              "outputSchema": {
+                "properties": {
+                  "methods": {
+                    "items": {
+                      "description": "One SDK method, as `search_sdk` returns it.",
+                      "properties": {
+                        "access": {
+                          "description": "`read`, `write` or `admin`.",
+                          "type": "string"
+                        },
+                        "description": {
+                          "type": "string"
+                        },
+                        "mode": {
+                          "description": "Default mode: `try`, `send` or `do`.",
+                          "type": "string"
+                        },
+                        "path": {
+                          "description": "e.g. `entities.create` or `Ticket.list`.",
+                          "type": "string"
+                        },
+                        "signature": {
+                          "description": "The TypeScript signature.",
+                          "type": "string"
+                        }
+                      },
+                      "required": [
+                        "path",
+                        "signature",
+                        "description",
+                        "access",
+                        "mode"
+                      ],
+                      "type": "object"
+                    },
+                    "type": "array"
+                  }
+                },
+                "required": [
+                  "methods"
+                ],
+                "type": "object"
+              },
+              "title": "Search the SDK"
             },
             {
               "annotations": {

@@ -23,7 +23,7 @@ use http::{Method, Request, Response};
 use serde_json::{Value, json};
 
 use crate::Lore;
-use crate::auth::{self, Caller};
+use crate::auth::Caller;
 use crate::error::LoreError;
 use jsonrpc::RpcError;
 use reply::Reply;
@@ -107,44 +107,21 @@ pub async fn handle(
     }
 }
 
-/// The caller of this request: a verified bearer token, or the local owner when the server
-/// runs without auth. Maps failures to 401/403.
+/// The caller of this request, with failures mapped to 401/403.
 async fn authenticate(
     lore: &Lore,
     request: &Request<Vec<u8>>,
     path_org: Option<&str>,
 ) -> Result<Caller, RpcError> {
-    let credential = match headers::get(request.headers(), "authorization") {
-        Some(value) => {
-            // The scheme name is case-insensitive (RFC 7235).
-            let token = value
-                .split_once(' ')
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, token)| token.trim())
-                .ok_or_else(|| {
-                    unauthorized("use the Authorization: Bearer <token> scheme", true)
-                })?;
-            auth::verify_token(&lore.ports, token).await
-        }
-        None if lore.config.no_auth => auth::local_owner(&lore.ports).await,
-        None => {
-            return Err(unauthorized(
-                "this server needs Authorization: Bearer <token>; create one with `lore token create`",
-                false,
-            ));
-        }
-    };
-    let caller = match credential {
-        Ok(c) => auth::resolve_caller(&lore.ports, c, path_org, &lore.config.default_org).await,
-        Err(e) => Err(e),
-    };
-    caller.map_err(|e| match e {
-        LoreError::Unauthorized(m) => unauthorized(&m, true),
-        LoreError::Forbidden(m) => {
-            RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403)
-        }
-        other => RpcError::internal(other.to_string()),
-    })
+    lore.authenticate(request.headers(), path_org)
+        .await
+        .map_err(|(e, token_was_sent)| match e {
+            LoreError::Unauthorized(m) => unauthorized(&m, token_was_sent),
+            LoreError::Forbidden(m) => {
+                RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403)
+            }
+            other => RpcError::internal(other.to_string()),
+        })
 }
 
 fn unauthorized(message: &str, token_was_sent: bool) -> RpcError {

@@ -27,6 +27,7 @@ pub struct ToolSpec {
 
 pub const SAVE_MEMORY: &str = "save_memory";
 pub const SEARCH_MEMORY: &str = "search_memory";
+pub const SEARCH_SDK: &str = "search_sdk";
 
 const MAX_CONTENT: usize = 32_768;
 
@@ -54,7 +55,7 @@ fn memory_item_schema() -> Value {
     })
 }
 
-fn save_input() -> Value {
+pub(crate) fn save_input() -> Value {
     let item = memory_item_schema();
     let mut single = item.clone();
     single["properties"]["memories"] = json!({
@@ -77,13 +78,13 @@ fn save_output() -> Value {
     })
 }
 
-fn search_input() -> Value {
+pub(crate) fn search_input() -> Value {
     json!({
         "type": "object",
         "properties": {
             "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Words to look for."},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-            "kinds": {"type": "array", "items": kind_schema(), "description": "Only these kinds."},
+            "kinds": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 64}, "maxItems": 20, "description": "Only these kinds: fact, preference, decision, observation, note, or a feed's event kind."},
             "entity_ids": {"type": "array", "items": {"type": "string"}, "description": "Only memories linked to one of these entities."},
             "author": {"type": "string", "description": "Only memories saved by this principal id."},
             "since": {"type": "string", "description": "Only memories created at or after this time (RFC 3339 or YYYY-MM-DD)."},
@@ -120,6 +121,20 @@ fn search_output() -> Value {
     })
 }
 
+fn search_sdk_input() -> Value {
+    crate::schema::schema_of::<crate::sdk::search::SearchSdk>()
+}
+
+fn search_sdk_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "methods": {"type": "array", "items": crate::schema::schema_of::<crate::sdk::methods::SdkMethod>()}
+        },
+        "required": ["methods"]
+    })
+}
+
 /// Every tool of the workspace profile, in `tools/list` order.
 pub static TOOLS: &[ToolSpec] = &[
     ToolSpec {
@@ -130,6 +145,15 @@ pub static TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input_schema: search_input,
         output_schema: search_output,
+    },
+    ToolSpec {
+        name: SEARCH_SDK,
+        title: "Search the SDK",
+        description: "Find lore SDK methods (entities, relationships, memory, feeds, operations, templates, metrics, ...), the typed Noun namespaces of the org's entity types, and the script helpers, by name, namespace or free text. Returns TypeScript signatures, descriptions and the access each needs (read, write, admin); mode \"read\" returns only read methods. Only methods you may call are listed.",
+        access: Access::Read,
+        idempotent: true,
+        input_schema: search_sdk_input,
+        output_schema: search_sdk_output,
     },
     ToolSpec {
         name: SAVE_MEMORY,
@@ -191,44 +215,7 @@ impl ToolSpec {
     /// Validates arguments against the input schema; the error names the failing field and
     /// quotes the offending value only when it is short.
     pub fn validate(&self, args: &Value) -> Result<(), LoreError> {
-        let validator = validator(self);
-        let Some(error) = validator.iter_errors(args).next() else {
-            return Ok(());
-        };
-        let pointer = error.instance_path().to_string();
-        let field = if pointer.is_empty() {
-            "arguments".to_string()
-        } else {
-            pointer.trim_start_matches('/').to_string()
-        };
-        Err(LoreError::invalid(field, describe(&error)))
-    }
-}
-
-/// A short rendering of a value for error messages.
-fn preview(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= 80 {
-        return text;
-    }
-    match value {
-        Value::String(s) => format!("a string of {} characters", s.chars().count()),
-        Value::Array(a) => format!("an array of {} items", a.len()),
-        Value::Object(o) => format!("an object with {} fields", o.len()),
-        _ => "the value".to_string(),
-    }
-}
-
-fn describe(error: &jsonschema::ValidationError<'_>) -> String {
-    let shown = preview(error.instance());
-    match error.kind() {
-        jsonschema::error::ValidationErrorKind::Enum { options } => {
-            let allowed: Vec<String> = options
-                .as_array()
-                .map_or_else(Vec::new, |o| o.iter().map(Value::to_string).collect());
-            format!("{shown} is not allowed; use one of {}", allowed.join(", "))
-        }
-        _ => error.masked_with(shown).to_string(),
+        crate::schema::check(validator(self), args, "")
     }
 }
 

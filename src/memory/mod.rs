@@ -10,6 +10,7 @@ mod cache;
 pub mod event;
 pub mod keyword;
 mod save;
+pub use save::FeedItem;
 mod search;
 
 use std::cell::{Cell, RefCell};
@@ -22,6 +23,7 @@ use serde_json::Value;
 use crate::auth::Caller;
 use crate::error::Result;
 use crate::ids::OrgId;
+use crate::keys::OrgKeys;
 use crate::ports::Ports;
 use event::Event;
 use keyword::{KeywordIndex, Tokenizer};
@@ -109,8 +111,8 @@ impl Default for MemoryService {
 }
 
 /// The org's event sequence number as stored (0 before the first event).
-async fn stored_seq(ports: &Ports, caller: &Caller) -> Result<(u64, Option<Vec<u8>>)> {
-    let raw = ports.storage.get(&caller.keys().events_seq()).await?;
+async fn stored_seq(ports: &Ports, keys: &OrgKeys) -> Result<(u64, Option<Vec<u8>>)> {
+    let raw = ports.storage.get(&keys.events_seq()).await?;
     let seq = match &raw {
         Some(bytes) => std::str::from_utf8(bytes)
             .ok()
@@ -131,7 +133,7 @@ impl MemoryService {
     /// idempotent). A known index reads the sequence entries past its own and loads those events.
     async fn refresh(&self, ports: &Ports, caller: &Caller) -> Result<()> {
         let org = caller.org();
-        let (seq, _) = stored_seq(ports, caller).await?;
+        let (seq, _) = stored_seq(ports, caller.keys()).await?;
         let known = self.indexes.borrow().get(org).map(|c| c.index.seq);
         let mut fresh: Vec<Event> = Vec::new();
         let caught_up = match known {

@@ -11,7 +11,7 @@ use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
 use crate::ids::{new_ulid, parse_record_id};
-use crate::keys::sha256_hex;
+use crate::keys::{OrgKeys, sha256_hex};
 use crate::ports::Ports;
 use crate::storage::{Batch, StorageError};
 
@@ -71,7 +71,7 @@ impl MemoryService {
         prefix: &str,
     ) -> Result<Value> {
         let keys = caller.keys();
-        let (seq, stored) = stored_seq(ports, caller).await?;
+        let (seq, stored) = stored_seq(ports, keys).await?;
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
@@ -177,5 +177,76 @@ impl MemoryService {
             ports.storage.commit(batch).await?;
         }
         Ok(json!({ "ids": ids }))
+    }
+}
+
+/// An event that a feed brought, with the key that deduplicates its delivery.
+pub struct FeedItem {
+    /// `OrgKeys::origin(feed, hash)` of the delivery id.
+    pub origin_key: String,
+    pub event: Event,
+}
+
+impl MemoryService {
+    /// Appends feed items that were not delivered before; returns each item's event id and
+    /// whether it is new, in input order. Dedupe and append commit in one batch.
+    pub async fn append_feed_items(
+        &self,
+        ports: &Ports,
+        keys: &OrgKeys,
+        items: &[FeedItem],
+    ) -> Result<Vec<(String, bool)>> {
+        for _ in 0..ATTEMPTS {
+            match self.try_append(ports, keys, items).await {
+                Err(LoreError::Storage(StorageError::Conflict { .. })) => continue,
+                other => return other,
+            }
+        }
+        Err(LoreError::Conflict(
+            "too many concurrent writes in this org; retry".into(),
+        ))
+    }
+
+    async fn try_append(
+        &self,
+        ports: &Ports,
+        keys: &OrgKeys,
+        items: &[FeedItem],
+    ) -> Result<Vec<(String, bool)>> {
+        let (seq, stored) = stored_seq(ports, keys).await?;
+        let mut batch = Batch::new();
+        let mut out = Vec::with_capacity(items.len());
+        let mut seen: HashMap<&str, String> = HashMap::new();
+        let mut next = seq;
+        for item in items {
+            if let Some(id) = seen.get(item.origin_key.as_str()) {
+                out.push((id.clone(), false));
+                continue;
+            }
+            if let Some(bytes) = ports.storage.get(&item.origin_key).await? {
+                out.push((String::from_utf8_lossy(&bytes).into_owned(), false));
+                continue;
+            }
+            let event = &item.event;
+            let ulid = &event.id[4..];
+            next += 1;
+            batch
+                .require_absent(&item.origin_key)
+                .put(&item.origin_key, event.id.clone().into_bytes())
+                .require_absent(keys.event(ulid))
+                .put(keys.event(ulid), serde_json::to_vec(event)?)
+                .put(keys.event_seq(next), ulid.as_bytes().to_vec());
+            seen.insert(&item.origin_key, event.id.clone());
+            out.push((event.id.clone(), true));
+        }
+        if next > seq {
+            match stored {
+                Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
+                None => batch.require_absent(keys.events_seq()),
+            };
+            batch.put(keys.events_seq(), next.to_string().into_bytes());
+            ports.storage.commit(batch).await?;
+        }
+        Ok(out)
     }
 }

@@ -1,0 +1,237 @@
+//! The REST admin surface: `POST /api/{org}/{tool}` runs an admin tool (`manage_*`,
+//! `query_metric`, `list_metrics`, `list_organizations`) or any SDK method by path
+//! (`entities.list`, `Ticket.create`) with a JSON body; `GET /api/{org}/sdk.d.ts` returns the
+//! caller's TypeScript declarations. Same auth as MCP, same schemas as the SDK, and JSON errors
+//! `{error: {code, message, field?}}` with the stable codes and their HTTP statuses.
+
+use http::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::Lore;
+use crate::auth::Caller;
+use crate::error::LoreError;
+use crate::records::actions::{self, Action, Step};
+use crate::sdk::{self, Cx, Tier, admin_tools, methods::METHODS, nouns, typescript};
+
+/// The file name of the declarations route.
+pub const DECLARATIONS: &str = "sdk.d.ts";
+
+fn respond(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
+    let mut response = Response::new(body);
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_str(content_type).expect("static content types"),
+    );
+    response
+}
+
+fn ok(value: &Value) -> Response<Vec<u8>> {
+    respond(
+        200,
+        "application/json",
+        serde_json::to_vec(value).unwrap_or_default(),
+    )
+}
+
+/// The JSON error response for `e`, with an OAuth challenge where one applies.
+pub fn error_response(e: &LoreError) -> Response<Vec<u8>> {
+    let mut body = e.to_json();
+    let challenge = match e {
+        LoreError::InsufficientScope(_) => {
+            body["required_scope"] = json!("mcp:write");
+            Some("Bearer error=\"insufficient_scope\", scope=\"mcp:read mcp:write\"".to_string())
+        }
+        LoreError::Unauthorized(m) => Some(format!(
+            "Bearer realm=\"lore\", scope=\"mcp:read mcp:write\", error=\"invalid_token\", error_description=\"{}\"",
+            m.replace('"', "'")
+        )),
+        _ => None,
+    };
+    if let LoreError::Internal(m) | LoreError::Storage(crate::storage::StorageError::Backend(m)) = e
+    {
+        tracing::error!(error = %m, "internal error on the REST surface");
+    }
+    let mut response = respond(
+        e.http_status(),
+        "application/json",
+        serde_json::to_vec(&json!({ "error": body })).unwrap_or_default(),
+    );
+    if let Some(c) = challenge.and_then(|c| http::HeaderValue::from_str(&c).ok()) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, c);
+    }
+    response
+}
+
+/// Whether a call through this route changes something (and so is audited as an Action).
+fn writes(name: &str) -> bool {
+    if let Some(m) = METHODS.iter().find(|m| m.path() == name) {
+        return m.tier >= Tier::Write || name == "operations.run";
+    }
+    if let Some(tool) = admin_tools::find(name) {
+        return matches!(tool.target, admin_tools::Target::Namespace(_));
+    }
+    // Noun verbs other than get and list write; custom verbs may.
+    !matches!(name.rsplit('.').next(), Some("get" | "list"))
+}
+
+pub async fn handle(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    org: &str,
+    name: &str,
+) -> Response<Vec<u8>> {
+    if let Err(reason) = lore.config.origins.check(request.headers()) {
+        return error_response(&LoreError::Forbidden(reason));
+    }
+    let mut response = match *request.method() {
+        Method::GET if name == DECLARATIONS => declarations(lore, request, org).await,
+        Method::POST => post(lore, request, org, name).await,
+        _ => {
+            let mut r = error_response(&LoreError::invalid(
+                "method",
+                format!(
+                    "use POST /api/{{org}}/{{tool}} with a JSON body (or GET /api/{{org}}/{DECLARATIONS})"
+                ),
+            ));
+            *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            r.headers_mut()
+                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+            r
+        }
+    };
+    if let Some(origin) = crate::mcp::headers::get(request.headers(), "origin")
+        && let Ok(v) = http::HeaderValue::from_str(origin)
+    {
+        response
+            .headers_mut()
+            .insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        response
+            .headers_mut()
+            .insert(http::header::VARY, http::HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+async fn caller_of(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    org: &str,
+) -> Result<Caller, LoreError> {
+    lore.authenticate(request.headers(), Some(org))
+        .await
+        .map_err(|(e, _)| e)
+}
+
+async fn declarations(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<Vec<u8>> {
+    let caller = match caller_of(lore, request, org).await {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
+    let cx = Cx {
+        lore,
+        caller: &caller,
+        allowed: Tier::Admin,
+    };
+    match nouns::catalog(&cx).await {
+        Ok((types, verbs)) => {
+            let text = typescript::declarations(&caller, Tier::Admin, &types, &verbs);
+            respond(200, "text/plain; charset=utf-8", text.into_bytes())
+        }
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) -> Response<Vec<u8>> {
+    if request.body().len() > lore.config.max_body_bytes {
+        let mut r = error_response(&LoreError::invalid(
+            "body",
+            format!(
+                "the request body is larger than the {} KiB limit",
+                lore.config.max_body_bytes / 1024
+            ),
+        ));
+        *r.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        return r;
+    }
+    let caller = match caller_of(lore, request, org).await {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
+    let args: Value = if request.body().iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        let json_type =
+            crate::mcp::headers::get(request.headers(), "content-type").is_some_and(|ct| {
+                ct.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            });
+        if !json_type {
+            let mut r = error_response(&LoreError::invalid(
+                "content-type",
+                "send the arguments as application/json",
+            ));
+            *r.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+            return r;
+        }
+        match serde_json::from_slice(request.body()) {
+            Ok(v) => v,
+            Err(e) => {
+                return error_response(&LoreError::invalid("body", format!("not valid JSON: {e}")));
+            }
+        }
+    };
+    let started = lore.ports.clock.now_ms();
+    let outcome = if let Some(tool) = admin_tools::find(name) {
+        tool.run(lore, &caller, args).await
+    } else if name.contains('.') {
+        sdk::call(lore, &caller, name, args, Tier::Admin).await
+    } else {
+        let tools: Vec<&str> = admin_tools::ADMIN_TOOLS.iter().map(|t| t.name).collect();
+        Err(LoreError::not_found(format!(
+            "admin tool {name:?} (tools: {}; or an SDK method path such as entities.list)",
+            tools.join(", ")
+        )))
+    };
+    lore.count_usage(&caller, name, outcome.is_ok()).await;
+    let refused = matches!(
+        &outcome,
+        Err(LoreError::Forbidden(_)
+            | LoreError::NeedsWrite(_)
+            | LoreError::NeedsAdmin(_)
+            | LoreError::InsufficientScope(_)
+            | LoreError::NotFound { .. }
+            | LoreError::InvalidArgument { .. })
+    );
+    if writes(name) && !refused {
+        let elapsed = u64::try_from(lore.ports.clock.now_ms() - started).unwrap_or(0);
+        let action = Action {
+            id: String::new(),
+            principal: String::new(),
+            source: "api".into(),
+            mode: "try".into(),
+            dry_run: false,
+            status: if outcome.is_ok() { "ok" } else { "error" }.into(),
+            code_hash: None,
+            steps: vec![Step {
+                method: name.to_string(),
+                ok: outcome.is_ok(),
+                error_code: outcome.as_ref().err().map(|e| e.code().to_string()),
+                elapsed_ms: elapsed,
+            }],
+            error: outcome.as_ref().err().map(LoreError::to_json),
+            created_at: crate::records::now_text(&lore.ports),
+        };
+        if let Err(e) = actions::record(&lore.ports, &caller, action).await {
+            tracing::warn!(error = %e, "could not record the action");
+        }
+    }
+    match outcome {
+        Ok(v) => ok(&v),
+        Err(e) => error_response(&e),
+    }
+}

@@ -1,0 +1,332 @@
+//! Metrics: built-in usage counters (calls and errors per tool, per day) and org-defined
+//! metrics (a named read-only SQL query with a value column).
+//!
+//! Counting must not cost a storage write per call, so each core instance buffers its counts
+//! and flushes them at most every [`FLUSH_EVERY_MS`] into keys of its own
+//! (`usage/{day}/{tool}/{instance}`); a query sums the instances. A crash loses at most the
+//! last interval of counts of that instance, never a record.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ByName, Done, check_name, now_text, to_bytes};
+use crate::auth::Caller;
+use crate::error::{LoreError, Result};
+use crate::ids::OrgId;
+use crate::keys::OrgKeys;
+use crate::ports::Ports;
+use crate::storage::{Batch, StorageError};
+
+/// How often an instance writes its buffered counts.
+pub const FLUSH_EVERY_MS: i64 = 10_000;
+
+/// The built-in metrics.
+pub const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "tool_calls",
+        "Calls of each tool and SDK method (MCP tools, REST admin tools and methods).",
+    ),
+    (
+        "tool_errors",
+        "Calls that ended in an error, per tool and SDK method.",
+    ),
+];
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub calls: u64,
+    pub errors: u64,
+}
+
+/// One instance's buffered counts.
+pub struct UsageCounters {
+    instance: String,
+    pending: RefCell<BTreeMap<(OrgId, String, String), Counts>>,
+    last_flush_ms: Cell<i64>,
+}
+
+impl UsageCounters {
+    pub fn new(instance: String) -> Self {
+        Self {
+            instance,
+            pending: RefCell::default(),
+            last_flush_ms: Cell::new(0),
+        }
+    }
+
+    /// Counts one call of `tool` in `org`.
+    pub fn count(&self, org: &OrgId, tool: &str, ok: bool, now_ms: i64) {
+        let day = crate::memory::event::format_time(now_ms)
+            .get(..10)
+            .unwrap_or("1970-01-01")
+            .to_string();
+        let tool: String = tool
+            .chars()
+            .filter(|c| c.is_ascii_graphic() && *c != '/')
+            .take(100)
+            .collect();
+        let mut pending = self.pending.borrow_mut();
+        let c = pending.entry((org.clone(), day, tool)).or_default();
+        c.calls += 1;
+        if !ok {
+            c.errors += 1;
+        }
+    }
+
+    /// Flushes when the last flush is older than [`FLUSH_EVERY_MS`].
+    pub async fn flush_if_due(&self, ports: &Ports) -> Result<()> {
+        let now = ports.clock.now_ms();
+        if now - self.last_flush_ms.get() < FLUSH_EVERY_MS || self.pending.borrow().is_empty() {
+            return Ok(());
+        }
+        self.flush(ports).await
+    }
+
+    /// Adds the buffered counts to this instance's stored ones, in one batch.
+    pub async fn flush(&self, ports: &Ports) -> Result<()> {
+        self.last_flush_ms.set(ports.clock.now_ms());
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        if pending.is_empty() {
+            return Ok(());
+        }
+        for _ in 0..4 {
+            let mut batch = Batch::new();
+            for ((org, day, tool), add) in &pending {
+                let key = OrgKeys::new(org).usage(day, tool, &self.instance);
+                let stored = ports.storage.get(&key).await?;
+                let mut total: Counts = match &stored {
+                    Some(b) => serde_json::from_slice(b)?,
+                    None => Counts::default(),
+                };
+                total.calls += add.calls;
+                total.errors += add.errors;
+                match stored {
+                    Some(b) => batch.require_equals(&key, b),
+                    None => batch.require_absent(&key),
+                };
+                batch.put(&key, to_bytes(&total));
+            }
+            match ports.storage.commit(batch).await {
+                Err(StorageError::Conflict { .. }) => continue,
+                other => return other.map_err(Into::into),
+            }
+        }
+        Err(LoreError::Conflict("usage counters kept changing".into()))
+    }
+}
+
+/// An org-defined metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Metric {
+    pub name: String,
+    pub description: String,
+    /// A read-only SQL query over the org's tables (see `query_sql`).
+    pub sql: String,
+    /// The result column that holds the value.
+    pub value_column: String,
+    pub author: String,
+    pub created_at: String,
+}
+
+/// A metric as listed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MetricInfo {
+    pub name: String,
+    /// `builtin` or `sql`.
+    pub kind: String,
+    pub description: String,
+}
+
+/// `metrics.define`
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DefineMetric {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// One read-only SELECT over the org's tables.
+    pub sql: String,
+    /// Default `value`.
+    pub value_column: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    /// One total.
+    #[default]
+    None,
+    Tool,
+    Day,
+}
+
+/// `metrics.query` (`query_metric`)
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryMetric {
+    pub name: String,
+    /// First day counted, `YYYY-MM-DD` (inclusive).
+    pub since: Option<String>,
+    /// Last day counted, `YYYY-MM-DD` (inclusive).
+    pub until: Option<String>,
+    /// Only this tool or method.
+    pub tool: Option<String>,
+    #[serde(default)]
+    pub group_by: GroupBy,
+}
+
+/// One group of a metric's value.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Sample {
+    pub key: String,
+    pub value: f64,
+}
+
+/// A metric's value.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MetricValue {
+    pub name: String,
+    pub value: f64,
+    /// Per group, when `group_by` is `tool` or `day`.
+    pub series: Vec<Sample>,
+}
+
+pub async fn list(ports: &Ports, caller: &Caller) -> Result<Vec<MetricInfo>> {
+    let mut out: Vec<MetricInfo> = BUILT_IN
+        .iter()
+        .map(|(name, description)| MetricInfo {
+            name: (*name).into(),
+            kind: "builtin".into(),
+            description: (*description).into(),
+        })
+        .collect();
+    let defined: Vec<Metric> = super::all(ports, &caller.keys().all_named("metric")).await?;
+    out.extend(defined.into_iter().map(|m| MetricInfo {
+        name: m.name,
+        kind: "sql".into(),
+        description: m.description,
+    }));
+    Ok(out)
+}
+
+pub async fn define(ports: &Ports, caller: &Caller, args: DefineMetric) -> Result<Metric> {
+    check_name("name", &args.name)?;
+    if BUILT_IN.iter().any(|(n, _)| *n == args.name) {
+        return Err(LoreError::invalid(
+            "name",
+            "that is a built-in metric's name",
+        ));
+    }
+    let sql = args.sql.trim();
+    let first = sql
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !(first == "select" || first == "with") || sql.len() > 16 * 1024 {
+        return Err(LoreError::invalid(
+            "sql",
+            "a metric is one read-only SELECT (or WITH … SELECT) of at most 16 KiB",
+        ));
+    }
+    let metric = Metric {
+        name: args.name,
+        description: args.description,
+        sql: sql.to_string(),
+        value_column: args.value_column.unwrap_or_else(|| "value".into()),
+        author: caller.principal().id.clone(),
+        created_at: now_text(ports),
+    };
+    let key = caller.keys().named("metric", &metric.name);
+    let mut batch = Batch::new();
+    batch.require_absent(&key).put(&key, to_bytes(&metric));
+    ports.storage.commit(batch).await.map_err(|e| match e {
+        StorageError::Conflict { .. } => {
+            LoreError::Conflict(format!("metric {:?} already exists", metric.name))
+        }
+        other => other.into(),
+    })?;
+    Ok(metric)
+}
+
+pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done> {
+    check_name("name", &args.name)?;
+    let key = caller.keys().named("metric", &args.name);
+    if ports.storage.get(&key).await?.is_none() {
+        return Err(LoreError::not_found(format!("metric {:?}", args.name)));
+    }
+    ports.storage.delete(&key).await?;
+    Ok(Done { ok: true })
+}
+
+fn check_day(field: &str, day: Option<&str>) -> Result<()> {
+    match day {
+        Some(d) if chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").is_err() => {
+            Err(LoreError::invalid(field, "give a day as YYYY-MM-DD"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Evaluates a metric. The caller's own instance flushes first, so its latest counts show.
+pub async fn query(
+    ports: &Ports,
+    usage: &UsageCounters,
+    caller: &Caller,
+    args: QueryMetric,
+) -> Result<MetricValue> {
+    check_day("since", args.since.as_deref())?;
+    check_day("until", args.until.as_deref())?;
+    let errors = match args.name.as_str() {
+        "tool_calls" => false,
+        "tool_errors" => true,
+        other => {
+            check_name("name", other)?;
+            let key = caller.keys().named("metric", other);
+            return match ports.record::<Metric>(&key).await? {
+                Some(_) => Err(LoreError::Unavailable(format!(
+                    "metric {other} is a SQL metric; SQL metrics are evaluated by the query_sql engine, which this build does not include yet"
+                ))),
+                None => Err(LoreError::not_found(format!(
+                    "metric {other:?}; list them with list_metrics"
+                ))),
+            };
+        }
+    };
+    usage.flush(ports).await?;
+    let mut groups: BTreeMap<String, f64> = BTreeMap::new();
+    let mut total = 0.0;
+    let prefix = caller.keys().usage_all();
+    for (key, bytes) in ports.storage.scan_all(&prefix).await? {
+        let mut parts = key[prefix.len()..].splitn(3, '/');
+        let (Some(day), Some(tool)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if args.since.as_deref().is_some_and(|s| day < s)
+            || args.until.as_deref().is_some_and(|u| day > u)
+            || args.tool.as_deref().is_some_and(|t| t != tool)
+        {
+            continue;
+        }
+        let counts: Counts = serde_json::from_slice(&bytes)?;
+        let n = if errors { counts.errors } else { counts.calls } as f64;
+        total += n;
+        let group = match args.group_by {
+            GroupBy::None => continue,
+            GroupBy::Tool => tool,
+            GroupBy::Day => day,
+        };
+        *groups.entry(group.to_string()).or_default() += n;
+    }
+    Ok(MetricValue {
+        name: args.name,
+        value: total,
+        series: groups
+            .into_iter()
+            .map(|(key, value)| Sample { key, value })
+            .collect(),
+    })
+}

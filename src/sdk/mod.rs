@@ -1,0 +1,220 @@
+//! The SDK: one method registry that is the single source of truth for dispatch, access
+//! checks, `search_sdk`, the TypeScript declarations (`/$.d.ts`), the argument JSON Schemas and
+//! the REST admin routes.
+//!
+//! - [`methods`] holds the static entries (namespaces `entities`, `relationships`, `memory`,
+//!   `templates`, `feeds`, `connections`, `operations`, `behaviors`, `actions`, `metrics`,
+//!   `agents`, `members`, `tokens`, `organizations`);
+//! - [`nouns`] adds one typed namespace per entity type of the caller's org, with the built-in
+//!   verbs and the operations bound to it;
+//! - [`call`] is the one dispatcher: it checks the caller's tier, token scopes and role before
+//!   anything runs, validates the arguments, then runs the method.
+//!
+//! Architecture invariant: every SDK call is checked for org, role, scope and tier here, in
+//! Rust, before it runs.
+
+pub mod admin_tools;
+pub mod methods;
+pub mod nouns;
+pub mod search;
+pub mod typescript;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::Lore;
+use crate::auth::Caller;
+use crate::error::{LoreError, Result};
+
+/// What a method needs: `read` methods only read; `write` methods change the org's data
+/// (role member or above, token scope `mcp:write`); `admin` methods change its configuration
+/// (role admin or owner).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Read,
+    Write,
+    Admin,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// How a call is dispatched when a script does not choose (SPEC 4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One attempt; a failure throws.
+    Try,
+    /// Queued, dispatched after the script; returns a receipt.
+    Send,
+    /// Durable: retried with backoff, replayed by idempotency key.
+    Do,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Try => "try",
+            Self::Send => "send",
+            Self::Do => "do",
+        }
+    }
+}
+
+/// What a handler runs with: the core instance and the checked caller.
+pub struct Cx<'a> {
+    pub lore: &'a Lore,
+    pub caller: &'a Caller,
+    /// The highest tier the surface allows (`query_sdk`: read; `run_sdk` and REST: admin).
+    pub allowed: Tier,
+}
+
+pub type BoxFuture<'a> = Pin<Box<dyn Future<Output = Result<Value>> + 'a>>;
+pub type Handler = for<'a> fn(&'a Cx<'a>, Value) -> BoxFuture<'a>;
+
+/// One entry of the registry.
+pub struct MethodSpec {
+    pub namespace: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub tier: Tier,
+    pub mode: Mode,
+    /// JSON Schema of the arguments.
+    pub args: fn() -> Value,
+    /// The TypeScript type of the result (declared in the generated `.d.ts`).
+    pub returns: &'static str,
+    pub run: Handler,
+}
+
+impl MethodSpec {
+    pub fn path(&self) -> String {
+        format!("{}.{}", self.namespace, self.name)
+    }
+}
+
+/// Deserializes validated arguments; a mismatch here is a registry bug, but still a clear error.
+pub fn parse_args<T: DeserializeOwned>(raw: Value) -> Result<T> {
+    serde_json::from_value(raw).map_err(|e| LoreError::invalid("arguments", e.to_string()))
+}
+
+/// Compiled argument validators of the static methods, built once per process.
+fn validator(index: usize) -> &'static jsonschema::Validator {
+    static VALIDATORS: OnceLock<Vec<jsonschema::Validator>> = OnceLock::new();
+    &VALIDATORS.get_or_init(|| {
+        methods::METHODS
+            .iter()
+            .map(|m| {
+                crate::schema::compile(&(m.args)())
+                    .unwrap_or_else(|e| panic!("schema of {} does not compile: {e}", m.path()))
+            })
+            .collect()
+    })[index]
+}
+
+/// Whether `caller` may call a method of `tier` through a surface that allows `allowed`.
+pub fn authorize(caller: &Caller, tier: Tier, allowed: Tier, path: &str) -> Result<()> {
+    if tier > allowed {
+        return Err(match tier {
+            Tier::Admin => LoreError::NeedsAdmin(format!(
+                "{path} is an admin method; call it from run_sdk or the REST admin surface"
+            )),
+            _ => LoreError::NeedsWrite(format!(
+                "{path} writes, and this tool may only read; use run_sdk for writes"
+            )),
+        });
+    }
+    if tier >= Tier::Write && !caller.scopes().write {
+        return Err(LoreError::InsufficientScope(format!(
+            "{path} needs a token with the mcp:write scope; this token has {}",
+            caller.scopes().to_oauth_string()
+        )));
+    }
+    match tier {
+        Tier::Read => Ok(()),
+        Tier::Write if caller.role().can_write() => Ok(()),
+        Tier::Write => Err(LoreError::NeedsWrite(format!(
+            "{path} needs the member role or higher; you are a {} of {}",
+            caller.role().as_str(),
+            caller.org()
+        ))),
+        Tier::Admin if caller.role().is_admin() => Ok(()),
+        Tier::Admin => Err(LoreError::NeedsAdmin(format!(
+            "{path} needs the admin or owner role; you are a {} of {}",
+            caller.role().as_str(),
+            caller.org()
+        ))),
+    }
+}
+
+/// Whether `caller` may call a method of `tier` (for listings: search_sdk, `.d.ts`).
+pub fn may_call(caller: &Caller, tier: Tier, allowed: Tier) -> bool {
+    authorize(caller, tier, allowed, "").is_ok()
+}
+
+/// Dispatches one SDK call: resolve the method, check access, validate, run.
+pub async fn call(
+    lore: &Lore,
+    caller: &Caller,
+    path: &str,
+    args: Value,
+    allowed: Tier,
+) -> Result<Value> {
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args
+    };
+    let cx = Cx {
+        lore,
+        caller,
+        allowed,
+    };
+    if let Some(index) = methods::METHODS.iter().position(|m| m.path() == path) {
+        let spec = &methods::METHODS[index];
+        authorize(caller, spec.tier, allowed, path)?;
+        crate::schema::check(validator(index), &args, "")?;
+        return (spec.run)(&cx, args).await;
+    }
+    if path
+        .split('.')
+        .next()
+        .is_some_and(|ns| ns.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        return nouns::call(&cx, path, args).await;
+    }
+    Err(unknown_method(path))
+}
+
+fn unknown_method(path: &str) -> LoreError {
+    let namespace = path.split('.').next().unwrap_or_default();
+    let same_ns: Vec<String> = methods::METHODS
+        .iter()
+        .filter(|m| m.namespace == namespace)
+        .map(MethodSpec::path)
+        .collect();
+    let hint = if same_ns.is_empty() {
+        let mut namespaces: Vec<&str> = methods::METHODS.iter().map(|m| m.namespace).collect();
+        namespaces.dedup();
+        format!("namespaces: {}", namespaces.join(", "))
+    } else {
+        format!("{namespace} has {}", same_ns.join(", "))
+    };
+    LoreError::not_found(format!(
+        "SDK method {path:?} ({hint}; find methods with search_sdk)"
+    ))
+}
