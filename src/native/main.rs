@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use lore::admin::{self, InitOutcome, IssuedToken, TokenRequest};
 use lore::mcp::headers::OriginPolicy;
 use lore::model::{Role, Scopes};
-use lore::native::client::call_remote_tool;
+use lore::native::client::{admin_url, call_remote_admin, call_remote_tool};
 use lore::native::ports::{UreqClient, native_ports};
 use lore::native::server::{ConnectionLimits, ServeOptions, serve};
 use lore::{Config, Lore};
@@ -178,7 +178,9 @@ enum TokenCommand {
 
 #[derive(Subcommand)]
 enum MemoryCommand {
-    /// Run a tool (e.g. save_memory, search_memory) and print its result as JSON.
+    /// Run a tool and print its result as JSON: an MCP tool (save_memory, search_memory,
+    /// search_sdk), an admin tool (manage_templates, query_metric, ...) or an SDK method path
+    /// (entities.list, Ticket.create).
     Run {
         tool: String,
         /// The tool's arguments as a JSON object.
@@ -192,7 +194,7 @@ enum MemoryCommand {
         url: Option<String>,
         #[arg(long, env = "LORE_TOKEN")]
         token: Option<String>,
-        /// The org (local database only; a remote URL names its org in the path).
+        /// The org (local database; or, for admin tools, a remote URL without one).
         #[arg(long, env = "LORE_ORG")]
         org: Option<String>,
     },
@@ -392,7 +394,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             if !args.is_object() {
                 bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
             }
+            let admin = lore::sdk::admin_tools::find(&tool).is_some() || tool.contains('.');
             let result = match url {
+                Some(url) if admin => block_on(call_remote_admin(
+                    &UreqClient::default(),
+                    &admin_url(&url, org.as_deref(), &tool)?,
+                    token.as_deref(),
+                    args,
+                ))?,
                 Some(url) => block_on(call_remote_tool(
                     &UreqClient::default(),
                     &url,

@@ -43,6 +43,8 @@ impl Default for UreqClient {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(std::time::Duration::from_secs(30)))
             .http_status_as_error(false)
+            // A redirect could leave a connection's allowed hosts: callers see the 3xx instead.
+            .max_redirects(0)
             .build();
         Self {
             agent: config.into(),
