@@ -54,6 +54,9 @@ fn drop_optional_nulls(value: &mut Value) {
 
 fn strip_null(prop: &mut Value) {
     let Value::Object(p) = prop else { return };
+    if let Some(Value::Array(options)) = p.get_mut("enum") {
+        options.retain(|o| !o.is_null());
+    }
     if let Some(Value::Array(types)) = p.get_mut("type") {
         types.retain(|t| t != "null");
         if types.len() == 1 {

@@ -110,7 +110,11 @@ pub async fn call_remote_admin(
         )
     })?;
     if !(200..300).contains(&response.status) {
-        anyhow::bail!("HTTP {}: {}", response.status, value.get("error").unwrap_or(&value));
+        anyhow::bail!(
+            "HTTP {}: {}",
+            response.status,
+            value.get("error").unwrap_or(&value)
+        );
     }
     Ok(value)
 }

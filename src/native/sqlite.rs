@@ -137,6 +137,9 @@ impl Storage for SqliteStorage {
 #[cfg(test)]
 mod tests {
     crate::storage_suite!(super::SqliteStorage::open_in_memory().unwrap());
+    crate::records_suite!(std::rc::Rc::new(
+        crate::native::sqlite::SqliteStorage::open_in_memory().unwrap()
+    ));
 
     #[test]
     fn data_survives_reopening_the_file() {

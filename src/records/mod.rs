@@ -14,6 +14,8 @@ pub mod metrics;
 pub mod operations;
 pub mod people;
 pub mod relationships;
+#[doc(hidden)]
+pub mod suite;
 pub mod types;
 
 use schemars::JsonSchema;

@@ -68,14 +68,79 @@ pub struct CreateOperation {
     pub description: String,
     /// Bind it to this entity type as a custom verb of its Noun.
     pub entity_type: Option<String>,
-    #[serde(flatten)]
-    pub body: OperationBody,
+    /// `script` (a TypeScript body in `code`) or `http` (`connection`, `method`, `path`).
+    pub kind: OperationKind,
+    /// Script operations: the TypeScript body.
+    pub code: Option<String>,
+    /// HTTP operations: the connection to call through.
+    pub connection: Option<String>,
+    /// HTTP operations: GET, POST, PUT, PATCH or DELETE (default POST).
+    pub method: Option<String>,
+    /// HTTP operations: the path, with `{arg}` placeholders, e.g. `/tickets/{id}/escalate`.
+    pub path: Option<String>,
     /// JSON Schema of the arguments (default: any object).
     pub args_schema: Option<Value>,
     /// Default `write`.
     pub access: Option<Tier>,
     /// Default `try`.
     pub mode: Option<Mode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OperationKind {
+    Script,
+    Http,
+}
+
+impl CreateOperation {
+    /// The body the fields describe; the error names the missing or misplaced field.
+    fn body(&self) -> Result<OperationBody> {
+        let missing = |field: &str| {
+            LoreError::invalid(
+                field,
+                format!(
+                    "a {} operation needs {field}",
+                    match self.kind {
+                        OperationKind::Script => "script",
+                        OperationKind::Http => "http",
+                    }
+                ),
+            )
+        };
+        let stray = |field: &str, kind: &str| {
+            LoreError::invalid(field, format!("{field} is for {kind} operations"))
+        };
+        match self.kind {
+            OperationKind::Script => {
+                for (field, v) in [
+                    ("connection", &self.connection),
+                    ("method", &self.method),
+                    ("path", &self.path),
+                ] {
+                    if v.is_some() {
+                        return Err(stray(field, "http"));
+                    }
+                }
+                Ok(OperationBody::Script {
+                    code: self.code.clone().ok_or_else(|| missing("code"))?,
+                })
+            }
+            OperationKind::Http => {
+                if self.code.is_some() {
+                    return Err(stray("code", "script"));
+                }
+                Ok(OperationBody::Http {
+                    connection: self
+                        .connection
+                        .clone()
+                        .ok_or_else(|| missing("connection"))?,
+                    method: self.method.clone().unwrap_or_else(|| "POST".into()),
+                    path: self.path.clone().ok_or_else(|| missing("path"))?,
+                })
+            }
+        }
+    }
 }
 
 /// `operations.update`: only the fields given change.
@@ -197,7 +262,8 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateOperation) -> Re
             LoreError::invalid("entity_type", format!("there is no entity type {t:?}"))
         })?;
     }
-    check_body(ports, caller, &args.body).await?;
+    let body = args.body()?;
+    check_body(ports, caller, &body).await?;
     let args_schema = args
         .args_schema
         .unwrap_or_else(|| json!({"type": "object"}));
@@ -207,7 +273,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateOperation) -> Re
         name: args.name,
         description: args.description,
         entity_type: args.entity_type,
-        body: args.body,
+        body,
         args_schema,
         access: args.access.unwrap_or(Tier::Write),
         mode: args.mode.unwrap_or(Mode::Try),

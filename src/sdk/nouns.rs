@@ -180,9 +180,12 @@ pub fn verbs(ty: &EntityType, ops: &[Operation]) -> Vec<NounMethod> {
             args_ts: format!(
                 "args{}: {}",
                 if required { "" } else { "?" },
-                typescript::ts_type(&op.args_schema, 1)
+                typescript::ts_type(&op.args_schema, 2)
             ),
-            returns_ts: "unknown".into(),
+            returns_ts: match op.body {
+                operations::OperationBody::Http { .. } => "CallResult".into(),
+                operations::OperationBody::Script { .. } => "unknown".into(),
+            },
         });
     }
     out

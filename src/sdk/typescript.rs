@@ -182,114 +182,137 @@ fn doc_comment(text: &str, pad: &str) -> String {
 
 /// The TypeScript type of a JSON Schema. `depth` sets the indentation of object members.
 pub fn ts_type(schema: &Value, depth: usize) -> String {
-    let Value::Object(s) = schema else {
-        return if schema == &Value::Bool(false) {
-            "never".into()
-        } else {
-            "unknown".into()
-        };
-    };
-    if let Some(c) = s.get("const") {
-        return literal(c);
-    }
-    if let Some(Value::Array(options)) = s.get("enum") {
-        return union(options.iter().map(literal).collect());
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(options)) = s.get(key) {
-            let mut base = s.clone();
-            base.remove(key);
-            let parts: Vec<String> = options
-                .iter()
-                .map(|o| {
-                    // A branch may only narrow `required`; give it the parent's properties.
-                    let mut merged = Value::Object(base.clone());
-                    if let (Value::Object(m), Value::Object(o)) = (&mut merged, o) {
-                        for (k, v) in o {
-                            m.insert(k.clone(), v.clone());
-                        }
-                    }
-                    ts_type(&merged, depth)
-                })
-                .collect();
-            return union(parts);
-        }
-    }
-    if let Some(Value::Array(all)) = s.get("allOf") {
-        return all
-            .iter()
-            .map(|a| ts_type(a, depth))
-            .collect::<Vec<_>>()
-            .join(" & ");
-    }
-    let types: Vec<&str> = match s.get("type") {
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-        _ if s.contains_key("properties") => vec!["object"],
-        _ => return "unknown".into(),
-    };
-    let parts = types
-        .iter()
-        .map(|t| match *t {
-            "string" => "string".to_string(),
-            "integer" | "number" => "number".to_string(),
-            "boolean" => "boolean".to_string(),
-            "null" => "null".to_string(),
-            "array" => match s.get("items") {
-                Some(item) => array_of(ts_type(item, depth)),
-                None => "unknown[]".to_string(),
-            },
-            _ => object_type(s, depth),
-        })
-        .collect();
-    union(parts)
+    Render { names: &[] }.ts(schema, depth)
 }
 
-fn object_type(s: &serde_json::Map<String, Value>, depth: usize) -> String {
-    let extra = match s.get("additionalProperties") {
-        None | Some(Value::Bool(true)) => Some("unknown".to_string()),
-        Some(Value::Bool(false)) => None,
-        Some(schema) => Some(ts_type(schema, depth + 1)),
-    };
-    let Some(Value::Object(props)) = s
-        .get("properties")
-        .filter(|p| p.as_object().is_some_and(|p| !p.is_empty()))
-    else {
-        return format!(
-            "Record<string, {}>",
-            extra.unwrap_or_else(|| "never".into())
-        );
-    };
-    let required: Vec<&str> = s
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let pad = "  ".repeat(depth + 1);
-    let mut out = String::from("{\n");
-    for (key, prop) in props {
-        if let Some(d) = prop.get("description").and_then(Value::as_str) {
-            out.push_str(&doc_comment(d, &pad));
+/// Renders schemas, naming the sub-schemas that equal a declared record type.
+struct Render<'a> {
+    names: &'a [(&'static str, Value)],
+}
+
+impl Render<'_> {
+    fn named(&self, schema: &Value, depth: usize) -> String {
+        match self.names.iter().find(|(_, s)| s == schema) {
+            Some((name, _)) => (*name).to_string(),
+            None => self.ts(schema, depth),
         }
-        let name = if is_ident(key) {
-            key.clone()
-        } else {
-            Value::String(key.clone()).to_string()
-        };
-        let optional = if required.contains(&key.as_str()) {
-            ""
-        } else {
-            "?"
-        };
-        let _ = writeln!(out, "{pad}{name}{optional}: {};", ts_type(prop, depth + 1));
     }
-    if let Some(extra) = extra.filter(|e| e != "unknown" || s.get("additionalProperties").is_some())
-    {
-        let _ = writeln!(out, "{pad}[key: string]: {extra};");
+
+    fn ts(&self, schema: &Value, depth: usize) -> String {
+        let Value::Object(s) = schema else {
+            return if schema == &Value::Bool(false) {
+                "never".into()
+            } else {
+                "unknown".into()
+            };
+        };
+        if let Some(c) = s.get("const") {
+            return literal(c);
+        }
+        if let Some(Value::Array(options)) = s.get("enum") {
+            return union(options.iter().map(literal).collect());
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(options)) = s.get(key) {
+                let mut base = s.clone();
+                base.remove(key);
+                let parts: Vec<String> = options
+                    .iter()
+                    .map(|o| {
+                        // A branch may only narrow `required`; give it the parent's properties.
+                        let mut merged = Value::Object(base.clone());
+                        if let (Value::Object(m), Value::Object(o)) = (&mut merged, o) {
+                            for (k, v) in o {
+                                m.insert(k.clone(), v.clone());
+                            }
+                        }
+                        self.named(&merged, depth)
+                    })
+                    .collect();
+                return union(parts);
+            }
+        }
+        if let Some(Value::Array(all)) = s.get("allOf") {
+            return all
+                .iter()
+                .map(|a| ts_type(a, depth))
+                .collect::<Vec<_>>()
+                .join(" & ");
+        }
+        let types: Vec<&str> = match s.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ if s.contains_key("properties") => vec!["object"],
+            _ => return "unknown".into(),
+        };
+        let parts = types
+            .iter()
+            .map(|t| match *t {
+                "string" => "string".to_string(),
+                "integer" | "number" => "number".to_string(),
+                "boolean" => "boolean".to_string(),
+                "null" => "null".to_string(),
+                "array" => match s.get("items") {
+                    Some(item) => array_of(self.named(item, depth)),
+                    None => "unknown[]".to_string(),
+                },
+                _ => self.object_type(s, depth),
+            })
+            .collect();
+        union(parts)
     }
-    out.push_str(&"  ".repeat(depth));
-    out.push('}');
-    out
+
+    fn object_type(&self, s: &serde_json::Map<String, Value>, depth: usize) -> String {
+        let extra = match s.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Some("unknown".to_string()),
+            Some(Value::Bool(false)) => None,
+            Some(schema) => Some(self.named(schema, depth + 1)),
+        };
+        let Some(Value::Object(props)) = s
+            .get("properties")
+            .filter(|p| p.as_object().is_some_and(|p| !p.is_empty()))
+        else {
+            return format!(
+                "Record<string, {}>",
+                extra.unwrap_or_else(|| "never".into())
+            );
+        };
+        let required: Vec<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let pad = "  ".repeat(depth + 1);
+        let mut out = String::from("{\n");
+        for (key, prop) in props {
+            if let Some(d) = prop.get("description").and_then(Value::as_str) {
+                out.push_str(&doc_comment(d, &pad));
+            }
+            let name = if is_ident(key) {
+                key.clone()
+            } else {
+                Value::String(key.clone()).to_string()
+            };
+            let optional = if required.contains(&key.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            let _ = writeln!(
+                out,
+                "{pad}{name}{optional}: {};",
+                self.named(prop, depth + 1)
+            );
+        }
+        if let Some(extra) =
+            extra.filter(|e| e != "unknown" || s.get("additionalProperties").is_some())
+        {
+            let _ = writeln!(out, "{pad}[key: string]: {extra};");
+        }
+        out.push_str(&"  ".repeat(depth));
+        out.push('}');
+        out
+    }
 }
 
 /// The parameter list of a static method: `args?: {...}` when nothing is required.
@@ -349,9 +372,10 @@ pub fn declarations(
         crate::VERSION
     );
     out.push_str("/** One page of a list; pass next_cursor as cursor to continue. */\ninterface Page<T> {\n  items: T[];\n  next_cursor?: string;\n}\n\n");
-    for (name, schema) in RECORD_TYPES {
-        let schema = schema();
-        let ts = ts_type(&schema, 0);
+    let names: Vec<(&'static str, Value)> = RECORD_TYPES.iter().map(|(n, s)| (*n, s())).collect();
+    let render = Render { names: &names };
+    for (name, schema) in &names {
+        let ts = render.ts(schema, 0);
         if ts.starts_with('{') {
             let _ = writeln!(out, "interface {name} {ts}\n");
         } else {

@@ -85,4 +85,7 @@ impl Storage for MemoryStorage {
 #[cfg(test)]
 mod tests {
     crate::storage_suite!(super::MemoryStorage::new());
+    crate::records_suite!(std::rc::Rc::new(
+        crate::storage::memory::MemoryStorage::new()
+    ));
 }

@@ -1,0 +1,485 @@
+//! The SDK registry through the REST admin surface, in-process on the in-memory store: golden
+//! snapshots of the generated `.d.ts` and of every admin tool's JSON Schema (so any change to
+//! what clients see is a visible diff), `search_sdk` ranking and filtering, and the REST error
+//! statuses.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use expect_test::expect_file;
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use lore::admin::{self, InitOutcome, TokenRequest};
+use lore::model::{Role, Scopes};
+use lore::ports::{Clock, Ports, Randomness};
+use lore::sdk::admin_tools::ADMIN_TOOLS;
+use lore::storage::memory::MemoryStorage;
+use lore::{Config, Lore};
+
+struct TestClock(Cell<i64>);
+impl Clock for TestClock {
+    fn now_ms(&self) -> i64 {
+        let t = self.0.get() + 1;
+        self.0.set(t);
+        t
+    }
+}
+
+struct CounterRandom(Cell<u64>);
+impl Randomness for CounterRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        for b in buf.iter_mut() {
+            let n = self
+                .0
+                .get()
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0.set(n);
+            *b = (n >> 33) as u8;
+        }
+    }
+}
+
+struct Harness {
+    lore: Lore,
+    owner: String,
+}
+
+struct Reply {
+    status: u16,
+    headers: http::HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("{e}: {}", self.text))
+    }
+}
+
+impl Harness {
+    fn new() -> Self {
+        let ports = Ports {
+            storage: Rc::new(MemoryStorage::new()),
+            clock: Rc::new(TestClock(Cell::new(1_767_225_600_000))),
+            random: Rc::new(CounterRandom(Cell::new(11))),
+            http: None,
+            embedder: None,
+        };
+        let lore = Lore::new(ports, Config::default());
+        let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {
+            InitOutcome::Created(t) => t.token,
+            other => panic!("{other:?}"),
+        };
+        Self { lore, owner }
+    }
+
+    fn token(&self, role: Role, scopes: &str) -> String {
+        let request = TokenRequest {
+            org: "acme".into(),
+            role: Some(role),
+            scopes: Scopes::parse(scopes).unwrap(),
+            principal: None,
+            name: None,
+            expires_at_ms: None,
+        };
+        block_on(admin::create_token(&self.lore.ports, request))
+            .unwrap()
+            .token
+    }
+
+    fn request(&self, method: &str, path: &str, token: &str, ctype: &str, body: Vec<u8>) -> Reply {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", ctype)
+            .body(body)
+            .unwrap();
+        let response = block_on(self.lore.handle(req));
+        Reply {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            text: String::from_utf8(response.into_body()).unwrap(),
+        }
+    }
+
+    fn api(&self, token: &str, name: &str, args: Value) -> Reply {
+        self.request(
+            "POST",
+            &format!("/api/acme/{name}"),
+            token,
+            "application/json",
+            serde_json::to_vec(&args).unwrap(),
+        )
+    }
+
+    fn ok(&self, name: &str, args: Value) -> Value {
+        let r = self.api(&self.owner, name, args);
+        assert_eq!(r.status, 200, "{name}: {}", r.text);
+        r.json()
+    }
+
+    /// Two sample types and a custom verb, as in the docs.
+    fn sample_org(&self) {
+        self.ok(
+            "manage_templates",
+            json!({"action": "create", "name": "ticket", "description": "A support ticket.",
+                "schema": {"type": "object", "properties": {
+                    "title": {"type": "string", "description": "One line."},
+                    "priority": {"enum": ["low", "high"]},
+                    "points": {"type": "integer"},
+                    "labels": {"type": "array", "items": {"type": "string"}}
+                }, "required": ["title"]}}),
+        );
+        self.ok(
+            "manage_templates",
+            json!({"action": "create", "name": "support_case",
+            "schema": {"type": "object", "properties": {
+                "customer": {"type": "string"},
+                "open": {"type": "boolean"},
+                "meta": {"type": "object", "additionalProperties": {"type": "number"}}
+            }}}),
+        );
+        self.ok(
+            "manage_connections",
+            json!({"action": "create", "name": "tracker", "base_url": "https://tracker.example.com", "secret": "s3cret-value"}),
+        );
+        self.ok(
+            "manage_operations",
+            json!({"action": "create", "name": "escalate", "entity_type": "ticket",
+                "description": "Escalate a ticket to the on-call engineer.",
+                "kind": "http", "connection": "tracker", "method": "POST", "path": "/tickets/{id}/escalate",
+                "args_schema": {"type": "object", "properties": {"id": {"type": "string"}, "reason": {"type": "string"}}, "required": ["id"]}}),
+        );
+    }
+}
+
+#[test]
+fn declarations_are_a_golden_snapshot() {
+    let h = Harness::new();
+    h.sample_org();
+    let r = h.request(
+        "GET",
+        "/api/acme/sdk.d.ts",
+        &h.owner,
+        "text/plain",
+        Vec::new(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    // Principal ids differ per run; the rest is stable.
+    let text = r
+        .text
+        .lines()
+        .map(|l| {
+            if l.starts_with("// TypeScript declarations") {
+                "// TypeScript declarations (header line elided in the snapshot)".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    expect_file!["snapshots/sdk.d.ts"].assert_eq(&text);
+}
+
+#[test]
+fn a_viewer_declarations_hold_only_read_methods() {
+    let h = Harness::new();
+    h.sample_org();
+    let viewer = h.token(Role::Viewer, "mcp:read,write");
+    let r = h.request(
+        "GET",
+        "/api/acme/sdk.d.ts",
+        &viewer,
+        "text/plain",
+        Vec::new(),
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.text.contains("list(args?: {"), "{}", r.text);
+    for absent in ["create(", "escalate(", "manage", "tokens:"] {
+        assert!(!r.text.contains(absent), "a viewer sees {absent}");
+    }
+}
+
+#[test]
+fn admin_tool_schemas_are_a_golden_snapshot() {
+    let all: serde_json::Map<String, Value> = ADMIN_TOOLS
+        .iter()
+        .map(|t| {
+            let schema = t.input_schema();
+            lore::schema::compile(&schema).expect("admin tool schemas compile");
+            (
+                t.name.to_string(),
+                json!({"description": t.description, "inputSchema": schema}),
+            )
+        })
+        .collect();
+    expect_file!["snapshots/admin_tools.json"]
+        .assert_eq(&serde_json::to_string_pretty(&Value::Object(all)).unwrap());
+}
+
+#[test]
+fn admin_tools_are_not_on_tools_list() {
+    let listed: Vec<&str> = lore::mcp::tools::TOOLS.iter().map(|t| t.name).collect();
+    for tool in ADMIN_TOOLS {
+        assert!(
+            !listed.contains(&tool.name),
+            "{} is on tools/list",
+            tool.name
+        );
+    }
+}
+
+fn search(h: &Harness, token: &str, args: Value) -> Vec<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search_sdk", "arguments": args,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/mcp/acme")
+        .header("host", "127.0.0.1:8787")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "search_sdk")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let response = block_on(h.lore.handle(req));
+    let v: Value = serde_json::from_slice(response.body()).unwrap();
+    assert_eq!(v["result"]["isError"], json!(false), "{v}");
+    v["result"]["structuredContent"]["methods"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn paths(methods: &[Value]) -> Vec<String> {
+    methods
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn search_sdk_finds_methods_by_meaning_and_respects_access() {
+    let h = Harness::new();
+    h.sample_org();
+    let found = search(&h, &h.owner, json!({"query": "create a record"}));
+    assert_eq!(found[0]["path"], "entities.create", "{:?}", paths(&found));
+    assert_eq!(found[0]["access"], "write");
+    assert!(
+        found[0]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("entities.create(args: {")
+    );
+    let read = search(
+        &h,
+        &h.owner,
+        json!({"query": "create a record", "mode": "read"}),
+    );
+    assert!(read.iter().all(|m| m["access"] == "read"), "{read:?}");
+    assert!(!paths(&read).contains(&"entities.create".to_string()));
+    let exact = search(&h, &h.owner, json!({"query": "relationships.list"}));
+    assert_eq!(exact[0]["path"], "relationships.list");
+    let ticket = paths(&search(
+        &h,
+        &h.owner,
+        json!({"namespace": "Ticket", "limit": 100}),
+    ));
+    assert_eq!(
+        ticket,
+        [
+            "Ticket.get",
+            "Ticket.list",
+            "Ticket.create",
+            "Ticket.update",
+            "Ticket.delete",
+            "Ticket.link",
+            "Ticket.escalate"
+        ]
+    );
+    let escalate = search(&h, &h.owner, json!({"query": "escalate to on-call"}));
+    assert_eq!(escalate[0]["path"], "Ticket.escalate");
+    let viewer = h.token(Role::Viewer, "mcp:read,write");
+    let seen = search(&h, &viewer, json!({"limit": 100}));
+    assert!(
+        seen.iter().all(|m| m["access"] == "read"),
+        "{:?}",
+        paths(&seen)
+    );
+    let member = h.token(Role::Member, "mcp:read,write");
+    let seen = search(
+        &h,
+        &member,
+        json!({"query": "define an entity type template"}),
+    );
+    assert!(
+        seen.iter().all(|m| m["access"] != "admin"),
+        "{:?}",
+        paths(&seen)
+    );
+    let helpers = paths(&search(&h, &h.owner, json!({"query": "sleep"})));
+    assert_eq!(helpers[0], "ctx.sleep");
+}
+
+#[test]
+fn rest_errors_carry_stable_codes_and_statuses() {
+    let h = Harness::new();
+    h.sample_org();
+    let read_only = h.token(Role::Member, "mcp:read");
+    let viewer = h.token(Role::Viewer, "mcp:read,write");
+    let create = json!({"name": "x", "properties": {"title": "x"}});
+    let r = h.api(&read_only, "Ticket.create", create.clone());
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (403, json!("insufficient_scope"))
+    );
+    assert!(
+        r.headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("insufficient_scope")
+    );
+    let r = h.api(&viewer, "Ticket.create", create.clone());
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (403, json!("needs_write"))
+    );
+    let r = h.api(&viewer, "manage_templates", json!({"action": "list"}));
+    assert_eq!(
+        r.status, 200,
+        "reading templates is a read method: {}",
+        r.text
+    );
+    let r = h.api(
+        &viewer,
+        "manage_templates",
+        json!({"action": "delete", "name": "ticket"}),
+    );
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (403, json!("needs_admin"))
+    );
+    let r = h.api(&h.owner, "manage_templates", json!({"action": "explode"}));
+    assert_eq!(
+        (r.status, r.json()["error"]["field"].clone()),
+        (400, json!("action"))
+    );
+    let r = h.api(
+        &h.owner,
+        "entities.create",
+        json!({"type": "ticket", "name": "x", "properties": {"title": 5}}),
+    );
+    assert_eq!(
+        (r.status, r.json()["error"]["field"].clone()),
+        (400, json!("properties/title"))
+    );
+    let r = h.api(
+        &h.owner,
+        "entities.get",
+        json!({"id": "ent_01jzzzzzzzzzzzzzzzzzzzzzzz"}),
+    );
+    assert_eq!(r.status, 404);
+    let r = h.api(&h.owner, "no_such_tool", json!({}));
+    assert_eq!(r.status, 404);
+    let r = h.api("lore_wrong", "entities.list", json!({}));
+    assert_eq!(r.status, 401);
+    assert!(r.headers.contains_key("www-authenticate"));
+    let r = h.request(
+        "POST",
+        "/api/acme/entities.list",
+        &h.owner,
+        "text/plain",
+        b"{}".to_vec(),
+    );
+    assert_eq!(r.status, 415);
+    let r = h.request(
+        "POST",
+        "/api/acme/entities.list",
+        &h.owner,
+        "application/json",
+        b"{nope".to_vec(),
+    );
+    assert_eq!(r.status, 400);
+    let r = h.request(
+        "PUT",
+        "/api/acme/entities.list",
+        &h.owner,
+        "application/json",
+        b"{}".to_vec(),
+    );
+    assert_eq!(r.status, 405);
+    let r = h.request(
+        "POST",
+        "/api/acme/entities.list",
+        &h.owner,
+        "application/json",
+        vec![b' '; 5 << 20],
+    );
+    assert_eq!(r.status, 413);
+    let r = h.request(
+        "POST",
+        "/api/elsewhere/entities.list",
+        &h.owner,
+        "application/json",
+        b"{}".to_vec(),
+    );
+    assert_eq!(r.status, 403);
+    // Script operations wait for the sandbox, and say so.
+    h.ok(
+        "manage_operations",
+        json!({"action": "create", "name": "triage", "kind": "script", "code": "return 1"}),
+    );
+    let r = h.api(&h.owner, "operations.run", json!({"name": "triage"}));
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (501, json!("unavailable"))
+    );
+}
+
+#[test]
+fn writes_through_rest_are_audited_and_counted() {
+    let h = Harness::new();
+    h.sample_org();
+    h.ok(
+        "Ticket.create",
+        json!({"name": "a", "properties": {"title": "a"}}),
+    );
+    let member = h.token(Role::Member, "mcp:read,write");
+    let r = h.api(
+        &member,
+        "Ticket.create",
+        json!({"name": "b", "properties": {"title": "b"}}),
+    );
+    assert_eq!(r.status, 200);
+    let all = h.ok("actions.list", json!({"limit": 500}));
+    let methods: Vec<&str> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["steps"][0]["method"].as_str().unwrap())
+        .collect();
+    assert!(
+        methods.contains(&"Ticket.create") && methods.contains(&"manage_templates"),
+        "{methods:?}"
+    );
+    let mine = h.api(&member, "actions.list", json!({}));
+    let mine = mine.json();
+    assert_eq!(mine["items"].as_array().unwrap().len(), 1, "{mine}");
+    let usage = h.ok(
+        "query_metric",
+        json!({"name": "tool_calls", "group_by": "tool"}),
+    );
+    let creates = usage["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "Ticket.create")
+        .map(|s| s["value"].as_f64().unwrap());
+    assert_eq!(creates, Some(2.0), "{usage}");
+}
