@@ -547,11 +547,17 @@ fn legacy_handshake_issues_a_session_that_delete_ends() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
     let instructions = r.body["result"]["instructions"].as_str().unwrap();
-    assert!(instructions.contains("search_memory") && instructions.contains("save_memory"));
-    for missing in ["search_sdk", "query_sdk", "query_sql", "run_sdk"] {
+    for tool in lore::mcp::tools::TOOLS {
         assert!(
-            !instructions.contains(missing),
-            "instructions name {missing}, which does not exist yet"
+            instructions.contains(tool.name),
+            "instructions omit {}",
+            tool.name
+        );
+    }
+    for name in ["query_sdk", "query_sql", "run_sdk"] {
+        assert!(
+            !instructions.contains(name) || lore::mcp::tools::find(name).is_some(),
+            "instructions name {name}, which does not exist yet"
         );
     }
     let sid = r.headers["mcp-session-id"].to_str().unwrap().to_string();

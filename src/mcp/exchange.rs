@@ -209,6 +209,9 @@ impl<'a> Exchange<'a> {
             }
             Err(e) => Err(e),
         };
+        self.lore
+            .count_usage(self.caller, name, outcome.is_ok())
+            .await;
         let result = match outcome {
             Ok(value) => tool_success(value),
             Err(e) => {

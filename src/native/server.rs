@@ -204,6 +204,8 @@ async fn worker(
     while active.get() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Usage counters are buffered per instance; write them before the thread ends.
+    lore.flush_usage().await;
     Ok(())
 }
 

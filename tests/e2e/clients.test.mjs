@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, rawLegacy, runPython, toolText } from './lib/server.mjs';
+import { startServer, rawLegacy, runPython, toolText, WORKSPACE_TOOLS } from './lib/server.mjs';
 import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
@@ -16,17 +16,20 @@ after(async () => {
 });
 
 function assertToolsShape(tools) {
-  assert.deepEqual(tools.map((t) => t.name).sort(), ['save_memory', 'search_memory'],
-    'the product lists exactly two tools (was LORE_BIN built with --features conformance-fixtures?)');
+  assert.deepEqual(tools.map((t) => t.name).sort(), WORKSPACE_TOOLS,
+    'the product lists exactly the workspace tools (was LORE_BIN built with --features conformance-fixtures?)');
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   const s = byName.search_memory;
   const w = byName.save_memory;
+  const k = byName.search_sdk;
   assert.equal(s.annotations?.readOnlyHint, true);
   assert.equal(s.annotations?.destructiveHint, false);
   assert.equal(s.annotations?.idempotentHint, true);
   assert.equal(w.annotations?.readOnlyHint, false);
   assert.equal(w.annotations?.destructiveHint, false);
   assert.equal(w.annotations?.idempotentHint, false);
+  assert.equal(k.annotations?.readOnlyHint, true);
+  assert.equal(k.annotations?.destructiveHint, false);
   for (const t of tools) {
     assert.equal(t.inputSchema?.type, 'object', `${t.name} inputSchema`);
     assert.equal(t.outputSchema?.type, 'object', `${t.name} outputSchema`);
@@ -35,6 +38,7 @@ function assertToolsShape(tools) {
   assert.deepEqual(s.inputSchema.required, ['query']);
   assert.ok(s.outputSchema.properties.results, 'search_memory outputSchema has results');
   assert.ok(w.outputSchema.properties.ids, 'save_memory outputSchema has ids');
+  assert.ok(k.outputSchema.properties.methods, 'search_sdk outputSchema has methods');
 }
 
 function savedId(result) {
@@ -159,7 +163,7 @@ test('3. python mcp 2.3 in auto mode: negotiates 2026-07-28, save + search', asy
   assert.equal(out.protocol_version, '2026-07-28');
   assert.equal(out.server_info?.name, 'lore');
   const [list, saved, searched] = out.steps;
-  assert.deepEqual(list.tools.map((t) => t.name).sort(), ['save_memory', 'search_memory']);
+  assert.deepEqual(list.tools.map((t) => t.name).sort(), WORKSPACE_TOOLS);
   assert.equal(saved.isError, false, JSON.stringify(saved));
   const id = saved.structuredContent.ids[0];
   assert.match(id, /^evt_/);

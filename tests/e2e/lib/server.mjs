@@ -16,6 +16,9 @@ export const LORE_BIN = process.env.LORE_BIN || path.join(targetDir, 'debug', 'l
 /** The Python interpreter of the venv that has `mcp==2.3.0`. */
 export const LORE_PY = process.env.LORE_PY || path.join(REPO_ROOT, '.tools', 'venv', 'bin', 'python');
 
+/** The tools of the workspace profile on `tools/list`, sorted by name. */
+export const WORKSPACE_TOOLS = ['save_memory', 'search_memory', 'search_sdk'];
+
 if (!existsSync(LORE_BIN)) {
   throw new Error(`lore binary not found at ${LORE_BIN}; run \`cargo build\` or set LORE_BIN`);
 }
@@ -45,12 +48,13 @@ function delay(ms) {
  * Starts `lore serve` on 127.0.0.1 with an OS-chosen port (the server prints the bound
  * address), waits until /healthz answers, and returns a handle.
  *
- * opts.db: database file (default: <new temp dir>/lore.db); opts.args: extra CLI args.
+ * opts.db: database file (default: <new temp dir>/lore.db); opts.args: extra CLI args;
+ * opts.workers: worker threads (default 2).
  */
 export async function startServer(opts = {}) {
   const ownDir = opts.db ? null : await tempDir();
   const db = opts.db ?? path.join(ownDir, 'lore.db');
-  const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', '2', ...(opts.args ?? [])];
+  const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];
   const child = spawn(LORE_BIN, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1' },
@@ -229,4 +233,23 @@ export function runPython(spec, { timeoutMs = 60_000 } = {}) {
         }
       });
   });
+}
+
+/** `lore init --org ORG` on a new database: resolves {org, principal, token, token_id}. */
+export async function initDb(db, org = 'default') {
+  return loreJson(['init', '--db', db, '--org', org, '--json']);
+}
+
+/**
+ * `POST {base}/api/{org}/{name}` (an admin tool or SDK method) with a JSON body. Resolves
+ * {status, headers, text, json} like `rawPost`.
+ */
+export function apiPost(base, org, name, token, body = {}, { headers = {} } = {}) {
+  return rawPost(`${base}/api/${org}/${name}`, { token, body, headers: { accept: 'application/json', ...headers } });
+}
+
+/** `GET {base}/api/{org}/sdk.d.ts`: resolves {status, headers, text}. */
+export async function apiDeclarations(base, org, token) {
+  const res = await fetch(`${base}/api/${org}/sdk.d.ts`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  return { status: res.status, headers: res.headers, text: await res.text() };
 }
