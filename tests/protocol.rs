@@ -421,7 +421,7 @@ fn tools_list_is_a_golden_snapshot() {
                     "type": "string"
                   },
                   "entity_ids": {
-                    "description": "Ids of entities this memory is about.",
+                    "description": "Ids (ent_…) of existing entities this memory is about.",
                     "items": {
                       "maxLength": 200,
                       "minLength": 1,
@@ -459,7 +459,7 @@ fn tools_list_is_a_golden_snapshot() {
                           "type": "string"
                         },
                         "entity_ids": {
-                          "description": "Ids of entities this memory is about.",
+                          "description": "Ids (ent_…) of existing entities this memory is about.",
                           "items": {
                             "maxLength": 200,
                             "minLength": 1,
@@ -929,7 +929,30 @@ fn revoked_and_expired_tokens_stop_working() {
 #[test]
 fn save_search_supersede_and_idempotency() {
     let h = Harness::new();
-    let saved = h.call(&h.owner, "save_memory", json!({"content": "Dana is responsible for invoices and payments", "kind": "fact", "entity_ids": ["ent_dana"]}));
+    let rest = |name: &str, args: Value| {
+        let r = h.post_as(&h.owner, &format!("/api/default/{name}"), &[], &args);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    };
+    rest(
+        "manage_templates",
+        json!({"action": "create", "name": "person"}),
+    );
+    let dana = rest("Person.create", json!({"name": "Dana"}))["id"].clone();
+    let bad = h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "x", "entity_ids": ["ent_01jzzzzzzzzzzzzzzzzzzzzzzz"]}),
+    );
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("entity_ids/0"),
+        "{bad}"
+    );
+    let saved = h.call(&h.owner, "save_memory", json!({"content": "Dana is responsible for invoices and payments", "kind": "fact", "entity_ids": [dana]}));
     let old = saved["structuredContent"]["ids"][0]
         .as_str()
         .unwrap()
@@ -942,7 +965,7 @@ fn save_search_supersede_and_idempotency() {
     );
     let results = found["structuredContent"]["results"].as_array().unwrap();
     assert_eq!(results[0]["id"], old.as_str());
-    assert_eq!(results[0]["entity_ids"], json!(["ent_dana"]));
+    assert_eq!(results[0]["entity_ids"], json!([dana]));
     let only_decisions = h.call(
         &h.owner,
         "search_memory",

@@ -45,7 +45,7 @@ fn memory_item_schema() -> Value {
         "properties": {
             "content": {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT, "description": "The text to remember, self-contained: who, what, when."},
             "kind": kind_schema(),
-            "entity_ids": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "maxItems": 100, "description": "Ids of entities this memory is about."},
+            "entity_ids": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "maxItems": 100, "description": "Ids (ent_…) of existing entities this memory is about."},
             "supersedes_event_id": {"type": "string", "description": "Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches."},
             "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Retrying with the same key returns the first save's id instead of saving twice."},
             "payload": {"description": "Optional structured data kept with the memory."}

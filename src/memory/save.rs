@@ -103,6 +103,19 @@ impl MemoryService {
                 }
             }
             let kind = m.kind.clone().unwrap_or_else(|| "note".into());
+            for (j, id) in m.entity_ids.iter().enumerate() {
+                let field = field(&format!("entity_ids/{j}"));
+                let ulid = parse_record_id(id, "ent", &field)?;
+                if ports.storage.get(&keys.entity(ulid)).await?.is_none() {
+                    return Err(LoreError::invalid(
+                        field,
+                        format!(
+                            "no entity {id} in org {}; pass ids of entities that exist (entities.list)",
+                            caller.org()
+                        ),
+                    ));
+                }
+            }
             if let Some(old) = &m.supersedes_event_id {
                 let ulid = parse_record_id(old, "evt", &field("supersedes_event_id"))?;
                 if ports.storage.get(&keys.event(ulid)).await?.is_none() {

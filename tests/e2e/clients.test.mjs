@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, rawLegacy, runPython, toolText, WORKSPACE_TOOLS } from './lib/server.mjs';
+import { startServer, rawLegacy, rawPost, runPython, toolText, WORKSPACE_TOOLS } from './lib/server.mjs';
 import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
@@ -126,10 +126,15 @@ test('2b. client 2.4 in legacy mode: initialize, list, save, search, terminate',
     const { tools } = await client.listTools();
     assertToolsShape(tools);
 
-    const id = savedId(await save(client, { content: 'The marmoset cluster is retired in March.', entity_ids: ['cluster:marmoset'] }));
-    const found = results(await search(client, { query: 'marmoset', entity_ids: ['cluster:marmoset'] }));
+    // Memories attach to entities that exist: make one through the REST admin surface.
+    const api = (name, body) => rawPost(`${server.base}/api/default/${name}`, { token: server.ownerToken, body });
+    assert.equal((await api('manage_templates', { action: 'create', name: 'cluster' })).status, 200);
+    const cluster = (await api('Cluster.create', { name: 'marmoset' })).json.id;
+    assert.match(cluster, /^ent_/);
+    const id = savedId(await save(client, { content: 'The marmoset cluster is retired in March.', entity_ids: [cluster] }));
+    const found = results(await search(client, { query: 'marmoset', entity_ids: [cluster] }));
     assert.deepEqual(found.map((r) => r.id), [id]);
-    assert.deepEqual(found[0].entity_ids, ['cluster:marmoset']);
+    assert.deepEqual(found[0].entity_ids, [cluster]);
     assert.equal(found[0].kind, 'note', 'the default kind');
     await transport.terminateSession();
   } finally {
