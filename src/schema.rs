@@ -113,7 +113,13 @@ pub fn check(
     let Some(error) = validator.iter_errors(instance).next() else {
         return Ok(());
     };
-    let pointer = error.instance_path().to_string();
+    let mut pointer = error.instance_path().to_string();
+    // A missing property is named by its own pointer, not its parent's.
+    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
+        && let Some(name) = property.as_str()
+    {
+        pointer = format!("{pointer}/{}", name.replace('~', "~0").replace('/', "~1"));
+    }
     let field = match (base.is_empty(), pointer.is_empty()) {
         (true, true) => "arguments".to_string(),
         (true, false) => pointer.trim_start_matches('/').to_string(),

@@ -483,3 +483,231 @@ fn writes_through_rest_are_audited_and_counted() {
         .map(|s| s["value"].as_f64().unwrap());
     assert_eq!(creates, Some(2.0), "{usage}");
 }
+
+fn hook(h: &Harness, feed: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/hooks/acme/{feed}"))
+        .header("host", "127.0.0.1:8787");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let response = block_on(h.lore.handle(req.body(body.to_vec()).unwrap()));
+    Reply {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        text: String::from_utf8(response.into_body()).unwrap(),
+    }
+}
+
+fn sign(secret: &str, body: &[u8]) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    let bytes = mac.finalize().into_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+#[test]
+fn webhook_deliveries_are_verified_deduplicated_and_searchable() {
+    let h = Harness::new();
+    let feed = h.ok(
+        "manage_feeds",
+        json!({"action": "create", "name": "github", "kind": "webhook", "event_kind": "github_push", "content_pointer": "/head_commit/message"}),
+    );
+    let secret = feed["secret"].as_str().unwrap().to_string();
+    let body = br#"{"head_commit": {"message": "Fix the quokka login loop"}, "ref": "main"}"#;
+    let signature = sign(&secret, body);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-hub-signature-256", signature.as_str()),
+        ("x-github-delivery", "d-1"),
+    ];
+    let first = hook(&h, "github", &headers, body);
+    assert_eq!(first.status, 202, "{}", first.text);
+    assert_eq!(first.json()["duplicate"], false);
+    let again = hook(&h, "github", &headers, body);
+    assert_eq!(again.json()["id"], first.json()["id"]);
+    assert_eq!(again.json()["duplicate"], true);
+    let wrong = sign("not-the-secret-at-all", body);
+    let r = hook(
+        &h,
+        "github",
+        &[
+            ("content-type", "application/json"),
+            ("x-lore-signature", &wrong),
+        ],
+        body,
+    );
+    assert_eq!(r.status, 401);
+    let r = hook(&h, "github", &[("content-type", "application/json")], body);
+    assert_eq!(r.status, 401, "unsigned");
+    let text = b"not json";
+    let r = hook(
+        &h,
+        "github",
+        &[
+            ("content-type", "text/plain"),
+            ("x-lore-signature", &sign(&secret, text)),
+        ],
+        text,
+    );
+    assert_eq!(r.status, 400);
+    let r = hook(
+        &h,
+        "github",
+        &[
+            ("content-type", "application/json"),
+            ("x-lore-signature", &sign(&secret, text)),
+        ],
+        text,
+    );
+    assert_eq!(r.status, 400);
+    let big = vec![b' '; 256 * 1024 + 1];
+    assert_eq!(
+        hook(&h, "github", &[("content-type", "application/json")], &big).status,
+        413
+    );
+    assert_eq!(hook(&h, "nope", &headers, body).status, 404);
+    // The delivery is a memory of the feed's kind, found by its text.
+    let event = h.ok("memory.get", json!({"id": first.json()["id"]}));
+    assert_eq!(event["kind"], "github_push");
+    assert_eq!(event["content"], "Fix the quokka login loop");
+    assert_eq!(event["author"], "feed:github");
+    let found = h.ok(
+        "memory.search",
+        json!({"query": "quokka login", "kinds": ["github_push"]}),
+    );
+    assert_eq!(found["results"].as_array().unwrap().len(), 1, "{found}");
+    // Bearer feeds take the secret as a token, and nothing else.
+    let bearer = h.ok(
+        "manage_feeds",
+        json!({"action": "create", "name": "ci", "kind": "webhook", "auth": "bearer", "secret": "a-long-enough-secret"}),
+    );
+    assert_eq!(bearer["secret"], "a-long-enough-secret");
+    let ok = hook(
+        &h,
+        "ci",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer a-long-enough-secret"),
+        ],
+        b"{}",
+    );
+    assert_eq!(ok.status, 202);
+    let bad = hook(
+        &h,
+        "ci",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer a-long-enough-secreT"),
+        ],
+        b"{}",
+    );
+    assert_eq!(bad.status, 401);
+}
+
+/// A stand-in for an external HTTP service (a tracker API), recording what lore sends it.
+struct Tracker {
+    seen: std::cell::RefCell<Vec<lore::ports::OutboundRequest>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl lore::ports::HttpClient for Tracker {
+    async fn send(
+        &self,
+        request: lore::ports::OutboundRequest,
+    ) -> Result<lore::ports::OutboundResponse, lore::ports::PortError> {
+        let auth = request
+            .headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let body = if request.url.ends_with("/issues") {
+            json!([{"id": 1, "title": "Quokka outage"}, {"id": 2, "title": "Slow dashboard"}])
+        } else {
+            json!({"echo": {"url": request.url, "authorization": auth}})
+        };
+        self.seen.borrow_mut().push(request);
+        Ok(lore::ports::OutboundResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: serde_json::to_vec(&body).unwrap(),
+        })
+    }
+}
+
+#[test]
+fn connections_operations_and_feeds_call_out_with_the_secret_and_never_show_it() {
+    let tracker = Rc::new(Tracker {
+        seen: Default::default(),
+    });
+    let mut h = Harness::new();
+    h.lore.ports.http = Some(tracker.clone());
+    h.sample_org();
+    let ticket = h.ok(
+        "Ticket.create",
+        json!({"name": "a", "properties": {"title": "a"}}),
+    );
+    let id = ticket["id"].as_str().unwrap();
+    let out = h.ok("Ticket.escalate", json!({"id": id, "reason": "on fire"}));
+    assert_eq!(out["status"], 200);
+    let text = out.to_string();
+    assert!(
+        !text.contains("s3cret-value"),
+        "the echoed credential is scrubbed: {text}"
+    );
+    assert!(text.contains("[redacted]"));
+    let sent = tracker.seen.borrow().last().cloned().unwrap();
+    assert_eq!(
+        sent.url,
+        format!("https://tracker.example.com/tickets/{id}/escalate")
+    );
+    assert!(
+        sent.headers
+            .contains(&("authorization".into(), "Bearer s3cret-value".into()))
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&sent.body).unwrap(),
+        json!({"reason": "on fire"})
+    );
+    let r = h.api(&h.owner, "Ticket.escalate", json!({"reason": "no id"}));
+    assert_eq!(
+        (r.status, r.json()["error"]["field"].clone()),
+        (400, json!("args/id"))
+    );
+    let r = h.api(
+        &h.owner,
+        "connections.call",
+        json!({"name": "tracker", "path": "@evil.example.com/x"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text);
+    // A connection feed pulls items once; a virtual feed reads them live and stores nothing.
+    h.ok("manage_feeds", json!({"action": "create", "name": "issues", "kind": "connection", "connection": "tracker", "path": "/issues", "content_pointer": "/title"}));
+    let pulled = h.ok("feeds.pull", json!({"name": "issues"}));
+    assert_eq!(pulled["added"].as_array().unwrap().len(), 2);
+    let again = h.ok("feeds.pull", json!({"name": "issues"}));
+    assert_eq!(
+        (
+            again["added"].as_array().unwrap().len(),
+            again["duplicates"].clone()
+        ),
+        (0, json!(2))
+    );
+    let found = h.ok("memory.search", json!({"query": "quokka outage"}));
+    assert_eq!(found["results"][0]["content"], "Quokka outage");
+    h.ok("manage_feeds", json!({"action": "create", "name": "live", "kind": "virtual", "connection": "tracker", "path": "/issues"}));
+    let live = h.ok("feeds.read", json!({"name": "live", "limit": 1}));
+    assert_eq!(live["items"], json!([{"id": 1, "title": "Quokka outage"}]));
+    let searched = h.ok(
+        "memory.search",
+        json!({"query": "slow dashboard", "kinds": ["feed_item"]}),
+    );
+    assert_eq!(
+        searched["results"].as_array().unwrap().len(),
+        1,
+        "only the pulled copy: {searched}"
+    );
+}

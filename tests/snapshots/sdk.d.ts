@@ -444,7 +444,7 @@ interface LoreSdk {
     save(args: {
       /** The text to remember, self-contained: who, what, when. */
       content: string;
-      /** Ids of entities this memory is about. */
+      /** Ids (ent_…) of existing entities this memory is about. */
       entity_ids?: string[];
       /** Retrying with the same key returns the first save's id instead of saving twice. */
       idempotency_key?: string;
@@ -454,7 +454,7 @@ interface LoreSdk {
       memories?: ({
         /** The text to remember, self-contained: who, what, when. */
         content: string;
-        /** Ids of entities this memory is about. */
+        /** Ids (ent_…) of existing entities this memory is about. */
         entity_ids?: string[];
         /** Retrying with the same key returns the first save's id instead of saving twice. */
         idempotency_key?: string;
@@ -472,7 +472,7 @@ interface LoreSdk {
     } | {
       /** The text to remember, self-contained: who, what, when. */
       content?: string;
-      /** Ids of entities this memory is about. */
+      /** Ids (ent_…) of existing entities this memory is about. */
       entity_ids?: string[];
       /** Retrying with the same key returns the first save's id instead of saving twice. */
       idempotency_key?: string;
@@ -482,7 +482,7 @@ interface LoreSdk {
       memories: ({
         /** The text to remember, self-contained: who, what, when. */
         content: string;
-        /** Ids of entities this memory is about. */
+        /** Ids (ent_…) of existing entities this memory is about. */
         entity_ids?: string[];
         /** Retrying with the same key returns the first save's id instead of saving twice. */
         idempotency_key?: string;
