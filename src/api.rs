@@ -68,7 +68,7 @@ pub fn error_response(e: &LoreError) -> Response<Vec<u8>> {
 
 /// Whether a call through this route changes something (and so is audited as an Action).
 fn writes(name: &str) -> bool {
-    if let Some(m) = METHODS.iter().find(|m| m.path() == name) {
+    if let Some(m) = METHODS.iter().find(|m| m.is(name)) {
         return m.tier >= Tier::Write || name == "operations.run";
     }
     if let Some(tool) = admin_tools::find(name) {

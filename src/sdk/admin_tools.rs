@@ -96,7 +96,7 @@ impl AdminTool {
             Target::Method(path) => {
                 let m = METHODS
                     .iter()
-                    .find(|m| m.path() == path)
+                    .find(|m| m.is(path))
                     .expect("admin tool targets exist");
                 (m.args)()
             }

@@ -105,6 +105,20 @@ impl MethodSpec {
     pub fn path(&self) -> String {
         format!("{}.{}", self.namespace, self.name)
     }
+
+    /// Whether `path` names this method (without allocating).
+    pub fn is(&self, path: &str) -> bool {
+        path.split_once('.')
+            .is_some_and(|(ns, name)| ns == self.namespace && name == self.name)
+    }
+}
+
+/// The static method at `path`, with its index in [`methods::METHODS`].
+pub fn find(path: &str) -> Option<(usize, &'static MethodSpec)> {
+    methods::METHODS
+        .iter()
+        .enumerate()
+        .find(|(_, m)| m.is(path))
 }
 
 /// Deserializes validated arguments; a mismatch here is a registry bug, but still a clear error.
@@ -184,8 +198,7 @@ pub async fn call(
         caller,
         allowed,
     };
-    if let Some(index) = methods::METHODS.iter().position(|m| m.path() == path) {
-        let spec = &methods::METHODS[index];
+    if let Some((index, spec)) = find(path) {
         authorize(caller, spec.tier, allowed, path)?;
         crate::schema::check(validator(index), &args, "")?;
         return (spec.run)(&cx, args).await;
