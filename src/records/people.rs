@@ -332,6 +332,12 @@ pub async fn create_token(
         .unwrap_or_else(|| caller.principal().id.clone());
     let m = membership(ports, caller, &principal).await?;
     check_grant(caller, Some(m.role), None)?;
+    // Admins issue tokens for themselves and for agents, never to act as another user.
+    if principal != caller.principal().id && !principal.starts_with("agt_") {
+        return Err(LoreError::Forbidden(
+            "tokens are issued to yourself or to agents; other users sign in themselves".into(),
+        ));
+    }
     let scopes = Scopes::parse(args.scopes.as_deref().unwrap_or("mcp:read,write"))?;
     let expires = args
         .expires_in_days
