@@ -1,7 +1,8 @@
 //! The REST admin surface: `POST /api/{org}/{tool}` runs an admin tool (`manage_*`,
 //! `query_metric`, `list_metrics`, `list_organizations`) or any SDK method by path
 //! (`entities.list`, `Ticket.create`) with a JSON body; `GET /api/{org}/sdk.d.ts` returns the
-//! caller's TypeScript declarations. Same auth as MCP, same schemas as the SDK, and JSON errors
+//! caller's TypeScript declarations, and `GET /api/{org}/tools` the admin tools with their
+//! input schemas. Same auth as MCP, same schemas as the SDK, and JSON errors
 //! `{error: {code, message, field?}}` with the stable codes and their HTTP statuses.
 
 use http::{Method, Request, Response, StatusCode};
@@ -89,6 +90,16 @@ pub async fn handle(
     }
     let mut response = match *request.method() {
         Method::GET if name == DECLARATIONS => declarations(lore, request, org).await,
+        Method::GET if name == "tools" => match caller_of(lore, request, org).await {
+            Ok(_) => ok(
+                &json!({ "tools": admin_tools::ADMIN_TOOLS.iter().map(|t| json!({
+                "name": t.name,
+                "description": t.description,
+                "inputSchema": t.input_schema(),
+            })).collect::<Vec<_>>() }),
+            ),
+            Err(e) => error_response(&e),
+        },
         Method::POST => post(lore, request, org, name).await,
         _ => {
             let mut r = error_response(&LoreError::invalid(

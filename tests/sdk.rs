@@ -711,3 +711,27 @@ fn connections_operations_and_feeds_call_out_with_the_secret_and_never_show_it()
         "only the pulled copy: {searched}"
     );
 }
+
+#[test]
+fn the_admin_tool_index_lists_every_tool_with_its_schema() {
+    let h = Harness::new();
+    let r = h.request(
+        "GET",
+        "/api/acme/tools",
+        &h.owner,
+        "application/json",
+        Vec::new(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let tools = r.json()["tools"].as_array().unwrap().clone();
+    assert_eq!(tools.len(), ADMIN_TOOLS.len());
+    assert!(tools.iter().all(|t| t["inputSchema"].is_object()));
+    let r = h.request(
+        "GET",
+        "/api/acme/tools",
+        "lore_nope",
+        "application/json",
+        Vec::new(),
+    );
+    assert_eq!(r.status, 401);
+}
