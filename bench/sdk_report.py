@@ -1,0 +1,109 @@
+"""Prints the results table of bench/sdk.sh from its per-run JSON files.
+
+Usage: python3 sdk_report.py OUT_DIR ROUNDS
+Reads OUT_DIR/<target>.r<N>.json (wrk summaries from sdk.lua, plus CPU use) and, per target,
+reports the round with the median throughput among the rounds that other work on the machine did
+not disturb (the lower median when their number is even), then the peer/lore throughput ratios
+against the target (lore within 3x of the rusqlite peer).
+"""
+
+import json
+import os
+import sys
+
+TARGETS = [
+    ("lore-get", "lore entities.get"),
+    ("peer-get", "rusqlite peer get"),
+    ("lore-list", "lore entities.list (100 of 100k)"),
+    ("peer-list", "rusqlite peer list (100 of 100k)"),
+    ("lore-quiet-get", "(extra) lore entities.get, RUST_LOG=warn"),
+    ("lore-quiet-list", "(extra) lore entities.list, RUST_LOG=warn"),
+]
+PAIRS = [  # (lore, peer, label, counts toward the target)
+    ("lore-get", "peer-get", "entities.get", True),
+    ("lore-list", "peer-list", "entities.list", True),
+    ("lore-quiet-get", "peer-get", "(extra) entities.get, RUST_LOG=warn", False),
+    ("lore-quiet-list", "peer-list", "(extra) entities.list, RUST_LOG=warn", False),
+]
+RATIO_TARGET = 3.0
+NOISE_PCT = 15.0  # CPU % (of one core) used by other processes during a round that marks it noisy
+
+
+def noisy(run):
+    return "!" if run.get("other_cpu_pct", 0) > NOISE_PCT else ""
+
+
+def lopsided(run):
+    split = run.get("worker_cpu_pct") or []
+    total = sum(split)
+    return "*" if len(split) > 1 and total > 0 and max(split) / total >= 0.9 else ""
+
+
+def main():
+    out, rounds = sys.argv[1], int(sys.argv[2])
+    rows = {}
+    for key, _ in TARGETS:
+        runs = []
+        for n in range(1, rounds + 1):
+            path = os.path.join(out, f"{key}.r{n}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    runs.append(json.load(f))
+        if runs:
+            clean = [r for r in runs if r.get("other_cpu_pct", 0) <= NOISE_PCT] or runs
+            clean.sort(key=lambda r: r["rps"])
+            rows[key] = (clean[(len(clean) - 1) // 2], runs)
+
+    print("| target | req/s | p50 ms | p99 ms | max ms | CPU server / wrk | checked OK / all | errors | rounds req/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for key, label in TARGETS:
+        if key not in rows:
+            print(f"| {label} | (not run) | | | | | | | |")
+            continue
+        r, runs = rows[key]
+        errors = r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
+        print(
+            f"| {label} | {r['rps']:,.0f} | {r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} | "
+            f"{r['max_us'] / 1000:.1f} | {r.get('server_cpu_pct', 0):.0f}% / {r.get('wrk_cpu_pct', 0):.0f}% | "
+            f"{r['good']:,} / {r['requests']:,} | {errors} | "
+            + ", ".join(f"{x['rps']:,.0f}{lopsided(x)}{noisy(x)}" for x in sorted(runs, key=lambda x: x["round"]))
+            + " |"
+        )
+    if any(lopsided(x) for _, runs in rows.values() for x in runs):
+        print("\n`*`: a round in which one worker thread did >= 90% of the work (CPU).")
+    if any(noisy(x) for _, runs in rows.values() for x in runs):
+        print(f"\n`!`: a round during which other processes used more than {NOISE_PCT:.0f}% of a core; left out of")
+        print("the median unless every round of that target was noisy.")
+
+    bad = [(k, x) for k, (_, runs) in rows.items() for x in runs
+           if x["bad"] or x["non2xx"] or x["connect_errors"] or x["read_errors"] or x["write_errors"] or x["timeouts"]]
+    for k, x in bad:
+        print(f"\nWARNING {k} round {x['round']}: {x['bad']} bad responses, {x['non2xx']} non-2xx, "
+              f"{x['timeouts']} timeouts, socket errors c/r/w {x['connect_errors']}/{x['read_errors']}/"
+              f"{x['write_errors']}; first bad: {x['first_bad']}")
+
+    print()
+    print("| method | peer req/s ÷ lore req/s (median rounds) | per-round ratios | lore p99 / peer p99 ms |")
+    print("| --- | ---: | --- | --- |")
+    verdicts = []
+    for lk, pk, label, counts in PAIRS:
+        if lk not in rows or pk not in rows:
+            continue
+        lore, peer = rows[lk][0], rows[pk][0]
+        ratio = peer["rps"] / lore["rps"]
+        by_round = {x["round"]: x for x in rows[pk][1]}
+        per_round = [f"{by_round[x['round']]['rps'] / x['rps']:.2f}x"
+                     for x in sorted(rows[lk][1], key=lambda x: x["round"]) if x["round"] in by_round]
+        print(f"| {label} | {ratio:.2f}x | {', '.join(per_round)} | "
+              f"{lore['p99_us'] / 1000:.2f} / {peer['p99_us'] / 1000:.2f} |")
+        if counts:
+            verdicts.append((f"{label}: rusqlite peer / lore = {ratio:.2f}x <= {RATIO_TARGET:.0f}x",
+                             ratio <= RATIO_TARGET))
+    print()
+    for text, ok in verdicts:
+        print(f"target {'MET   ' if ok else 'MISSED'} {text}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
