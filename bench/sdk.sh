@@ -34,7 +34,7 @@ ROUNDS=${ROUNDS:-5}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 ENTITIES=${ENTITIES:-100000}
-KEEP_DB=${KEEP_DB:-0}      # 1: keep the seeded database in the output directory
+KEEP_DB=${KEEP_DB:-0}      # 1: keep the seeded database and the binaries in the output directory
 WRK_VERSION=4.1.0-3+b2     # Debian bookworm's wrk
 ORG=bench
 OUT=$HERE/out/sdk-$(date -u +%Y%m%dT%H%M%SZ)
@@ -52,8 +52,11 @@ fi
 
 log "building lore and the rusqlite peer (release)"
 (cd "$ROOT" && cargo build --release --bin lore --example rusqlite_peer -q)
-LORE=$CARGO_TARGET_DIR/release/lore
-PEER=$CARGO_TARGET_DIR/release/examples/rusqlite_peer
+# Copies, so that another build into the shared target dir cannot swap them mid-run.
+mkdir -p "$OUT/bin"
+cp "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/release/examples/rusqlite_peer" "$OUT/bin/"
+LORE=$OUT/bin/lore
+PEER=$OUT/bin/rusqlite_peer
 
 # --- servers -----------------------------------------------------------------------------------
 
@@ -61,7 +64,7 @@ PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if [[ $KEEP_DB != 1 ]]; then rm -f "$OUT"/lore.db "$OUT"/lore.db-wal "$OUT"/lore.db-shm; fi
+    if [[ $KEEP_DB != 1 ]]; then rm -rf "$OUT"/lore.db "$OUT"/lore.db-wal "$OUT"/lore.db-shm "$OUT/bin"; fi
 }
 trap cleanup EXIT
 
