@@ -125,7 +125,8 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
     let mut batch = Batch::new();
     batch
         .require_absent(keys::LOCAL_OWNER)
-        .put(keys::LOCAL_OWNER, owner.id.as_bytes().to_vec());
+        .put(keys::LOCAL_OWNER, owner.id.as_bytes().to_vec())
+        .put(keys::LOCAL_ORG, org.as_str().as_bytes().to_vec());
     batch.put(keys::principal(&owner.id), json(&owner));
     let issued = create_org_writes(ports, &mut batch, &org, &owner.id);
     match ports.storage.commit(batch).await {

@@ -67,16 +67,27 @@ pub fn error_response(e: &LoreError) -> Response<Vec<u8>> {
     response
 }
 
-/// Whether a call through this route changes something (and so is audited as an Action).
-fn writes(name: &str) -> bool {
-    if let Some(m) = METHODS.iter().find(|m| m.is(name)) {
-        return m.tier >= Tier::Write || name == "operations.run";
+/// The SDK method a call runs: the path itself, or what an admin tool maps it to.
+fn method_of(name: &str, args: &Value) -> String {
+    match admin_tools::find(name).map(|t| &t.target) {
+        Some(admin_tools::Target::Method(path)) => (*path).to_string(),
+        Some(admin_tools::Target::Namespace(ns)) => {
+            match args.get("action").and_then(Value::as_str) {
+                Some(action) => format!("{ns}.{action}"),
+                None => name.to_string(),
+            }
+        }
+        None => name.to_string(),
     }
-    if let Some(tool) = admin_tools::find(name) {
-        return matches!(tool.target, admin_tools::Target::Namespace(_));
+}
+
+/// Whether a method changes something (and so is audited as an Action).
+fn writes(path: &str) -> bool {
+    if let Some(m) = METHODS.iter().find(|m| m.is(path)) {
+        return m.tier >= Tier::Write || m.is("operations.run");
     }
     // Noun verbs other than get and list write; custom verbs may.
-    !matches!(name.rsplit('.').next(), Some("get" | "list"))
+    path.contains('.') && !matches!(path.rsplit('.').next(), Some("get" | "list"))
 }
 
 pub async fn handle(
@@ -197,6 +208,7 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
         }
     };
     let started = lore.ports.clock.now_ms();
+    let method = method_of(name, &args);
     let outcome = if let Some(tool) = admin_tools::find(name) {
         tool.run(lore, &caller, args).await
     } else if name.contains('.') {
@@ -218,7 +230,7 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
             | LoreError::NotFound { .. }
             | LoreError::InvalidArgument { .. })
     );
-    if writes(name) && !refused {
+    if writes(&method) && !refused {
         let elapsed = u64::try_from(lore.ports.clock.now_ms() - started).unwrap_or(0);
         let action = Action {
             id: String::new(),
@@ -229,7 +241,7 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
             status: if outcome.is_ok() { "ok" } else { "error" }.into(),
             code_hash: None,
             steps: vec![Step {
-                method: name.to_string(),
+                method,
                 ok: outcome.is_ok(),
                 error_code: outcome.as_ref().err().map(|e| e.code().to_string()),
                 elapsed_ms: elapsed,

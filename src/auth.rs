@@ -32,6 +32,8 @@ pub struct Caller {
     role: Role,
     scopes: Scopes,
     token_id: Option<String>,
+    /// The orgs the token is bound to (`None` for the local owner, who reaches all of theirs).
+    token_orgs: Option<Vec<OrgId>>,
     keys: OrgKeys,
 }
 
@@ -53,6 +55,12 @@ impl Caller {
     }
     pub fn keys(&self) -> &OrgKeys {
         &self.keys
+    }
+    /// Whether this credential may reach `org` at all (before membership).
+    pub fn token_reaches(&self, org: &OrgId) -> bool {
+        self.token_orgs
+            .as_ref()
+            .is_none_or(|orgs| orgs.contains(org))
     }
 
     /// Role check for writes (the token's scopes are checked at the transport, which answers
@@ -172,6 +180,7 @@ pub async fn resolve_caller(
         principal: credential.principal,
         role: membership.role,
         scopes,
+        token_orgs: credential.token.as_ref().map(|t| t.orgs.clone()),
         token_id: credential.token.map(|t| t.id),
         org,
         keys,

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! meta/local-owner              principal id of the local owner (`lore init`)
+//! meta/local-org                the org `lore init` created
 //! org/{org}                     Org
 //! principal/{id}                Principal
 //! auth/token/{sha256}           TokenRecord (looked up by the presented secret's hash)
@@ -47,6 +48,8 @@ pub fn sha256_hex(text: &str) -> String {
 }
 
 pub const LOCAL_OWNER: &str = "meta/local-owner";
+/// The org `lore init` created: the local owner's org when none is named.
+pub const LOCAL_ORG: &str = "meta/local-org";
 pub const ORG_PREFIX: &str = "org/";
 
 pub fn org(org: &OrgId) -> String {

@@ -138,6 +138,13 @@ impl Lore {
         }
     }
 
+    /// Writes buffered usage counts if the last write is older than the flush interval.
+    pub async fn flush_usage_if_due(&self) {
+        if let Err(e) = self.usage.flush_if_due(&self.ports).await {
+            tracing::warn!(error = %e, "could not write usage counters");
+        }
+    }
+
     /// Writes buffered usage counts now (at shutdown).
     pub async fn flush_usage(&self) {
         if let Err(e) = self.usage.flush(&self.ports).await {
@@ -170,9 +177,17 @@ impl Lore {
     }
 
     /// The caller for local, tokenless use: the local owner in `org`.
+    /// Without `org`: the org `lore init` created, else the configured default org.
     pub async fn local_caller(&self, org: Option<&str>) -> Result<Caller, LoreError> {
         let credential = auth::local_owner(&self.ports).await?;
-        auth::resolve_caller(&self.ports, credential, org, &self.config.default_org).await
+        let mut default = self.config.default_org.clone();
+        if org.is_none()
+            && let Some(bytes) = self.ports.storage.get(keys::LOCAL_ORG).await?
+            && let Ok(first) = OrgId::parse(&String::from_utf8_lossy(&bytes))
+        {
+            default = first;
+        }
+        auth::resolve_caller(&self.ports, credential, org, &default).await
     }
 
     /// Runs a workspace tool by name with already-validated arguments.

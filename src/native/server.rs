@@ -157,6 +157,17 @@ async fn worker(
         native_ports(&db).with_context(|| format!("cannot open database {}", db.display()))?;
     let lore = Rc::new(Lore::new(ports, config));
     let active = Rc::new(Cell::new(0usize));
+    // An idle worker still writes the usage counts it holds.
+    let flusher = {
+        let lore = lore.clone();
+        tokio::task::spawn_local(async move {
+            let every = Duration::from_millis(crate::records::metrics::FLUSH_EVERY_MS as u64);
+            loop {
+                tokio::time::sleep(every).await;
+                lore.flush_usage_if_due().await;
+            }
+        })
+    };
     loop {
         let (stream, peer) = tokio::select! {
             received = connections.recv() => match received {
@@ -205,6 +216,7 @@ async fn worker(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Usage counters are buffered per instance; write them before the thread ends.
+    flusher.abort();
     lore.flush_usage().await;
     Ok(())
 }

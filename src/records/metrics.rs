@@ -3,8 +3,9 @@
 //!
 //! Counting must not cost a storage write per call, so each core instance buffers its counts
 //! and flushes them at most every [`FLUSH_EVERY_MS`] into keys of its own
-//! (`usage/{day}/{tool}/{instance}`); a query sums the instances. A crash loses at most the
-//! last interval of counts of that instance, never a record.
+//! (`usage/{day}/{tool}/{instance}`); a query sums the instances, so counts from other
+//! instances show within one interval (the native server also flushes idle workers). A crash
+//! loses at most the last interval of counts of that instance, never a record.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -21,7 +22,7 @@ use crate::ports::Ports;
 use crate::storage::{Batch, StorageError};
 
 /// How often an instance writes its buffered counts.
-pub const FLUSH_EVERY_MS: i64 = 10_000;
+pub const FLUSH_EVERY_MS: i64 = 2_000;
 
 /// The built-in metrics.
 pub const BUILT_IN: &[(&str, &str)] = &[

@@ -384,7 +384,7 @@ async fn org_info(ports: &Ports, org: &OrgId, role: Role) -> Result<Option<OrgIn
     }))
 }
 
-/// The orgs the caller's principal belongs to.
+/// The orgs the caller's principal belongs to and the caller's token reaches.
 pub async fn list_orgs(ports: &Ports, caller: &Caller) -> Result<Vec<OrgInfo>> {
     let prefix = keys::member_of_all(&caller.principal().id);
     let mut out = Vec::new();
@@ -392,6 +392,9 @@ pub async fn list_orgs(ports: &Ports, caller: &Caller) -> Result<Vec<OrgInfo>> {
         let Ok(org) = OrgId::parse(&key[prefix.len()..]) else {
             continue;
         };
+        if !caller.token_reaches(&org) {
+            continue;
+        }
         let m: Option<Membership> = ports
             .record(&crate::keys::OrgKeys::new(&org).member(&caller.principal().id))
             .await?;

@@ -164,6 +164,35 @@ fn union(parts: Vec<String>) -> String {
     seen.join(" | ")
 }
 
+/// A `oneOf`/`anyOf` branch with its parent's keywords: the branch's `properties` add to the
+/// parent's, its `required` adds to the parent's, and its other keywords win.
+fn merge_branch(base: &serde_json::Map<String, Value>, branch: &Value) -> Value {
+    let mut merged = base.clone();
+    let Value::Object(branch) = branch else {
+        return branch.clone();
+    };
+    for (k, v) in branch {
+        match (k.as_str(), merged.get_mut(k), v) {
+            ("properties", Some(Value::Object(props)), Value::Object(more)) => {
+                for (name, schema) in more {
+                    props.insert(name.clone(), schema.clone());
+                }
+            }
+            ("required", Some(Value::Array(req)), Value::Array(more)) => {
+                for r in more {
+                    if !req.contains(r) {
+                        req.push(r.clone());
+                    }
+                }
+            }
+            _ => {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(merged)
+}
+
 fn array_of(item: String) -> String {
     if item.contains(' ') {
         format!("({item})[]")
@@ -218,16 +247,7 @@ impl Render<'_> {
                 base.remove(key);
                 let parts: Vec<String> = options
                     .iter()
-                    .map(|o| {
-                        // A branch may only narrow `required`; give it the parent's properties.
-                        let mut merged = Value::Object(base.clone());
-                        if let (Value::Object(m), Value::Object(o)) = (&mut merged, o) {
-                            for (k, v) in o {
-                                m.insert(k.clone(), v.clone());
-                            }
-                        }
-                        self.named(&merged, depth)
-                    })
+                    .map(|o| self.named(&merge_branch(&base, o), depth))
                     .collect();
                 return union(parts);
             }
@@ -376,7 +396,10 @@ pub fn declarations(
     let render = Render { names: &names };
     for (name, schema) in &names {
         let ts = render.ts(schema, 0);
-        if ts.starts_with('{') {
+        let union = ["oneOf", "anyOf", "allOf"]
+            .iter()
+            .any(|k| schema.get(k).is_some());
+        if ts.starts_with('{') && !union {
             let _ = writeln!(out, "interface {name} {ts}\n");
         } else {
             let _ = writeln!(out, "type {name} = {ts};\n");

@@ -439,7 +439,7 @@ test('session: another org sees none of it through any route', async () => {
   });
 });
 
-test('session: list_organizations through a token bound to another org does not reveal acme', { todo: 'bug: list_organizations lists every org of the principal, not only the orgs the token reaches' }, async () => {
+test('session: list_organizations through a token bound to another org does not reveal acme', async () => {
   await ensureTypes();
   const other = await ensureOther();
   const orgs = ok(await api(other.token, 'list_organizations', {}, { org: 'other' }));
@@ -751,7 +751,7 @@ test('sdk.d.ts declares both Nouns from their schemas, and a viewer\'s declares 
   assert.doesNotMatch(v.text, /\n {2}tokens: \{/, 'nor admin namespaces');
 });
 
-test('sdk.d.ts type-checks with tsc: a correct script using Nouns, entities, operations and ctx passes', { todo: 'bug: sdk.d.ts declares the Operation record as `interface Operation {...} | {...}`, which does not parse, and without its common fields (name, access, entity_type, ...)' }, async () => {
+test('sdk.d.ts type-checks with tsc: a correct script using Nouns, entities, operations and ctx passes', async () => {
   await ensureTypes();
   const dts = await declarations(acme.token);
   assert.equal(dts.status, 200);
@@ -760,7 +760,7 @@ test('sdk.d.ts type-checks with tsc: a correct script using Nouns, entities, ope
   assert.equal(code, 0);
 });
 
-test('sdk.d.ts type-checks with tsc: a wrong property value, a missing property or an unknown method fails, naming it', { todo: 'bug: sdk.d.ts declares the Operation record as `interface Operation {...} | {...}`, so tsc stops at syntax errors in sdk.d.ts' }, async () => {
+test('sdk.d.ts type-checks with tsc: a wrong property value, a missing property or an unknown method fails, naming it', async () => {
   await ensureTypes();
   const { viewer } = await ensurePeople();
   const dts = await declarations(acme.token);
@@ -921,7 +921,7 @@ test('CLI: lore memory run runs admin tools and SDK methods locally (--db) and r
   assert.match(denied.stderr, /needs_write/);
 });
 
-test('CLI: lore memory run --db without --org uses the local owner\'s only org', { todo: 'bug: local `lore memory run` without --org always uses org "default", even when `lore init --org acme` made acme the only org' }, async () => {
+test('CLI: lore memory run --db without --org uses the org lore init created', async () => {
   await ensureTypes();
   const r = await memoryRun('manage_templates', { action: 'list' }, ['--db', server.db]);
   assert.equal(r.code, 0, r.stderr);
@@ -942,7 +942,7 @@ test('actions: REST writes are audited with source "api" and the method as the s
   const all = ok(await api(acme.token, 'actions.list', { limit: 500 })).items;
   assert.ok(all.every((a) => /^act_/.test(a.id) && a.source === 'api'), JSON.stringify(all.slice(0, 3)));
   const methods = all.map((a) => a.steps.map((s) => s.method).join(','));
-  for (const m of ['manage_templates', 'entities.create', 'Customer.update', 'Ticket.create']) {
+  for (const m of ['templates.create', 'entities.create', 'Customer.update', 'Ticket.create']) {
     assert.ok(methods.includes(m), `${m} in ${JSON.stringify([...new Set(methods)])}`);
   }
   const mine = all.find((a) => a.steps[0].method === 'entities.create' && a.principal === acme.principal);
@@ -970,7 +970,7 @@ test('actions: REST writes are audited with source "api" and the method as the s
   assert.deepEqual(ok(await api(viewer.token, 'actions.list', {})).items, []);
 });
 
-test('actions: a manage_* call is audited under the method it ran, not just the tool name', { todo: 'bug: api.rs records the step as "manage_templates" for every action, so create, delete and list are indistinguishable in the audit log' }, async () => {
+test('actions: a manage_* call is audited under the method it ran, not just the tool name', async () => {
   await ensureTypes();
   ok(await api(acme.token, 'manage_templates', { action: 'create', name: 'scratch' }));
   ok(await api(acme.token, 'manage_templates', { action: 'delete', name: 'scratch' }));
@@ -979,7 +979,7 @@ test('actions: a manage_* call is audited under the method it ran, not just the 
   assert.ok(methods.some((m) => /templates\.delete$/.test(m)), JSON.stringify([...new Set(methods)]));
 });
 
-test('actions: reads through manage_* (list, get) are not audited, like the same methods called by path', { todo: 'bug: api.rs writes() treats every manage_* call as a write, so {action:"list"} is recorded as an Action' }, async () => {
+test('actions: reads through manage_* (list, get) are not audited, like the same methods called by path', async () => {
   await ensureTypes();
   const auditor = await agentWithToken('auditor', 'viewer');
   ok(await api(auditor.token, 'templates.list', {}));
@@ -1025,7 +1025,7 @@ test('metrics: query_metric counts REST calls per tool and method (tool_calls, t
   }
 });
 
-test('metrics: query_metric counts calls served by every worker thread at once', { todo: 'bug: counts buffered on another worker are missing until that worker flushes (>= 10 s and only on its next call)' }, async () => {
+test('metrics: query_metric counts calls served by every worker thread within the flush interval', async () => {
   const s = await startServer({ workers: 2 });
   try {
     const url = (name) => `${s.base}/api/default/${name}`;
@@ -1034,8 +1034,14 @@ test('metrics: query_metric counts calls served by every worker thread at once',
       const r = await postOnFreshConnection(url('entities.create'), s.ownerToken, { type: 'note', name: `n${i}` });
       assert.equal(r.status, 200, r.text);
     }
-    const q = await postOnFreshConnection(url('query_metric'), s.ownerToken, { name: 'tool_calls', tool: 'entities.create' });
-    assert.equal(q.status, 200, q.text);
+    // Each worker buffers its counts and writes them every 2 s, idle or not.
+    let q;
+    for (const deadline = Date.now() + 8000; Date.now() < deadline;) {
+      q = await postOnFreshConnection(url('query_metric'), s.ownerToken, { name: 'tool_calls', tool: 'entities.create' });
+      assert.equal(q.status, 200, q.text);
+      if (q.json.value === 4) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
     assert.equal(q.json.value, 4, 'every call is counted, whichever worker served it');
   } finally {
     await s.dispose();

@@ -161,18 +161,44 @@ interface CallResult {
   truncated: boolean;
 }
 
-interface Operation {
+type Operation = {
+  /** The tier a caller needs to run it. */
+  access: "read" | "write" | "admin";
+  /** JSON Schema of the arguments. */
+  args_schema: unknown;
+  author: string;
   /** The script. */
   code: string;
+  created_at: string;
+  description: string;
+  /** The entity type whose Noun gets this verb, if any. */
+  entity_type?: string;
   kind: "script";
+  /** How it is dispatched when a script does not choose. */
+  mode: "try" | "send" | "do";
+  name: string;
+  updated_at: string;
 } | {
+  /** The tier a caller needs to run it. */
+  access: "read" | "write" | "admin";
+  /** JSON Schema of the arguments. */
+  args_schema: unknown;
+  author: string;
   connection: string;
+  created_at: string;
+  description: string;
+  /** The entity type whose Noun gets this verb, if any. */
+  entity_type?: string;
   kind: "http";
   /** GET, POST, PUT, PATCH or DELETE. */
   method: string;
+  /** How it is dispatched when a script does not choose. */
+  mode: "try" | "send" | "do";
+  name: string;
   /** e.g. `/tickets/{id}/escalate`. */
   path: string;
-}
+  updated_at: string;
+};
 
 interface Behavior {
   /** The reaction script (TypeScript; the triggering event is `ctx.args.event`). */
