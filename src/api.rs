@@ -254,7 +254,7 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
         }
     }
     match outcome {
-        Ok(v) => ok(&v),
+        Ok(json) => respond(200, "application/json", json.get().as_bytes().to_vec()),
         Err(e) => error_response(&e),
     }
 }

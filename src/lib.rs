@@ -238,10 +238,12 @@ impl Lore {
         args: Value,
     ) -> Result<Value, LoreError> {
         if let Some(tool) = sdk::admin_tools::find(name) {
-            return tool.run(self, caller, args).await;
+            let json = tool.run(self, caller, args).await?;
+            return Ok(serde_json::from_str(json.get())?);
         }
         if name.contains('.') {
-            return sdk::call(self, caller, name, args, sdk::Tier::Admin).await;
+            let json = sdk::call(self, caller, name, args, sdk::Tier::Admin).await?;
+            return Ok(serde_json::from_str(json.get())?);
         }
         let spec = mcp::tools::find(name).ok_or_else(|| {
             let mut known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();

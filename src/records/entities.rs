@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::types::{self, EntityType, SchemaCache};
-use super::{DEFAULT_PAGE, MAX_PAGE, Page, check_cursor, now_text, to_bytes};
+use super::{DEFAULT_PAGE, MAX_PAGE, Page, Stored, check_cursor, now_text, to_bytes};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
 use crate::ids::{new_ulid, parse_record_id};
@@ -156,7 +156,12 @@ pub async fn get(ports: &Ports, caller: &Caller, id: &str) -> Result<Entity> {
         .ok_or_else(|| LoreError::not_found(format!("entity {id} in org {}", caller.org())))
 }
 
-pub async fn list(ports: &Ports, caller: &Caller, args: ListEntities) -> Result<Page<Entity>> {
+/// Lists entities as stored: pages go out without being decoded (filters decode to compare).
+pub async fn list(
+    ports: &Ports,
+    caller: &Caller,
+    args: ListEntities,
+) -> Result<Page<Stored<Entity>>> {
     let keys = caller.keys();
     let prefix = match &args.type_name {
         Some(t) => {
@@ -178,12 +183,13 @@ pub async fn list(ports: &Ports, caller: &Caller, args: ListEntities) -> Result<
         for (key, bytes) in &page.entries {
             scanned += 1;
             after = Some(key.clone());
-            let entity: Entity = serde_json::from_slice(bytes)?;
+            let stored: Stored<Entity> = serde_json::from_slice(bytes)?;
+            let entity = stored.parse()?;
             if filter
                 .iter()
                 .all(|(k, v)| entity.properties.get(k) == Some(v))
             {
-                items.push(entity);
+                items.push(stored);
             }
             if items.len() == limit || scanned == FILTER_SCAN_BUDGET {
                 let next_cursor = after.as_deref().map(|k| k[prefix.len()..].to_string());

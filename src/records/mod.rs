@@ -18,8 +18,12 @@ pub mod relationships;
 pub mod suite;
 pub mod types;
 
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
 
 use crate::error::{LoreError, Result};
 use crate::ports::Ports;
@@ -36,6 +40,51 @@ pub struct Page<T> {
     /// Pass as `cursor` to get the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+}
+
+/// A record of type `T` exactly as stored: passed through to the caller without being decoded
+/// and encoded again (a page of 100 entities is copied, not rebuilt). Its schema is `T`'s.
+#[derive(Debug, Clone)]
+pub struct Stored<T> {
+    raw: Box<RawValue>,
+    record: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Stored<T> {
+    /// Decodes the record.
+    pub fn parse(&self) -> Result<T> {
+        Ok(serde_json::from_str(self.raw.get())?)
+    }
+}
+
+impl<T> Serialize for Stored<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.raw.serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for Stored<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(Self {
+            raw: Box::<RawValue>::deserialize(d)?,
+            record: PhantomData,
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Stored<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
 }
 
 /// The record as stored bytes.

@@ -143,7 +143,7 @@ impl AdminTool {
     }
 
     /// Runs the tool: picks the method, then dispatches it with every check of [`call`].
-    pub async fn run(&self, lore: &Lore, caller: &Caller, args: Value) -> Result<Value> {
+    pub async fn run(&self, lore: &Lore, caller: &Caller, args: Value) -> Result<super::Json> {
         match self.target {
             Target::Method(path) => call(lore, caller, path, args, Tier::Admin).await,
             Target::Namespace(ns) => {

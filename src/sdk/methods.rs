@@ -33,8 +33,8 @@ use crate::records::relationships::{
 };
 use crate::records::types::{CreateType, EntityType, UpdateType};
 use crate::records::{
-    ById, ByName, Done, NoArgs, Page, actions, behaviors, connections, entities, feeds, metrics,
-    operations, people, relationships, types,
+    ById, ByName, Done, NoArgs, Page, Stored, actions, behaviors, connections, entities, feeds,
+    metrics, operations, people, relationships, types,
 };
 use crate::schema::schema_of;
 
@@ -135,7 +135,7 @@ macro_rules! method {
                         #[allow(unused_variables)]
                         let $a: $args = parse_args(raw)?;
                         let out: $ret = $body;
-                        Ok(serde_json::to_value(out)?)
+                        Ok(serde_json::value::to_raw_value(&out)?)
                     })
                 }
                 run
@@ -150,7 +150,7 @@ pub static METHODS: &[MethodSpec] = &[
     method!("entities".get, Read, Try, GetEntity => Entity,
         "Read one record (entity) by id.",
         |cx, a| entities::get(&cx.lore.ports, cx.caller, &a.id).await?),
-    method!("entities".list, Read, Try, ListEntities => Page<Entity>,
+    method!("entities".list, Read, Try, ListEntities => Page<Stored<Entity>>,
         "List records (entities), optionally of one type and where properties equal given values; paginated with cursor.",
         |cx, a| entities::list(&cx.lore.ports, cx.caller, a).await?),
     method!("entities".create, Write, Try, CreateEntity => Entity,

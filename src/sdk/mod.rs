@@ -84,7 +84,10 @@ pub struct Cx<'a> {
     pub allowed: Tier,
 }
 
-pub type BoxFuture<'a> = Pin<Box<dyn Future<Output = Result<Value>> + 'a>>;
+/// A method's result, serialized once: stored records pass through as they are.
+pub type Json = Box<serde_json::value::RawValue>;
+
+pub type BoxFuture<'a> = Pin<Box<dyn Future<Output = Result<Json>> + 'a>>;
 pub type Handler = for<'a> fn(&'a Cx<'a>, Value) -> BoxFuture<'a>;
 
 /// One entry of the registry.
@@ -187,7 +190,7 @@ pub async fn call(
     path: &str,
     args: Value,
     allowed: Tier,
-) -> Result<Value> {
+) -> Result<Json> {
     let args = if args.is_null() {
         Value::Object(Default::default())
     } else {

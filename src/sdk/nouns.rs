@@ -213,7 +213,7 @@ async fn of_type(cx: &Cx<'_>, ty: &EntityType, id: &str) -> Result<Entity> {
 }
 
 /// Dispatches `Noun.verb`.
-pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Value> {
+pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
     let (noun, verb) = path.split_once('.').unwrap_or((path, ""));
     let ports = &cx.lore.ports;
     let tys = types::list(ports, cx.caller).await?;
@@ -231,7 +231,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Value> {
         let out = match verb {
             "get" => {
                 let a: NounGet = parse_args(args)?;
-                serde_json::to_value(of_type(cx, &ty, &a.id).await?)?
+                serde_json::value::to_raw_value(&of_type(cx, &ty, &a.id).await?)?
             }
             "list" => {
                 let a: NounList = parse_args(args)?;
@@ -241,7 +241,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Value> {
                     limit: a.limit,
                     cursor: a.cursor,
                 };
-                serde_json::to_value(entities::list(ps, caller, list).await?)?
+                serde_json::value::to_raw_value(&entities::list(ps, caller, list).await?)?
             }
             "create" => {
                 let a: NounCreate = parse_args(args)?;
@@ -250,22 +250,26 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Value> {
                     name: a.name,
                     properties: a.properties,
                 };
-                serde_json::to_value(entities::create(ps, &cx.lore.schemas, caller, create).await?)?
+                serde_json::value::to_raw_value(
+                    &entities::create(ps, &cx.lore.schemas, caller, create).await?,
+                )?
             }
             "update" => {
                 let a: UpdateEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
-                serde_json::to_value(entities::update(ps, &cx.lore.schemas, caller, a).await?)?
+                serde_json::value::to_raw_value(
+                    &entities::update(ps, &cx.lore.schemas, caller, a).await?,
+                )?
             }
             "delete" => {
                 let a: DeleteEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
-                serde_json::to_value(entities::delete(ps, caller, a).await?)?
+                serde_json::value::to_raw_value(&entities::delete(ps, caller, a).await?)?
             }
             _ => {
                 let a: LinkEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
-                serde_json::to_value(relationships::link(ps, caller, a).await?)?
+                serde_json::value::to_raw_value(&relationships::link(ps, caller, a).await?)?
             }
         };
         return Ok(out);
@@ -289,5 +293,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Value> {
             ));
         }
     };
-    operations::run(ports, cx.caller, &op, args).await
+    Ok(serde_json::value::to_raw_value(
+        &operations::run(ports, cx.caller, &op, args).await?,
+    )?)
 }

@@ -129,6 +129,9 @@ pub fn rust_to_ts(rust: &str) -> String {
     if let Some(inner) = t.strip_prefix("Page<").and_then(|r| r.strip_suffix('>')) {
         return format!("Page<{}>", rust_to_ts(inner));
     }
+    if let Some(inner) = t.strip_prefix("Stored<").and_then(|r| r.strip_suffix('>')) {
+        return rust_to_ts(inner);
+    }
     match t.as_str() {
         "Value" => "unknown".into(),
         other => other.into(),
