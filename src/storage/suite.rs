@@ -164,6 +164,36 @@ pub async fn invalid_keys_are_refused(s: &dyn Storage) {
     assert_eq!(s.get("ok/key").await.unwrap(), None);
 }
 
+/// Every case in one list: [`CASES`] names them and [`run_case`] runs one by name, for hosts
+/// that drive the suite from outside a Rust test runner (the Workers adapter on D1).
+macro_rules! by_name {
+    ($($case:ident),* $(,)?) => {
+        /// The name of every case, in the order [`crate::storage_suite!`] runs them.
+        pub const CASES: &[&str] = &[$(stringify!($case)),*];
+
+        /// Runs the case called `name` against `s`; `false` if there is no such case.
+        pub async fn run_case(name: &str, s: &dyn Storage) -> bool {
+            match name {
+                $(stringify!($case) => $case(s).await,)*
+                _ => return false,
+            }
+            true
+        }
+    };
+}
+
+by_name!(
+    get_missing_is_none,
+    put_get_overwrite_delete,
+    binary_and_large_values_round_trip,
+    scan_is_ordered_and_bounded_by_prefix,
+    scan_pages_resume_without_gaps_or_repeats,
+    scan_after_outside_prefix_is_clamped,
+    batch_applies_all_writes_together,
+    failed_check_writes_nothing,
+    invalid_keys_are_refused,
+);
+
 /// Runs one case per `#[test]` against a fresh store from `$make`.
 #[macro_export]
 macro_rules! storage_suite {
@@ -181,6 +211,10 @@ macro_rules! storage_suite {
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
+        #[test]
+        fn the_suite_runs_every_named_case() {
+            assert_eq!($crate::storage::suite::CASES, &[$(stringify!($case)),*]);
+        }
         $(
             #[test]
             fn $case() {
