@@ -45,7 +45,8 @@ fn ai_binding(env: &Env) -> Option<Ai> {
 }
 
 fn ports(env: &Env) -> worker::Result<Ports> {
-    let embedder = ai_binding(env).map(|ai| Rc::new(WorkersAiEmbedder::new(ai)) as Rc<dyn Embedder>);
+    let embedder =
+        ai_binding(env).map(|ai| Rc::new(WorkersAiEmbedder::new(ai)) as Rc<dyn Embedder>);
     Ok(Ports {
         storage: Rc::new(D1Storage::new(env.d1(D1_BINDING)?)),
         clock: Rc::new(WorkersClock),

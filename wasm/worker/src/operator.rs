@@ -90,7 +90,11 @@ fn from_lore(e: LoreError) -> Response<Vec<u8>> {
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Response<Vec<u8>>> {
-    let body = if body.is_empty() { b"{}".as_slice() } else { body };
+    let body = if body.is_empty() {
+        b"{}".as_slice()
+    } else {
+        body
+    };
     serde_json::from_slice(body)
         .map_err(|e| refuse(StatusCode::BAD_REQUEST, "invalid_argument", e.to_string()))
 }
@@ -107,7 +111,9 @@ pub async fn handle(
         return Some(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "misconfigured",
-            format!("LORE_OPERATOR_SECRET must be at least {MIN_SECRET_LEN} characters; the operator routes are off"),
+            format!(
+                "LORE_OPERATOR_SECRET must be at least {MIN_SECRET_LEN} characters; the operator routes are off"
+            ),
         ));
     }
     if request.method() != Method::POST {
@@ -132,10 +138,18 @@ pub async fn handle(
             "operator routes need Authorization: Bearer <LORE_OPERATOR_SECRET>",
         ));
     }
-    Some(run(ports, action, request.body()).await.unwrap_or_else(|r| r))
+    Some(
+        run(ports, action, request.body())
+            .await
+            .unwrap_or_else(|r| r),
+    )
 }
 
-async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Response<Vec<u8>>, Response<Vec<u8>>> {
+async fn run(
+    ports: &Ports,
+    action: &str,
+    body: &[u8],
+) -> Result<Response<Vec<u8>>, Response<Vec<u8>>> {
     let ok = |value: Value| Ok(reply(StatusCode::OK, value));
     match action {
         "init" => {

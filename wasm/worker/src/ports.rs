@@ -1,20 +1,31 @@
 //! The clock, randomness, outbound HTTP and embedding ports on Workers: `Date.now()`,
 //! `crypto.getRandomValues`, `fetch`, and the Workers AI binding.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
 use async_trait::async_trait;
 use js_sys::Uint8Array;
-use lore::ports::{Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness};
+use lore::ports::{
+    Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness,
+};
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::wasm_bindgen;
-use worker::{Ai, Fetch, Headers, Method, Request, RequestInit};
+use worker::{Ai, Delay, Fetch, Headers, Method, Request, RequestInit};
 
-/// `Date.now()`. Inside a request it is the time the request's I/O last completed (Workers
+/// `Date.now()` and `setTimeout`. Inside a request it is the time the request's I/O last completed (Workers
 /// freeze the clock during pure computation), which is all the core needs.
 pub struct WorkersClock;
 
 impl Clock for WorkersClock {
     fn now_ms(&self) -> i64 {
         js_sys::Date::now() as i64
+    }
+
+    /// `setTimeout` in the calling request's own context.
+    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(Delay::from(Duration::from_millis(ms)))
     }
 }
 
@@ -44,7 +55,10 @@ pub struct WorkersFetch;
 impl HttpClient for WorkersFetch {
     async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError> {
         let fail = |e: worker::Error| {
-            PortError(format!("HTTP {} {} failed: {e}", request.method, request.url))
+            PortError(format!(
+                "HTTP {} {} failed: {e}",
+                request.method, request.url
+            ))
         };
         let headers = Headers::new();
         for (name, value) in &request.headers {

@@ -14,7 +14,7 @@ use lore::storage::suite;
 use serde_json::{Value, json};
 use worker::Env;
 
-use crate::{D1Storage, D1_BINDING};
+use crate::{D1_BINDING, D1Storage};
 
 const PREFIX: &str = "/__test/";
 
@@ -34,17 +34,28 @@ pub async fn handle(
         Some(("storage-suite", case)) => storage_case(env, case).await,
         None if route == "storage-suite" => reply(StatusCode::OK, json!({ "cases": suite::CASES })),
         None if route == "embed" => embed(lore, request.body()).await,
-        _ => reply(StatusCode::NOT_FOUND, json!({ "error": format!("no test route {route}") })),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            json!({ "error": format!("no test route {route}") }),
+        ),
     })
 }
 
 async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
     let db = match env.d1(D1_BINDING) {
         Ok(db) => db,
-        Err(e) => return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": e.to_string() })),
+        Err(e) => {
+            return reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({ "error": e.to_string() }),
+            );
+        }
     };
     if let Err(e) = db.prepare("DELETE FROM lore_kv").run().await {
-        return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": e.to_string() }));
+        return reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": e.to_string() }),
+        );
     }
     let store = D1Storage::new(db);
     if !suite::run_case(case, &store).await {
@@ -58,14 +69,22 @@ async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
 
 async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
     let Some(embedder) = lore.ports.embedder.clone() else {
-        return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "no AI binding" }));
+        return reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": "no AI binding" }),
+        );
     };
     let texts: Vec<String> = match serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| serde_json::from_value(v["texts"].clone()).ok())
     {
         Some(texts) => texts,
-        None => return reply(StatusCode::BAD_REQUEST, json!({ "error": "body must be {\"texts\": [...]}" })),
+        None => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": "body must be {\"texts\": [...]}" }),
+            );
+        }
     };
     match embedder.embed(&texts).await {
         Ok(vectors) => reply(
