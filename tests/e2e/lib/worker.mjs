@@ -33,12 +33,17 @@ function varsFor(args) {
   return vars;
 }
 
-/** Starts the Worker with a fresh D1/KV directory and bootstraps it (operator `init`). */
+/**
+ * Starts the Worker with a fresh D1/KV directory and bootstraps it (operator `init`).
+ * opts.args: `lore serve` flags (see varsFor); opts.build: the build directory (default
+ * LORE_WORKER_BUILD or build); opts.vars: more Worker variables.
+ */
 export async function startWorker(opts = {}) {
   const ownDir = await tempDir();
   const persist = opts.persist ?? ownDir;
-  const argv = [path.join(REPO_ROOT, 'tests', 'worker', 'serve.mjs'), '--build', BUILD, '--persist', persist];
-  for (const [k, v] of Object.entries(varsFor(opts.args ?? []))) argv.push('--var', `${k}=${v}`);
+  const argv = [path.join(REPO_ROOT, 'tests', 'worker', 'serve.mjs'), '--build', opts.build ?? BUILD, '--persist', persist];
+  const vars = { ...varsFor(opts.args ?? []), ...(opts.vars ?? {}) };
+  for (const [k, v] of Object.entries(vars)) argv.push('--var', `${k}=${v}`);
   const child = spawn(NODE, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO_ROOT });
   live.add(child);
   let stdout = '';

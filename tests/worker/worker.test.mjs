@@ -1,0 +1,96 @@
+// Checks of the Workers adapter that the client suite cannot make, under workerd (Miniflare):
+// the shared storage suite on D1, the Workers AI embedder, and what only the test build has.
+//
+//   LORE_TARGET=worker node --test tests/worker/   (scripts/test runs it after building both)
+//
+// The test build (build-test/, feature test-build) runs each case of lore::storage::suite on
+// D1Storage over the Worker's real D1 binding, one request per case, from a fresh table.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startWorker } from '../e2e/lib/worker.mjs';
+
+const TEST_BUILD = process.env.LORE_WORKER_TEST_BUILD || 'build-test';
+const PRODUCT_BUILD = process.env.LORE_WORKER_BUILD || 'build';
+
+let testBuild;
+before(async () => {
+  testBuild = await startWorker({ build: TEST_BUILD });
+});
+after(async () => {
+  if (testBuild) await testBuild.dispose();
+});
+
+test('the shared storage suite passes on D1, every case', async (t) => {
+  // Its own Worker: every case starts by emptying the D1 table.
+  const suiteHost = await startWorker({ build: TEST_BUILD });
+  t.after(() => suiteHost.dispose());
+  const list = await fetch(`${suiteHost.base}/__test/storage-suite`);
+  assert.equal(list.status, 200);
+  const { cases } = await list.json();
+  assert.ok(cases.length >= 9, `cases: ${cases}`);
+  for (const name of cases) {
+    await t.test(name, async () => {
+      const res = await fetch(`${suiteHost.base}/__test/storage-suite/${name}`, { method: 'POST' });
+      const text = await res.text();
+      assert.equal(res.status, 200, `${name} failed on D1 (a panic in the Worker is a 500; its message is in the Worker log):\n${text}\n${suiteHost.stderr.slice(-4000)}`);
+      assert.deepEqual(JSON.parse(text), { case: name, passed: true });
+    });
+  }
+  // An unknown case is an error, not a silent pass.
+  const unknown = await fetch(`${suiteHost.base}/__test/storage-suite/no_such_case`, { method: 'POST' });
+  assert.equal(unknown.status, 404);
+  await unknown.text();
+});
+
+test('the Workers AI embedder sends a plain object and returns one 384-d vector per text', async () => {
+  // The AI binding in tests is the TEST-ONLY stand-in of tests/worker/serve.mjs: it refuses a
+  // Map input (what json! would send) and answers deterministic vectors.
+  const texts = ['The heron dashboard refreshes hourly.', 'Quokka deploys need a ticket.', 'The heron dashboard refreshes hourly.'];
+  const res = await fetch(`${testBuild.base}/__test/embed`, { method: 'POST', body: JSON.stringify({ texts }) });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.model, '@cf/baai/bge-small-en-v1.5');
+  assert.equal(body.dimensions, 384);
+  assert.equal(body.vectors.length, 3);
+  for (const v of body.vectors) assert.equal(v.length, 384);
+  assert.deepEqual(body.vectors[0], body.vectors[2], 'same text, same vector');
+  assert.notDeepEqual(body.vectors[0], body.vectors[1]);
+  const norm = Math.sqrt(body.vectors[1].reduce((s, x) => s + x * x, 0));
+  assert.ok(Math.abs(norm - 1) < 1e-3, `unit vectors from the stand-in; norm ${norm}`);
+});
+
+test('the product build has no test routes and ignores LORE_NO_AUTH', async () => {
+  const product = await startWorker({ build: PRODUCT_BUILD, vars: { LORE_NO_AUTH: '1' } });
+  try {
+    for (const route of ['/__test/storage-suite', '/__test/embed']) {
+      const res = await fetch(`${product.base}${route}`, { method: 'POST', body: '{}' });
+      assert.equal(res.status, 404, route);
+      await res.text();
+    }
+    const tokenless = await fetch(product.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    assert.equal(tokenless.status, 401, await tokenless.text());
+  } finally {
+    await product.dispose();
+  }
+});
+
+test('operator routes: a wrong secret is refused, and they hand out working tokens', async () => {
+  const wrong = await fetch(`${testBuild.base}/operator/org-list`, {
+    method: 'POST', headers: { authorization: 'Bearer not-the-secret' }, body: '{}',
+  });
+  assert.equal(wrong.status, 401);
+  await wrong.text();
+  const again = await testBuild.operator('init', {});
+  assert.equal(again.status, 'already_initialised');
+  const { orgs } = await testBuild.operator('org-list');
+  assert.deepEqual(orgs.map((o) => o.id), ['default']);
+  const { tokens } = await testBuild.operator('token-list', { org: 'default' });
+  assert.equal(tokens.length, 1);
+  assert.equal(tokens[0].role, 'owner');
+  assert.equal(JSON.stringify(tokens).includes(testBuild.ownerToken), false, 'secrets are never listed');
+});
