@@ -8,7 +8,9 @@
 // and serves until SIGTERM/SIGINT. Used by the end-to-end tests, the conformance run and the
 // benchmarks (LORE_TARGET=worker).
 //
-//   node tests/worker/serve.mjs --build build --persist DIR [--var NAME=VALUE ...]
+//   node tests/worker/serve.mjs --build build --persist DIR [--var NAME=VALUE ...] [--no-operator]
+//
+// --no-operator leaves LORE_OPERATOR_SECRET unset (the operator routes are then off).
 //
 // Needs Node >= 22 and WORKER_NODE_MODULES (from scripts/worker-tools) for miniflare.
 //
@@ -24,11 +26,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 function parseArgs(argv) {
-  const out = { build: 'build', persist: null, vars: {} };
+  const out = { build: 'build', persist: null, vars: {}, operator: true };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--build') out.build = argv[++i];
     else if (a === '--persist') out.persist = argv[++i];
+    else if (a === '--no-operator') out.operator = false;
     else if (a === '--var') {
       const [k, ...v] = argv[++i].split('=');
       out.vars[k] = v.join('=');
@@ -93,7 +96,7 @@ async function main() {
 
   const build = path.resolve(REPO, args.build);
   const config = await wranglerConfig();
-  const secret = randomBytes(24).toString('hex');
+  const secret = args.operator ? randomBytes(24).toString('hex') : null;
   const mf = new Miniflare({
     host: '127.0.0.1',
     port: 0,
@@ -111,7 +114,7 @@ async function main() {
         compatibilityDate: config.compatibilityDate,
         d1Databases: { DB: 'lore-local' },
         kvNamespaces: { CACHE: 'lore-cache-local' },
-        bindings: { ...config.vars, ...args.vars, LORE_OPERATOR_SECRET: secret },
+        bindings: { ...config.vars, ...args.vars, ...(secret ? { LORE_OPERATOR_SECRET: secret } : {}) },
         wrappedBindings: { AI: { scriptName: 'test-only-workers-ai' } },
       },
       {
@@ -126,7 +129,7 @@ async function main() {
   await db.batch(statements.map((s) => db.prepare(s)));
 
   const base = url.href.replace(/\/$/, '');
-  process.stdout.write(`lore worker listening on ${base}/mcp operator-secret=${secret}\n`);
+  process.stdout.write(`lore worker listening on ${base}/mcp operator-secret=${secret ?? 'none'}\n`);
 
   let closing = false;
   const stop = async () => {

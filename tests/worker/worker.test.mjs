@@ -79,6 +79,19 @@ test('the product build has no test routes and ignores LORE_NO_AUTH', async () =
   }
 });
 
+test('without LORE_OPERATOR_SECRET the operator routes do not exist', async () => {
+  const closed = await startWorker({ build: PRODUCT_BUILD, operator: false });
+  try {
+    for (const action of ['init', 'token-create', 'nope']) {
+      const res = await fetch(`${closed.base}/operator/${action}`, { method: 'POST', headers: { authorization: 'Bearer x' }, body: '{}' });
+      assert.equal(res.status, 404, action);
+      await res.text();
+    }
+  } finally {
+    await closed.dispose();
+  }
+});
+
 test('operator routes: a wrong secret is refused, and they hand out working tokens', async () => {
   const wrong = await fetch(`${testBuild.base}/operator/org-list`, {
     method: 'POST', headers: { authorization: 'Bearer not-the-secret' }, body: '{}',
@@ -93,4 +106,20 @@ test('operator routes: a wrong secret is refused, and they hand out working toke
   assert.equal(tokens.length, 1);
   assert.equal(tokens[0].role, 'owner');
   assert.equal(JSON.stringify(tokens).includes(testBuild.ownerToken), false, 'secrets are never listed');
+  const issued = await testBuild.operator('token-create', { org: 'default', role: 'viewer', scopes: 'mcp:read', name: 'probe' });
+  const listed = await fetch(testBuild.url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${issued.token}`, 'content-type': 'application/json',
+      accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+  });
+  assert.equal(listed.status, 200, await listed.clone().text());
+  assert.equal((await listed.json()).result.tools.length > 0, true);
+  const bad = await fetch(`${testBuild.base}/operator/token-create`, {
+    method: 'POST', headers: { authorization: `Bearer ${testBuild.operatorSecret}` }, body: '{"org": "default", "role": "emperor"}',
+  });
+  assert.equal(bad.status, 400, 'an invalid role is a 400 naming the field');
+  assert.match(await bad.text(), /role/);
 });

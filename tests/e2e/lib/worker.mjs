@@ -36,7 +36,8 @@ function varsFor(args) {
 /**
  * Starts the Worker with a fresh D1/KV directory and bootstraps it (operator `init`).
  * opts.args: `lore serve` flags (see varsFor); opts.build: the build directory (default
- * LORE_WORKER_BUILD or build); opts.vars: more Worker variables.
+ * LORE_WORKER_BUILD or build); opts.vars: more Worker variables; opts.operator: false leaves
+ * the operator secret unset (no bootstrap, no owner token).
  */
 export async function startWorker(opts = {}) {
   const ownDir = await tempDir();
@@ -44,6 +45,7 @@ export async function startWorker(opts = {}) {
   const argv = [path.join(REPO_ROOT, 'tests', 'worker', 'serve.mjs'), '--build', opts.build ?? BUILD, '--persist', persist];
   const vars = { ...varsFor(opts.args ?? []), ...(opts.vars ?? {}) };
   for (const [k, v] of Object.entries(vars)) argv.push('--var', `${k}=${v}`);
+  if (opts.operator === false) argv.push('--no-operator');
   const child = spawn(NODE, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO_ROOT });
   live.add(child);
   let stdout = '';
@@ -85,7 +87,7 @@ export async function startWorker(opts = {}) {
     return json;
   }
 
-  const init = await operator('init', { org: 'default' });
+  const init = opts.operator === false ? {} : await operator('init', { org: 'default' });
   const server = {
     target: 'worker',
     child,
@@ -95,6 +97,7 @@ export async function startWorker(opts = {}) {
     url: `${base}/mcp`,
     ownerToken: init.status === 'created' ? init.token : null,
     operator,
+    operatorSecret: secret,
     get stderr() { return stderr; },
     get stdout() { return stdout; },
     get exitInfo() { return exitInfo; },
