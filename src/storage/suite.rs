@@ -84,6 +84,23 @@ pub async fn scan_pages_resume_without_gaps_or_repeats(s: &dyn Storage) {
     assert_eq!(s.scan_all("pg/").await.unwrap().len(), 57);
 }
 
+pub async fn scan_returns_large_pages_whole(s: &dyn Storage) {
+    // Regression: the D1 backend capped every page at 256 rows (a shift that wraps on wasm32),
+    // so a scan of more than 256 keys stopped early and looked complete.
+    let mut batch = Batch::new();
+    for i in 0..700 {
+        batch.put(format!("lg/{i:04}"), b("v"));
+    }
+    s.commit(batch).await.unwrap();
+    let page = s.scan("lg/", None, 512).await.unwrap();
+    assert_eq!(page.entries.len(), 512);
+    assert_eq!(page.cursor.as_deref(), Some("lg/0511"));
+    let rest = s.scan("lg/", page.cursor.as_deref(), 512).await.unwrap();
+    assert_eq!(rest.entries.len(), 188);
+    assert_eq!(rest.cursor, None);
+    assert_eq!(s.scan_all("lg/").await.unwrap().len(), 700);
+}
+
 pub async fn scan_after_outside_prefix_is_clamped(s: &dyn Storage) {
     for k in ["r/a", "r/b"] {
         s.put(k, b(k)).await.unwrap();
@@ -188,6 +205,7 @@ by_name!(
     binary_and_large_values_round_trip,
     scan_is_ordered_and_bounded_by_prefix,
     scan_pages_resume_without_gaps_or_repeats,
+    scan_returns_large_pages_whole,
     scan_after_outside_prefix_is_clamped,
     batch_applies_all_writes_together,
     failed_check_writes_nothing,
@@ -204,6 +222,7 @@ macro_rules! storage_suite {
             binary_and_large_values_round_trip,
             scan_is_ordered_and_bounded_by_prefix,
             scan_pages_resume_without_gaps_or_repeats,
+            scan_returns_large_pages_whole,
             scan_after_outside_prefix_is_clamped,
             batch_applies_all_writes_together,
             failed_check_writes_nothing,

@@ -130,8 +130,9 @@ impl Storage for D1Storage {
             _ => "",
         };
         let end = prefix_end(prefix).map_or(JsValue::NULL, |e| text(&e));
-        // D1 binds JS numbers; a page is far below 2^53.
-        let fetch = limit.saturating_add(1).min(1 << 40) as f64;
+        // D1 binds JS numbers. (A `1 << 40` cap here was 256 on wasm32, where usize is 32 bits
+        // and the shift wraps: every scan stopped after 256 rows.)
+        let fetch = f64::from(u32::try_from(limit.saturating_add(1)).unwrap_or(u32::MAX));
         let rows = self
             .statement(
                 SCAN,
