@@ -6,7 +6,8 @@
 // ROUNDS times: restart the server on the same data and time its first `tools/list`; restart
 // again and time its first `search_memory` (a cold instance: it loads the org's memory index
 // from storage). Then WARM sequential requests of each on the running server.
-// Every response is checked (HTTP 200, a result, search hits). Loopback only; bounded loops.
+// Every response is checked (HTTP 200, a result, search hits), and both targets must return the
+// same results for every query (limit 100). Loopback only; bounded loops.
 import { spawn, execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -84,6 +85,24 @@ async function rpc(base, token, method, params) {
   return ms;
 }
 
+async function answers(s) {
+  // What each query finds (limit 100), as sorted scores: both targets must agree. (Texts may
+  // differ at the cut-off: equal scores are ordered by the events' ids, which are random.)
+  const out = {};
+  for (const query of QUERIES) {
+    const res = await fetch(`${s.base}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call', 'mcp-name': 'search_memory', authorization: `Bearer ${s.token}`,
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search_memory', arguments: { query, limit: 100 }, _meta: META } }),
+    });
+    out[query] = (await res.json()).result.structuredContent.results.map((r) => r.score).sort((x, y) => x - y);
+  }
+  return out;
+}
+
 const list = (s) => rpc(s.base, s.token, 'tools/list', {});
 const search = (s, i) => rpc(s.base, s.token, 'tools/call', { name: 'search_memory', arguments: { query: QUERIES[i % QUERIES.length] } });
 
@@ -125,10 +144,17 @@ async function main() {
       const warm = { list: [], search: [] };
       for (let i = 0; i < WARM; i++) warm.list.push(await list(s));
       for (let i = 0; i < WARM; i++) warm.search.push(await search(s, i));
+      const found = await answers(s);
       await s.p.stop();
-      results[name] = { cold: { list: stats(cold.list), search: stats(cold.search) }, warm: { list: stats(warm.list), search: stats(warm.search) } };
+      results[name] = { answers: found, cold: { list: stats(cold.list), search: stats(cold.search) }, warm: { list: stats(warm.list), search: stats(warm.search) } };
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  }
+  for (const query of QUERIES) {
+    const [a, b] = [results.native.answers[query], results.worker.answers[query]];
+    if (JSON.stringify(a) !== JSON.stringify(b)) {
+      throw new Error(`targets disagree on ${JSON.stringify(query)}: native ${a.length} results, worker ${b.length}`);
     }
   }
   console.log(`\n${SEED_N} memories in the org; cold = first request of a fresh process/isolate (median of ${ROUNDS}, min-max), warm = ${WARM} sequential requests (p50 / p99), ms\n`);

@@ -53,16 +53,10 @@ fn bytes_of(value: &JsValue) -> Result<Vec<u8>, StorageError> {
     if let Some(buffer) = value.dyn_ref::<ArrayBuffer>() {
         return Ok(Uint8Array::new(buffer).to_vec());
     }
-    if let Some(array) = value.dyn_ref::<Array>() {
-        return array
-            .iter()
-            .map(|n| {
-                n.as_f64()
-                    .filter(|f| (0.0..=255.0).contains(f))
-                    .map(|f| f as u8)
-                    .ok_or_else(|| backend("a BLOB element is not a byte"))
-            })
-            .collect();
+    if value.is_instance_of::<Array>() {
+        // One conversion on the JS side and one copy, rather than a boundary crossing per byte
+        // (which made loading a 10,000-event org several times slower).
+        return Ok(Uint8Array::new(value).to_vec());
     }
     if let Some(s) = value.as_string() {
         // A value written as TEXT by another tool (for example `wrangler d1 execute`).
