@@ -8,6 +8,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
+import http from 'node:http';
+
 import { startWorker } from '../e2e/lib/worker.mjs';
 
 const TEST_BUILD = process.env.LORE_WORKER_TEST_BUILD || 'build-test';
@@ -60,10 +62,45 @@ test('the Workers AI embedder sends a plain object and returns one 384-d vector 
   assert.ok(Math.abs(norm - 1) < 1e-3, `unit vectors from the stand-in; norm ${norm}`);
 });
 
+test('the HTTP port sends method, headers and body through fetch and returns the answer', async () => {
+  // A loopback server on this machine stands in for a connection's API.
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      seen.push({ method: req.method, url: req.url, auth: req.headers.authorization, body });
+      res.writeHead(201, { 'content-type': 'application/json', 'x-upstream': 'yes' });
+      res.end(JSON.stringify({ echoed: body }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${server.address().port}/v1/things?x=1`;
+    const res = await fetch(`${testBuild.base}/__test/fetch`, {
+      method: 'POST',
+      body: JSON.stringify({ method: 'POST', url, headers: [['authorization', 'Bearer upstream-secret']], body: 'hello' }),
+    });
+    const out = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(out));
+    assert.equal(out.status, 201);
+    assert.deepEqual(JSON.parse(out.body), { echoed: 'hello' });
+    assert.ok(out.headers.some(([k, v]) => k === 'x-upstream' && v === 'yes'), JSON.stringify(out.headers));
+    assert.deepEqual(seen, [{ method: 'POST', url: '/v1/things?x=1', auth: 'Bearer upstream-secret', body: 'hello' }]);
+    // A refused connection is a port error, not a crash.
+    server.close();
+    const down = await fetch(`${testBuild.base}/__test/fetch`, { method: 'POST', body: JSON.stringify({ method: 'GET', url }) });
+    assert.equal(down.status, 502, await down.clone().text());
+    assert.match((await down.json()).error, /HTTP GET .* failed/);
+  } finally {
+    server.close();
+  }
+});
+
 test('the product build has no test routes and ignores LORE_NO_AUTH', async () => {
   const product = await startWorker({ build: PRODUCT_BUILD, vars: { LORE_NO_AUTH: '1' } });
   try {
-    for (const route of ['/__test/storage-suite', '/__test/embed']) {
+    for (const route of ['/__test/storage-suite', '/__test/embed', '/__test/fetch']) {
       const res = await fetch(`${product.base}${route}`, { method: 'POST', body: '{}' });
       assert.equal(res.status, 404, route);
       await res.text();

@@ -7,6 +7,8 @@
 //!   A failing case panics; the Worker then answers 500 and logs the assertion.
 //! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`WorkersAiEmbedder`] and returns
 //!   the model id and the vectors.
+//! - `POST /__test/fetch` `{"method", "url", "headers": [[name, value]], "body"}`: one outbound
+//!   request through the HTTP port ([`crate::WorkersFetch`]); returns status, headers and body.
 
 use http::{Request, Response, StatusCode};
 use lore::Lore;
@@ -34,6 +36,7 @@ pub async fn handle(
         Some(("storage-suite", case)) => storage_case(env, case).await,
         None if route == "storage-suite" => reply(StatusCode::OK, json!({ "cases": suite::CASES })),
         None if route == "embed" => embed(lore, request.body()).await,
+        None if route == "fetch" => fetch(lore, request.body()).await,
         _ => reply(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
@@ -90,6 +93,43 @@ async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
         Ok(vectors) => reply(
             StatusCode::OK,
             json!({ "model": embedder.model_id(), "dimensions": embedder.dimensions(), "vectors": vectors }),
+        ),
+        Err(e) => reply(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
+    }
+}
+
+async fn fetch(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        method: String,
+        url: String,
+        #[serde(default)]
+        headers: Vec<(String, String)>,
+        #[serde(default)]
+        body: String,
+    }
+    let Ok(spec) = serde_json::from_slice::<Spec>(body) else {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            json!({ "error": "body must be {method, url, headers?, body?}" }),
+        );
+    };
+    let Some(http) = lore.ports.http.clone() else {
+        return reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": "no HTTP port" }),
+        );
+    };
+    let request = lore::ports::OutboundRequest {
+        method: spec.method,
+        url: spec.url,
+        headers: spec.headers,
+        body: spec.body.into_bytes(),
+    };
+    match http.send(request).await {
+        Ok(r) => reply(
+            StatusCode::OK,
+            json!({ "status": r.status, "headers": r.headers, "body": String::from_utf8_lossy(&r.body) }),
         ),
         Err(e) => reply(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
     }
