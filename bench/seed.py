@@ -1,8 +1,9 @@
 """Seeds a lore server with 1,000 varied memories for bench/run.sh, then checks that every
 benchmark query finds something. Standard library only.
 
-Usage: python3 seed.py URL TOKEN QUERIES
+Usage: python3 seed.py URL TOKEN QUERIES [COUNT]
   QUERIES: '|'-separated search queries that must each return at least one result.
+  COUNT: how many memories (default 1,000).
 """
 
 import json
@@ -111,7 +112,7 @@ def call(url, token, tool, arguments):
 
 def main():
     url, token, queries = sys.argv[1], sys.argv[2], sys.argv[3].split("|")
-    items = memories(1000)
+    items = memories(int(sys.argv[4]) if len(sys.argv) > 4 else 1000)
     saved = 0
     for i in range(0, len(items), 100):
         ids = call(url, token, "save_memory", {"memories": items[i:i + 100]})["ids"]

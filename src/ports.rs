@@ -4,6 +4,8 @@
 //! Futures are `?Send`: Workers and Spin are single-threaded and the script engine that comes
 //! later is not `Send`. The native adapter runs one core instance per worker thread.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -14,6 +16,13 @@ pub use crate::storage::Storage;
 /// (`std::time` traps on wasm32-unknown-unknown).
 pub trait Clock {
     fn now_ms(&self) -> i64;
+
+    /// Waits `ms` milliseconds without blocking the host (backoff between retries). The
+    /// default returns at once: hosts without timers, and tests with a fixed clock.
+    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+        let _ = ms;
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// Cryptographically secure random bytes from the host.

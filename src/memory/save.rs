@@ -20,6 +20,17 @@ pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 /// Attempts at a save whose batch lost a race (another save in the same org committed first).
 const ATTEMPTS: usize = 16;
 
+/// Longest pause between two attempts.
+const MAX_BACKOFF_MS: u64 = 250;
+
+/// A random pause before attempt `attempt + 1`: up to 4 ms, doubling per attempt, capped.
+fn backoff_ms(ports: &Ports, attempt: usize) -> u64 {
+    let ceiling = (4u64 << attempt.min(6)).min(MAX_BACKOFF_MS);
+    let mut byte = [0u8; 2];
+    ports.random.fill(&mut byte);
+    u64::from(u16::from_le_bytes(byte)) % (ceiling + 1)
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 struct IdempotencyRecord {
     event_id: String,
@@ -52,9 +63,14 @@ impl MemoryService {
         }
         // A conflict means another save in this org committed between our read of the sequence
         // number and our commit (or took the same idempotency key): read again and retry.
-        for _ in 0..ATTEMPTS {
+        // Where every storage call yields to other requests (Workers on D1), concurrent saves
+        // all read the same sequence number and all but one lose each round; a random, growing
+        // pause spreads them out so they do not collide round after round.
+        for attempt in 0..ATTEMPTS {
             match self.try_save(ports, caller, &memories, &field_prefix).await {
-                Err(LoreError::Storage(StorageError::Conflict { .. })) => continue,
+                Err(LoreError::Storage(StorageError::Conflict { .. })) => {
+                    ports.clock.sleep(backoff_ms(ports, attempt)).await;
+                }
                 other => return other,
             }
         }

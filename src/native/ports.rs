@@ -22,6 +22,10 @@ impl Clock for SystemClock {
             .unwrap_or_default();
         i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
     }
+
+    fn sleep(&self, ms: u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(ms)))
+    }
 }
 
 pub struct OsRandom;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite against `lore serve --no-auth`, once per protocol
+# Runs the official MCP conformance suite against `lore serve --no-auth` (or, with
+# LORE_TARGET=worker, the Workers test build under workerd), once per protocol
 # revision lore serves (2025-11-25: stateful, sessions; 2026-07-28: stateless), each against
 # its strict baseline tests/conformance/expected-failures-<revision>.yml.
 #
@@ -8,7 +9,10 @@
 #   LORE_FIXTURES_BIN="$CARGO_TARGET_DIR/lore-fixtures" tests/conformance/run.sh
 #
 # Environment:
-#   LORE_FIXTURES_BIN  lore binary built with `--features conformance-fixtures` (required)
+#   LORE_TARGET        native (default) or worker
+#   LORE_FIXTURES_BIN  lore binary built with `--features conformance-fixtures` (native target)
+#   LORE_WORKER_TEST_BUILD  the Workers test build directory (worker target; default build-test,
+#                      from `scripts/build-worker --test`); needs `source scripts/worker-tools`
 #   TOOLS              where Node and the suite are installed (default: <repo>/.tools)
 #   CONFORMANCE_OUT    where logs and per-check results go (default: a new temp dir, kept)
 #
@@ -49,9 +53,20 @@ export PATH="$NODE_BIN:$PATH"
 [[ -x "$SUITE_BIN" ]] || die "the suite is not installed at $SUITE_BIN"
 
 # --- server -----------------------------------------------------------------------------------
-LORE="${LORE_FIXTURES_BIN:-}"
-[[ -n "$LORE" ]] || die "set LORE_FIXTURES_BIN to a lore binary built with --features conformance-fixtures"
-[[ -x "$LORE" ]] || die "LORE_FIXTURES_BIN=$LORE is not an executable file"
+TARGET="${LORE_TARGET:-native}"
+case "$TARGET" in
+    native)
+        LORE="${LORE_FIXTURES_BIN:-}"
+        [[ -n "$LORE" ]] || die "set LORE_FIXTURES_BIN to a lore binary built with --features conformance-fixtures"
+        [[ -x "$LORE" ]] || die "LORE_FIXTURES_BIN=$LORE is not an executable file"
+        ;;
+    worker)
+        WORKER_BUILD="${LORE_WORKER_TEST_BUILD:-build-test}"
+        [[ -f "$REPO/$WORKER_BUILD/worker/shim.mjs" ]] || die "no Workers test build in $WORKER_BUILD; run scripts/build-worker --test"
+        [[ -n "${WORKER_NODE_MODULES:-}" ]] || die "source scripts/worker-tools first (WORKER_NODE_MODULES)"
+        ;;
+    *) die "LORE_TARGET=$TARGET: expected native or worker" ;;
+esac
 
 OUT="${CONFORMANCE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/lore-conformance.XXXXXX")}"
 mkdir -p "$OUT"
@@ -69,17 +84,34 @@ trap 'exit 130' INT TERM HUP PIPE
 
 # Port 0: the OS picks a free port and lore prints the address it bound.
 : >"$OUT/server.log"
-"$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 >"$OUT/server.log" 2>&1 &
+if [[ "$TARGET" == native ]]; then
+    "$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 >"$OUT/server.log" 2>&1 &
+else
+    # The Workers test build under workerd (Miniflare) with D1 and KV; LORE_NO_AUTH is honoured
+    # only by the test build.
+    node "$REPO/tests/worker/serve.mjs" --build "$WORKER_BUILD" --persist "$DATA" \
+        --var LORE_NO_AUTH=1 --var LORE_ALLOWED_HOSTS=127.0.0.1,localhost >"$OUT/server.log" 2>&1 &
+fi
 SERVER_PID=$!
 
 URL=""
-for _ in $(seq 1 100); do
-    URL="$(sed -n 's/.*lore listening on \(http:[^ ]*\/mcp\).*/\1/p' "$OUT/server.log" | head -n 1)"
+for _ in $(seq 1 300); do
+    URL="$(sed -n 's/.*lore\( worker\)\{0,1\} listening on \(http:[^ ]*\/mcp\).*/\2/p' "$OUT/server.log" | head -n 1)"
     [[ -n "$URL" ]] && break
     kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.log" >&2; die "lore exited before listening"; }
     sleep 0.1
 done
-[[ -n "$URL" ]] || { cat "$OUT/server.log" >&2; die "lore did not report its address within 10 s"; }
+[[ -n "$URL" ]] || { cat "$OUT/server.log" >&2; die "lore did not report its address within 30 s"; }
+if [[ "$TARGET" == worker ]]; then
+    # Bootstrap the Worker's D1 (the local owner that tokenless requests act as).
+    SECRET="$(sed -n 's/.*operator-secret=\([0-9a-f]*\).*/\1/p' "$OUT/server.log" | head -n 1)"
+    node -e '
+      const [base, secret] = process.argv.slice(1);
+      fetch(base + "/operator/init", { method: "POST", headers: { authorization: "Bearer " + secret }, body: "{}" })
+        .then(async (r) => { if (!r.ok) { console.error(await r.text()); process.exit(1); } })
+        .catch((e) => { console.error(e); process.exit(1); });
+    ' "${URL%/mcp}" "$SECRET" || die "operator init of the Worker failed"
+fi
 
 # Wait for /healthz, then make sure this build has the fixtures (a plain build fails every
 # scenario with "Unknown tool", which is a confusing way to learn about the missing feature).
@@ -113,9 +145,16 @@ const deadline = Date.now() + 10000;
 })().catch((e) => { console.error(e); process.exit(1); });
 JS
 
-echo "conformance: lore at $URL (server log, suite logs and checks.json under $OUT)"
+echo "conformance: lore ($TARGET) at $URL (server log, suite logs and checks.json under $OUT)"
 
 # --- suite ------------------------------------------------------------------------------------
+# The baseline of a revision: expected-failures-<rev>.yml, or for the worker target its own
+# expected-failures-worker-<rev>.yml when the edge differs (it runs without sessions).
+baseline() {
+    local own="$HERE/expected-failures-$TARGET-$1.yml"
+    if [[ "$TARGET" != native && -f "$own" ]]; then echo "$own"; else echo "$HERE/expected-failures-$1.yml"; fi
+}
+
 declare -A VERDICT TOTAL
 status=0
 for rev in "${REVISIONS[@]}"; do
@@ -124,7 +163,7 @@ for rev in "${REVISIONS[@]}"; do
     log="$OUT/suite-$rev.log"
     set +e
     "$SUITE_BIN" server --url "$URL" --requirements "$rev" \
-        --expected-failures "$HERE/expected-failures-$rev.yml" -o "$OUT/checks-$rev" >"$log" 2>&1
+        --expected-failures "$(baseline "$rev")" -o "$OUT/checks-$rev" >"$log" 2>&1
     rc=$?
     set -e
     # The summary, the baseline sections and the verdict; the full log is in $log.
@@ -138,7 +177,7 @@ for rev in "${REVISIONS[@]}"; do
 done
 
 echo
-echo "=== conformance summary (suite $SUITE_VERSION, node $NODE_VERSION) ==="
+echo "=== conformance summary: $TARGET (suite $SUITE_VERSION, node $NODE_VERSION) ==="
 for rev in "${REVISIONS[@]}"; do
     printf '  %s: %s — baseline %s\n' "$rev" "${TOTAL[$rev]:-no total}" "${VERDICT[$rev]}"
 done

@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, createOrg, createToken, rawLegacy, raw2026, toolText, runPython, loreJson, lore } from './lib/server.mjs';
+import { startServer, createOrg, createToken, issueToken, revokeToken, rawLegacy, raw2026, toolText, runPython } from './lib/server.mjs';
 import { connectSdk1, connectV2, save, search } from './lib/clients.mjs';
 
 let server;
@@ -20,7 +20,7 @@ function ids(result) {
 
 test('6. isolation: another org never sees default\'s memories, and tokens are refused on the other org\'s path', async () => {
   const owner = server.ownerToken;
-  const other = await createOrg(server.db, 'other');
+  const other = await createOrg(server, 'other');
   assert.equal(other.org, 'other');
   assert.match(other.token, /^lore_/);
 
@@ -84,8 +84,8 @@ test('6. isolation: another org never sees default\'s memories, and tokens are r
 
 test('7. scopes and roles: read-only token gets 403 insufficient_scope on save; viewer gets needs_write; both can search', async () => {
   const owner = server.ownerToken;
-  const readOnly = await createToken(server.db, { scopes: 'mcp:read', name: 'reader' });
-  const viewer = await createToken(server.db, { role: 'viewer', scopes: 'mcp:read,mcp:write', name: 'viewer' });
+  const readOnly = await createToken(server, { scopes: 'mcp:read', name: 'reader' });
+  const viewer = await createToken(server, { role: 'viewer', scopes: 'mcp:read,mcp:write', name: 'viewer' });
 
   const o = await connectV2(server.url, owner, 'pin');
   let id;
@@ -153,13 +153,12 @@ test('7. scopes and roles: read-only token gets 403 insufficient_scope on save; 
 });
 
 test('7b. a revoked token is refused at once (401) by the running server, for every client', async () => {
-  const issued = await loreJson(['token', 'create', '--db', server.db, '--org', 'default', '--name', 'laptop', '--json']);
+  const issued = await issueToken(server, { name: 'laptop' });
   assert.match(issued.token_id, /^tok_/);
   const v2 = await connectV2(server.url, issued.token, 'pin');
   try {
     assert.equal((await search(v2.client, 'anything')).isError, false);
-    const revoked = await lore(['token', 'revoke', issued.token_id, '--db', server.db, '--org', 'default']);
-    assert.equal(revoked.code, 0, revoked.stderr);
+    await revokeToken(server, issued.token_id);
     // The already-connected client's next call fails.
     await assert.rejects(search(v2.client, 'anything'), /401|revoked/);
   } finally {

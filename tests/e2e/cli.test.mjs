@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, lore } from './lib/server.mjs';
+import { startServer, lore, onlyNative } from './lib/server.mjs';
 
 async function run(args) {
   const r = await lore(['memory', 'run', ...args]);
@@ -10,7 +10,7 @@ async function run(args) {
   return JSON.parse(r.stdout);
 }
 
-test('9. lore memory run: local (--db) and remote (--url --token) both save and search', async () => {
+test('9. lore memory run: local (--db) and remote (--url --token) both save and search', onlyNative('the CLI opens the server\'s SQLite file with --db; a Worker\'s D1 has no local file'), async () => {
   const server = await startServer();
   try {
     const token = server.ownerToken;

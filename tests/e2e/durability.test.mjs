@@ -3,10 +3,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 
-import { startServer, tempDir, cleanupDir } from './lib/server.mjs';
+import { startServer, tempDir, cleanupDir, onlyNative } from './lib/server.mjs';
 import { connectV2, connectSdk1, save, search } from './lib/clients.mjs';
 
-test('5. durability: save, kill -TERM, restart on the same db, the memory is still found', async () => {
+test('5. durability: save, kill -TERM, restart on the same db, the memory is still found', onlyNative('graceful shutdown on SIGTERM and reopening the SQLite file are the native process\'s; on Workers, D1 holds every acknowledged write'), async () => {
   const dir = await tempDir();
   const db = path.join(dir, 'lore.db');
   let first;
@@ -55,7 +55,7 @@ test('5. durability: save, kill -TERM, restart on the same db, the memory is sti
   }
 });
 
-test('5b. durability: a saved memory survives SIGKILL (no graceful shutdown)', async () => {
+test('5b. durability: a saved memory survives SIGKILL (no graceful shutdown)', onlyNative('kill -9 of the serving process and fsync of the SQLite file are native concerns; a Worker isolate holds no data'), async () => {
   const dir = await tempDir();
   const db = path.join(dir, 'lore.db');
   let first;

@@ -8,6 +8,7 @@
 # Both installs are skipped when already satisfied.
 #
 # Environment:
+#   LORE_TARGET native (default) or worker: see below.
 #   LORE_BIN   the lore binary to test. Default: build it (default features) and test a copy,
 #              so a concurrent build with other features cannot swap it mid-run.
 #   TOOLS      where tools are installed (default <repo>/.tools).
@@ -64,7 +65,15 @@ then
   "$LORE_PY" -m pip install --quiet --disable-pip-version-check -r "$E2E/requirements.txt" >&2
 fi
 
-# The binary under test.
+# What is under test: `lore serve` (LORE_TARGET=native, the default) or the Workers build under
+# workerd (LORE_TARGET=worker; see lib/worker.mjs: it needs the build in LORE_WORKER_BUILD,
+# default build/, and WORKER_NODE_MODULES and WORKER_NODE from scripts/worker-tools).
+export LORE_TARGET=${LORE_TARGET:-native}
+if [ "$LORE_TARGET" = worker ]; then
+  log "LORE_TARGET=worker LORE_WORKER_BUILD=${LORE_WORKER_BUILD:-build}"
+  cd "$E2E"
+  exec "$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs
+fi
 if [ -z "${LORE_BIN:-}" ]; then
   log "cargo build --bin lore"
   (cd "$REPO" && cargo build --quiet --bin lore)

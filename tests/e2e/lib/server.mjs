@@ -19,7 +19,20 @@ export const LORE_PY = process.env.LORE_PY || path.join(REPO_ROOT, '.tools', 've
 /** The tools of the workspace profile on `tools/list`, sorted by name. */
 export const WORKSPACE_TOOLS = ['save_memory', 'search_memory', 'search_sdk'];
 
-if (!existsSync(LORE_BIN)) {
+/**
+ * What the tests run against: `native` (`lore serve`, the default) or `worker` (the Workers
+ * build under workerd with D1 and KV; see lib/worker.mjs). Tests that only make sense for one
+ * of them say so with `onlyNative(reason)`.
+ */
+export const TARGET = process.env.LORE_TARGET || 'native';
+if (!['native', 'worker'].includes(TARGET)) throw new Error(`LORE_TARGET=${TARGET}: expected native or worker`);
+
+/** `{skip: reason}` on the worker target: for tests of what only the native server has. */
+export function onlyNative(reason) {
+  return TARGET === 'native' ? {} : { skip: `native only: ${reason}` };
+}
+
+if (TARGET === 'native' && !existsSync(LORE_BIN)) {
   throw new Error(`lore binary not found at ${LORE_BIN}; run \`cargo build\` or set LORE_BIN`);
 }
 
@@ -52,6 +65,10 @@ function delay(ms) {
  * opts.workers: worker threads (default 2).
  */
 export async function startServer(opts = {}) {
+  if (TARGET === 'worker') {
+    const { startWorker } = await import('./worker.mjs');
+    return startWorker(opts);
+  }
   const ownDir = opts.db ? null : await tempDir();
   const db = opts.db ?? path.join(ownDir, 'lore.db');
   const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];
@@ -102,6 +119,7 @@ export async function startServer(opts = {}) {
   const tokenMatch = /owner token \(shown once\):\s+(lore_[A-Za-z0-9_-]+)/.exec(stderr);
 
   const server = {
+    target: 'native',
     child,
     db,
     dir: ownDir ?? path.dirname(db),
@@ -148,17 +166,37 @@ export async function loreJson(args) {
   return JSON.parse(r.stdout);
 }
 
-/** `lore token create`: returns the token secret. */
-export async function createToken(db, { org = 'default', role = 'member', scopes = 'mcp:read,mcp:write', name } = {}) {
-  const args = ['token', 'create', '--db', db, '--org', org, '--role', role, '--scopes', scopes, '--json'];
+// Operator actions: the `lore` CLI on the server's database (native), or the Worker's operator
+// routes (worker). Each takes the server handle.
+
+/** `lore token create`: returns {org, token, token_id, principal}. */
+export async function issueToken(server, { org = 'default', role, scopes = 'mcp:read,mcp:write', name } = {}) {
+  if (server.target === 'worker') return server.operator('token-create', { org, role, scopes, name });
+  const args = ['token', 'create', '--db', server.db, '--org', org, '--scopes', scopes, '--json'];
+  if (role) args.push('--role', role);
   if (name) args.push('--name', name);
-  const out = await loreJson(args);
-  return out.token;
+  return loreJson(args);
+}
+
+/** `lore token create` with role member by default: returns the token secret. */
+export async function createToken(server, { role = 'member', ...opts } = {}) {
+  return (await issueToken(server, { role, ...opts })).token;
+}
+
+/** `lore token revoke`. */
+export async function revokeToken(server, tokenId, org = 'default') {
+  if (server.target === 'worker') {
+    await server.operator('token-revoke', { org, token_id: tokenId });
+    return;
+  }
+  const r = await lore(['token', 'revoke', tokenId, '--db', server.db, '--org', org]);
+  if (r.code !== 0) throw new Error(`lore token revoke failed (${r.code}):\n${r.stderr}`);
 }
 
 /** `lore org create`: returns {org, token}. */
-export async function createOrg(db, name) {
-  return loreJson(['org', 'create', name, '--db', db, '--json']);
+export async function createOrg(server, name) {
+  if (server.target === 'worker') return server.operator('org-create', { name });
+  return loreJson(['org', 'create', name, '--db', server.db, '--json']);
 }
 
 /**

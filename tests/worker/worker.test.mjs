@@ -1,0 +1,162 @@
+// Checks of the Workers adapter that the client suite cannot make, under workerd (Miniflare):
+// the shared storage suite on D1, the Workers AI embedder, and what only the test build has.
+//
+//   LORE_TARGET=worker node --test tests/worker/   (scripts/test runs it after building both)
+//
+// The test build (build-test/, feature test-build) runs each case of lore::storage::suite on
+// D1Storage over the Worker's real D1 binding, one request per case, from a fresh table.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import http from 'node:http';
+
+import { startWorker } from '../e2e/lib/worker.mjs';
+
+const TEST_BUILD = process.env.LORE_WORKER_TEST_BUILD || 'build-test';
+const PRODUCT_BUILD = process.env.LORE_WORKER_BUILD || 'build';
+
+let testBuild;
+before(async () => {
+  testBuild = await startWorker({ build: TEST_BUILD });
+});
+after(async () => {
+  if (testBuild) await testBuild.dispose();
+});
+
+test('the shared storage suite passes on D1, every case', async (t) => {
+  // Its own Worker: every case starts by emptying the D1 table.
+  const suiteHost = await startWorker({ build: TEST_BUILD });
+  t.after(() => suiteHost.dispose());
+  const list = await fetch(`${suiteHost.base}/__test/storage-suite`);
+  assert.equal(list.status, 200);
+  const { cases } = await list.json();
+  assert.ok(cases.length >= 9, `cases: ${cases}`);
+  for (const name of cases) {
+    await t.test(name, async () => {
+      const res = await fetch(`${suiteHost.base}/__test/storage-suite/${name}`, { method: 'POST' });
+      const text = await res.text();
+      assert.equal(res.status, 200, `${name} failed on D1 (a panic in the Worker is a 500; its message is in the Worker log):\n${text}\n${suiteHost.stderr.slice(-4000)}`);
+      assert.deepEqual(JSON.parse(text), { case: name, passed: true });
+    });
+  }
+  // An unknown case is an error, not a silent pass.
+  const unknown = await fetch(`${suiteHost.base}/__test/storage-suite/no_such_case`, { method: 'POST' });
+  assert.equal(unknown.status, 404);
+  await unknown.text();
+});
+
+test('the Workers AI embedder sends a plain object and returns one 384-d vector per text', async () => {
+  // The AI binding in tests is the TEST-ONLY stand-in of tests/worker/serve.mjs: it refuses a
+  // Map input (what json! would send) and answers deterministic vectors.
+  const texts = ['The heron dashboard refreshes hourly.', 'Quokka deploys need a ticket.', 'The heron dashboard refreshes hourly.'];
+  const res = await fetch(`${testBuild.base}/__test/embed`, { method: 'POST', body: JSON.stringify({ texts }) });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.model, '@cf/baai/bge-small-en-v1.5');
+  assert.equal(body.dimensions, 384);
+  assert.equal(body.vectors.length, 3);
+  for (const v of body.vectors) assert.equal(v.length, 384);
+  assert.deepEqual(body.vectors[0], body.vectors[2], 'same text, same vector');
+  assert.notDeepEqual(body.vectors[0], body.vectors[1]);
+  const norm = Math.sqrt(body.vectors[1].reduce((s, x) => s + x * x, 0));
+  assert.ok(Math.abs(norm - 1) < 1e-3, `unit vectors from the stand-in; norm ${norm}`);
+});
+
+test('the HTTP port sends method, headers and body through fetch and returns the answer', async () => {
+  // A loopback server on this machine stands in for a connection's API.
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      seen.push({ method: req.method, url: req.url, auth: req.headers.authorization, body });
+      res.writeHead(201, { 'content-type': 'application/json', 'x-upstream': 'yes' });
+      res.end(JSON.stringify({ echoed: body }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${server.address().port}/v1/things?x=1`;
+    const res = await fetch(`${testBuild.base}/__test/fetch`, {
+      method: 'POST',
+      body: JSON.stringify({ method: 'POST', url, headers: [['authorization', 'Bearer upstream-secret']], body: 'hello' }),
+    });
+    const out = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(out));
+    assert.equal(out.status, 201);
+    assert.deepEqual(JSON.parse(out.body), { echoed: 'hello' });
+    assert.ok(out.headers.some(([k, v]) => k === 'x-upstream' && v === 'yes'), JSON.stringify(out.headers));
+    assert.deepEqual(seen, [{ method: 'POST', url: '/v1/things?x=1', auth: 'Bearer upstream-secret', body: 'hello' }]);
+    // A refused connection is a port error, not a crash.
+    server.close();
+    const down = await fetch(`${testBuild.base}/__test/fetch`, { method: 'POST', body: JSON.stringify({ method: 'GET', url }) });
+    assert.equal(down.status, 502, await down.clone().text());
+    assert.match((await down.json()).error, /HTTP GET .* failed/);
+  } finally {
+    server.close();
+  }
+});
+
+test('the product build has no test routes and ignores LORE_NO_AUTH', async () => {
+  const product = await startWorker({ build: PRODUCT_BUILD, vars: { LORE_NO_AUTH: '1' } });
+  try {
+    for (const route of ['/__test/storage-suite', '/__test/embed', '/__test/fetch']) {
+      const res = await fetch(`${product.base}${route}`, { method: 'POST', body: '{}' });
+      assert.equal(res.status, 404, route);
+      await res.text();
+    }
+    const tokenless = await fetch(product.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    assert.equal(tokenless.status, 401, await tokenless.text());
+  } finally {
+    await product.dispose();
+  }
+});
+
+test('without LORE_OPERATOR_SECRET the operator routes do not exist', async () => {
+  const closed = await startWorker({ build: PRODUCT_BUILD, operator: false });
+  try {
+    for (const action of ['init', 'token-create', 'nope']) {
+      const res = await fetch(`${closed.base}/operator/${action}`, { method: 'POST', headers: { authorization: 'Bearer x' }, body: '{}' });
+      assert.equal(res.status, 404, action);
+      await res.text();
+    }
+  } finally {
+    await closed.dispose();
+  }
+});
+
+test('operator routes: a wrong secret is refused, and they hand out working tokens', async () => {
+  const wrong = await fetch(`${testBuild.base}/operator/org-list`, {
+    method: 'POST', headers: { authorization: 'Bearer not-the-secret' }, body: '{}',
+  });
+  assert.equal(wrong.status, 401);
+  await wrong.text();
+  const again = await testBuild.operator('init', {});
+  assert.equal(again.status, 'already_initialised');
+  const { orgs } = await testBuild.operator('org-list');
+  assert.deepEqual(orgs.map((o) => o.id), ['default']);
+  const { tokens } = await testBuild.operator('token-list', { org: 'default' });
+  assert.equal(tokens.length, 1);
+  assert.equal(tokens[0].role, 'owner');
+  assert.equal(JSON.stringify(tokens).includes(testBuild.ownerToken), false, 'secrets are never listed');
+  const issued = await testBuild.operator('token-create', { org: 'default', role: 'viewer', scopes: 'mcp:read', name: 'probe' });
+  const listed = await fetch(testBuild.url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${issued.token}`, 'content-type': 'application/json',
+      accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+  });
+  assert.equal(listed.status, 200, await listed.clone().text());
+  assert.equal((await listed.json()).result.tools.length > 0, true);
+  const bad = await fetch(`${testBuild.base}/operator/token-create`, {
+    method: 'POST', headers: { authorization: `Bearer ${testBuild.operatorSecret}` }, body: '{"org": "default", "role": "emperor"}',
+  });
+  assert.equal(bad.status, 400, 'an invalid role is a 400 naming the field');
+  assert.match(await bad.text(), /role/);
+});

@@ -1,0 +1,146 @@
+//! The clock, randomness, outbound HTTP and embedding ports on Workers: `Date.now()`,
+//! `crypto.getRandomValues`, `fetch`, and the Workers AI binding.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use js_sys::Uint8Array;
+use lore::ports::{
+    Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness,
+};
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::prelude::wasm_bindgen;
+use worker::{Ai, Delay, Fetch, Headers, Method, Request, RequestInit};
+
+/// `Date.now()` and `setTimeout`. Inside a request it is the time the request's I/O last completed (Workers
+/// freeze the clock during pure computation), which is all the core needs.
+pub struct WorkersClock;
+
+impl Clock for WorkersClock {
+    fn now_ms(&self) -> i64 {
+        js_sys::Date::now() as i64
+    }
+
+    /// `setTimeout` in the calling request's own context.
+    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(Delay::from(Duration::from_millis(ms)))
+    }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// Web Crypto's CSPRNG; the slice is filled in place (wasm-bindgen copies it back).
+    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(buf: &mut [u8]);
+}
+
+/// Web Crypto's `crypto.getRandomValues`, the platform's CSPRNG.
+pub struct WebCryptoRandom;
+
+impl Randomness for WebCryptoRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        // getRandomValues fills at most 65,536 bytes per call.
+        for chunk in buf.chunks_mut(65_536) {
+            get_random_values(chunk);
+        }
+    }
+}
+
+/// Outbound HTTP through the Workers `fetch`.
+pub struct WorkersFetch;
+
+#[async_trait(?Send)]
+impl HttpClient for WorkersFetch {
+    async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError> {
+        let fail = |e: worker::Error| {
+            PortError(format!(
+                "HTTP {} {} failed: {e}",
+                request.method, request.url
+            ))
+        };
+        let headers = Headers::new();
+        for (name, value) in &request.headers {
+            headers.append(name, value).map_err(fail)?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::from(request.method.clone()))
+            .with_headers(headers);
+        if !request.body.is_empty() {
+            init.with_body(Some(Uint8Array::from(request.body.as_slice()).into()));
+        }
+        let outbound = Request::new_with_init(&request.url, &init).map_err(fail)?;
+        let mut response = Fetch::Request(outbound).send().await.map_err(fail)?;
+        let headers = response.headers().entries().collect();
+        let body = response.bytes().await.map_err(fail)?;
+        Ok(OutboundResponse {
+            status: response.status_code(),
+            headers,
+            body,
+        })
+    }
+}
+
+/// The Workers AI embedding model lore uses at the edge.
+pub const EMBEDDING_MODEL: &str = "@cf/baai/bge-small-en-v1.5";
+const EMBEDDING_DIMENSIONS: usize = 384;
+
+/// The model's input. A struct, not `json!`: serde-wasm-bindgen turns a `serde_json` map into
+/// a JS `Map`, which Workers AI does not read as an object.
+#[derive(Serialize)]
+struct EmbeddingInput<'a> {
+    text: &'a [String],
+}
+
+#[derive(Deserialize)]
+struct EmbeddingOutput {
+    data: Vec<Vec<f32>>,
+}
+
+/// Embeddings from the Workers AI binding.
+pub struct WorkersAiEmbedder {
+    ai: Ai,
+}
+
+impl WorkersAiEmbedder {
+    pub fn new(ai: Ai) -> Self {
+        Self { ai }
+    }
+}
+
+#[async_trait(?Send)]
+impl Embedder for WorkersAiEmbedder {
+    fn model_id(&self) -> &str {
+        EMBEDDING_MODEL
+    }
+
+    fn dimensions(&self) -> usize {
+        EMBEDDING_DIMENSIONS
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let output: EmbeddingOutput = self
+            .ai
+            .run(EMBEDDING_MODEL, EmbeddingInput { text: texts })
+            .await
+            .map_err(|e| PortError(format!("Workers AI {EMBEDDING_MODEL} failed: {e}")))?;
+        if output.data.len() != texts.len() {
+            return Err(PortError(format!(
+                "Workers AI returned {} vectors for {} texts",
+                output.data.len(),
+                texts.len()
+            )));
+        }
+        if let Some(bad) = output.data.iter().find(|v| v.len() != EMBEDDING_DIMENSIONS) {
+            return Err(PortError(format!(
+                "Workers AI returned a {}-d vector; {EMBEDDING_MODEL} has {EMBEDDING_DIMENSIONS}",
+                bad.len()
+            )));
+        }
+        Ok(output.data)
+    }
+}
