@@ -225,9 +225,11 @@ impl MemoryService {
         keys: &OrgKeys,
         items: &[FeedItem],
     ) -> Result<Vec<(String, bool)>> {
-        for _ in 0..ATTEMPTS {
+        for attempt in 0..ATTEMPTS {
             match self.try_append(ports, keys, items).await {
-                Err(LoreError::Storage(StorageError::Conflict { .. })) => continue,
+                Err(LoreError::Storage(StorageError::Conflict { .. })) => {
+                    ports.clock.sleep(backoff_ms(ports, attempt)).await;
+                }
                 other => return other,
             }
         }

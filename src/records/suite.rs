@@ -619,8 +619,39 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
     assert_eq!(code(not_select), "invalid_argument");
 }
 
+/// Every case in one list: [`CASES`] names them and [`run_case`] runs one by name, for hosts
+/// that drive the suite from outside a Rust test runner (the Workers adapter on D1).
+macro_rules! by_name {
+    ($($case:ident),* $(,)?) => {
+        /// The name of every case, in the order [`crate::records_suite!`] runs them.
+        pub const CASES: &[&str] = &[$(stringify!($case)),*];
+
+        /// Runs the case called `name` against a store; `false` if there is no such case.
+        pub async fn run_case(name: &str, s: Rc<dyn Storage>) -> bool {
+            match name {
+                $(stringify!($case) => $case(s).await,)*
+                _ => return false,
+            }
+            true
+        }
+
+    };
+}
+
+by_name!(
+    properties_are_validated_with_the_failing_pointer,
+    versions_refuse_stale_writes,
+    typed_lists_page_in_creation_order,
+    deleting_an_entity_removes_its_relationships,
+    connection_secrets_are_write_only,
+    webhook_feeds_show_their_secret_once,
+    orgs_see_none_of_each_other,
+    roles_scopes_and_tiers_gate_every_call,
+    usage_counters_sum_across_instances,
+);
+
 /// Runs one records case per `#[test]` against a fresh store from `$make` (an
-/// `Rc<dyn Storage>`).
+/// `Rc<dyn Storage>`), and checks that its list is [`CASES`].
 #[macro_export]
 macro_rules! records_suite {
     ($make:expr) => {
@@ -638,6 +669,10 @@ macro_rules! records_suite {
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         mod records_suite {
+            #[test]
+            fn the_case_list_is_complete() {
+                assert_eq!($crate::records::suite::CASES, &[$(stringify!($case)),*]);
+            }
             $(
                 #[test]
                 fn $case() {

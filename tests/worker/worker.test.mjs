@@ -45,6 +45,26 @@ test('the shared storage suite passes on D1, every case', async (t) => {
   await unknown.text();
 });
 
+test('the shared records suite passes on D1, every case', async (t) => {
+  const suiteHost = await startWorker({ build: TEST_BUILD });
+  t.after(() => suiteHost.dispose());
+  const list = await fetch(`${suiteHost.base}/__test/records-suite`);
+  assert.equal(list.status, 200);
+  const { cases } = await list.json();
+  assert.ok(cases.length >= 9, `cases: ${cases}`);
+  for (const name of cases) {
+    await t.test(name, async () => {
+      const res = await fetch(`${suiteHost.base}/__test/records-suite/${name}`, { method: 'POST' });
+      const text = await res.text();
+      assert.equal(res.status, 200, `${name} failed on D1 (a panic in the Worker is a 500; its message is in the Worker log):\n${text}\n${suiteHost.stderr.slice(-4000)}`);
+      assert.deepEqual(JSON.parse(text), { case: name, passed: true });
+    });
+  }
+  const unknown = await fetch(`${suiteHost.base}/__test/records-suite/no_such_case`, { method: 'POST' });
+  assert.equal(unknown.status, 404);
+  await unknown.text();
+});
+
 test('the Workers AI embedder sends a plain object and returns one 384-d vector per text', async () => {
   // The AI binding in tests is the TEST-ONLY stand-in of tests/worker/serve.mjs: it refuses a
   // Map input (what json! would send) and answers deterministic vectors.
@@ -100,7 +120,7 @@ test('the HTTP port sends method, headers and body through fetch and returns the
 test('the product build has no test routes and ignores LORE_NO_AUTH', async () => {
   const product = await startWorker({ build: PRODUCT_BUILD, vars: { LORE_NO_AUTH: '1' } });
   try {
-    for (const route of ['/__test/storage-suite', '/__test/embed', '/__test/fetch']) {
+    for (const route of ['/__test/storage-suite', '/__test/records-suite', '/__test/embed', '/__test/fetch']) {
       const res = await fetch(`${product.base}${route}`, { method: 'POST', body: '{}' });
       assert.equal(res.status, 404, route);
       await res.text();

@@ -5,6 +5,8 @@
 //! - `POST /__test/storage-suite/{case}`: empties `lore_kv`, then runs one case of the shared
 //!   storage suite (`lore::storage::suite`) on [`D1Storage`] over the Worker's own D1 binding.
 //!   A failing case panics; the Worker then answers 500 and logs the assertion.
+//! - `GET /__test/records-suite`, `POST /__test/records-suite/{case}`: the same for the shared
+//!   records suite (`lore::records::suite`): the org data model through the SDK on D1.
 //! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`WorkersAiEmbedder`] and returns
 //!   the model id and the vectors.
 //! - `POST /__test/fetch` `{"method", "url", "headers": [[name, value]], "body"}`: one outbound
@@ -35,6 +37,11 @@ pub async fn handle(
     Some(match route.split_once('/') {
         Some(("storage-suite", case)) => storage_case(env, case).await,
         None if route == "storage-suite" => reply(StatusCode::OK, json!({ "cases": suite::CASES })),
+        Some(("records-suite", case)) => records_case(env, case).await,
+        None if route == "records-suite" => reply(
+            StatusCode::OK,
+            json!({ "cases": lore::records::suite::CASES }),
+        ),
         None if route == "embed" => embed(lore, request.body()).await,
         None if route == "fetch" => fetch(lore, request.body()).await,
         _ => reply(
@@ -65,6 +72,32 @@ async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
         return reply(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no storage case {case}"), "cases": suite::CASES }),
+        );
+    }
+    reply(StatusCode::OK, json!({ "case": case, "passed": true }))
+}
+
+async fn records_case(env: &Env, case: &str) -> Response<Vec<u8>> {
+    let db = match env.d1(D1_BINDING) {
+        Ok(db) => db,
+        Err(e) => {
+            return reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({ "error": e.to_string() }),
+            );
+        }
+    };
+    if let Err(e) = db.prepare("DELETE FROM lore_kv").run().await {
+        return reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": e.to_string() }),
+        );
+    }
+    let store: std::rc::Rc<dyn lore::storage::Storage> = std::rc::Rc::new(D1Storage::new(db));
+    if !lore::records::suite::run_case(case, store).await {
+        return reply(
+            StatusCode::NOT_FOUND,
+            json!({ "error": format!("no records case {case}"), "cases": lore::records::suite::CASES }),
         );
     }
     reply(StatusCode::OK, json!({ "case": case, "passed": true }))
