@@ -15,7 +15,7 @@ import path from 'node:path';
 
 import {
   startServer, initDb, createOrg, tempDir, cleanupDir, lore, runPython, rawPost,
-  apiPost, apiDeclarations, E2E_DIR, WORKSPACE_TOOLS,
+  apiPost, apiDeclarations, E2E_DIR, WORKSPACE_TOOLS, TARGET, onlyNative,
 } from './lib/server.mjs';
 import { connectSdk1, connectV2, search } from './lib/clients.mjs';
 
@@ -47,9 +47,15 @@ const transcript = [];
 
 before(async () => {
   dir = await tempDir();
-  const db = path.join(dir, 'lore.db');
-  acme = await initDb(db, ORG);
-  server = await startServer({ db });
+  if (TARGET === 'worker') {
+    // The Worker bootstraps through its operator routes: acme is a second org of the owner.
+    server = await startServer();
+    acme = await createOrg(server, ORG);
+  } else {
+    const db = path.join(dir, 'lore.db');
+    acme = await initDb(db, ORG);
+    server = await startServer({ db });
+  }
   stub = await startStub();
 });
 after(async () => {
@@ -253,7 +259,7 @@ const ensurePeople = once(async () => {
   return { member, viewer, readOnly: readOnly.token };
 });
 
-const ensureOther = once(async () => createOrg(server.db, 'other'));
+const ensureOther = once(async () => createOrg(server, 'other'));
 
 const OPERATION = {
   action: 'create',
@@ -891,7 +897,7 @@ test('webhook: an unknown feed, a non-webhook name or another org\'s path is 404
 // ---------------------------------------------------------------------------------------------
 // 7. CLI
 
-test('CLI: lore memory run runs admin tools and SDK methods locally (--db) and remotely (--url --token)', async () => {
+test('CLI: lore memory run runs admin tools and SDK methods locally (--db) and remotely (--url --token)', onlyNative('the CLI opens the local database'), async () => {
   const { t1 } = await ensureRecords();
   const { viewer } = await ensurePeople();
   const local = await memoryRun('manage_templates', { action: 'list' }, ['--db', server.db, '--org', ORG]);
@@ -921,7 +927,7 @@ test('CLI: lore memory run runs admin tools and SDK methods locally (--db) and r
   assert.match(denied.stderr, /needs_write/);
 });
 
-test('CLI: lore memory run --db without --org uses the org lore init created', async () => {
+test('CLI: lore memory run --db without --org uses the org lore init created', onlyNative('the CLI opens the local database'), async () => {
   await ensureTypes();
   const r = await memoryRun('manage_templates', { action: 'list' }, ['--db', server.db]);
   assert.equal(r.code, 0, r.stderr);
