@@ -1,0 +1,104 @@
+//! lore on Fermyon Spin. A thin adapter: it turns a `wasi:http` request into the core's
+//! `http::Request<Vec<u8>>`, hands it to [`lore::Lore::handle`], and turns the answer back; and
+//! it implements the core's ports on Spin (Spin SQLite storage, the WASI clock and random,
+//! outbound `wasi:http`, Spin variables for configuration). Every behaviour lives in the core.
+//!
+//! Spin instantiates a fresh component per request, so nothing survives in memory between
+//! requests: every request builds its [`Lore`] and reads what it needs from SQLite.
+
+mod config;
+// The operator routes are the Worker's, unchanged: they use only `http` and `lore::admin`.
+#[path = "../../worker/src/operator.rs"]
+mod operator;
+mod ports;
+mod sqlite;
+#[cfg(feature = "test-build")]
+mod test_routes;
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use lore::Lore;
+use lore::ports::Ports;
+use spin_sdk::http::body::IncomingBodyExt;
+use spin_sdk::http::{Request, StatusCode};
+use spin_sdk::http_service;
+
+pub use ports::{SpinClock, SpinHttp, WasiRandom};
+pub use sqlite::SpinSqliteStorage;
+
+/// The Spin SQLite database lore uses (`sqlite_databases` in `spin.toml`).
+pub const DATABASE: &str = "default";
+
+type Reply = http::Response<Full<Bytes>>;
+
+fn plain(status: StatusCode, message: String) -> Reply {
+    let mut response = http::Response::new(Full::new(Bytes::from(message)));
+    *response.status_mut() = status;
+    response
+}
+
+/// The core's response as a Spin response.
+fn from_core(response: http::Response<Vec<u8>>) -> Reply {
+    response.map(|body| Full::new(Bytes::from(body)))
+}
+
+/// The Spin request as the core's request: method, path and query, headers, whole body.
+async fn to_core(request: Request) -> Result<http::Request<Vec<u8>>, String> {
+    let (parts, body) = request.into_parts();
+    let body = body
+        .bytes()
+        .await
+        .map_err(|e| format!("reading the request body failed: {e:?}"))?;
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let mut builder = http::Request::builder()
+        .method(parts.method)
+        .uri(path_and_query);
+    for (name, value) in &parts.headers {
+        builder = builder.header(name, value);
+    }
+    builder
+        .body(body.to_vec())
+        .map_err(|e| format!("unusable request: {e}"))
+}
+
+async fn instance() -> Result<Lore, String> {
+    let config = config::from_variables().await?;
+    let storage = SpinSqliteStorage::open(DATABASE)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ports = Ports {
+        storage: Rc::new(storage),
+        clock: Rc::new(SpinClock),
+        random: Rc::new(WasiRandom),
+        http: Some(Rc::new(SpinHttp)),
+        embedder: None,
+    };
+    Ok(Lore::new(ports, config))
+}
+
+#[http_service]
+async fn handle(request: Request) -> Reply {
+    let request = match to_core(request).await {
+        Ok(r) => r,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
+    };
+    let lore = match instance().await {
+        Ok(l) => l,
+        Err(e) => return plain(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let secret = config::var("lore_operator_secret").await;
+    if let Some(response) = operator::handle(&lore.ports, secret, &request).await {
+        return from_core(response);
+    }
+    #[cfg(feature = "test-build")]
+    if let Some(response) = test_routes::handle(&request).await {
+        return from_core(response);
+    }
+    from_core(lore.handle(request).await)
+}

@@ -1,0 +1,228 @@
+//! The storage port on Spin SQLite, over the same `lore_kv` schema as native SQLite and D1.
+//!
+//! Spin's `execute` runs one statement at a time on a connection. A [`Batch`] becomes one
+//! `BEGIN IMMEDIATE … COMMIT` on this instance's connection; its preconditions run first inside
+//! that transaction as inserts into `lore_guard` (as on D1), whose `CHECK (ok = 1)` fails when a
+//! condition does not hold, and any failure rolls the whole transaction back.
+//!
+//! A component instance serves one request, so the schema check runs once per request: one
+//! read of `lore_meta`, and the schema itself only when that read finds no table.
+
+use std::cell::Cell;
+
+use async_trait::async_trait;
+use lore::storage::{
+    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end,
+    validate_key,
+};
+use spin_sdk::sqlite::{Connection, Value};
+
+const GET: &str = "SELECT v FROM lore_kv WHERE k = ?1";
+const SCAN: &str = "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k > ?2 AND (?3 IS NULL OR k < ?3) ORDER BY k LIMIT ?4";
+const PUT: &str =
+    "INSERT INTO lore_kv (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v";
+const DELETE: &str = "DELETE FROM lore_kv WHERE k = ?1";
+const GUARD_ABSENT: &str =
+    "INSERT INTO lore_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM lore_kv WHERE k = ?1)";
+const GUARD_EQUALS: &str =
+    "INSERT INTO lore_guard (ok) SELECT EXISTS (SELECT 1 FROM lore_kv WHERE k = ?1 AND v = ?2)";
+const GUARD_CLEAR: &str = "DELETE FROM lore_guard";
+const SCHEMA_PROBE: &str = "SELECT value FROM lore_meta WHERE name = 'schema_version'";
+/// What SQLite reports when a guard row fails its CHECK.
+const GUARD_FAILED: &str = "CHECK constraint failed";
+
+fn backend(e: impl std::fmt::Debug) -> StorageError {
+    StorageError::Backend(format!("Spin SQLite: {e:?}"))
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_string())
+}
+
+/// The statements of [`SQL_SCHEMA`], comments dropped (Spin runs one statement per call).
+fn schema_statements() -> impl Iterator<Item = String> {
+    let sql: String = SQL_SCHEMA
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    sql.split(';')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
+/// A Spin SQLite database as lore storage.
+pub struct SpinSqliteStorage {
+    db: Connection,
+    schema_ready: Cell<bool>,
+}
+
+impl SpinSqliteStorage {
+    /// Opens the database `label` (`"default"` unless `spin.toml` names another).
+    pub async fn open(label: &str) -> Result<Self, StorageError> {
+        let db = Connection::open(label).await.map_err(backend)?;
+        Ok(Self {
+            db,
+            schema_ready: Cell::new(false),
+        })
+    }
+
+    async fn rows(&self, sql: &str, args: Vec<Value>) -> Result<Vec<Vec<Value>>, StorageError> {
+        let result = self.db.execute(sql, args).await.map_err(backend)?;
+        let rows = result.collect().await.map_err(backend)?;
+        Ok(rows.into_iter().map(|r| r.values).collect())
+    }
+
+    async fn run(&self, sql: &str, args: Vec<Value>) -> Result<(), StorageError> {
+        self.rows(sql, args).await.map(drop)
+    }
+
+    /// Creates the schema when this database has none yet.
+    pub async fn ensure_schema(&self) -> Result<(), StorageError> {
+        if self.schema_ready.get() {
+            return Ok(());
+        }
+        if self.rows(SCHEMA_PROBE, Vec::new()).await.is_err() {
+            for statement in schema_statements() {
+                self.run(&statement, Vec::new()).await?;
+            }
+        }
+        self.schema_ready.set(true);
+        Ok(())
+    }
+
+    /// Deletes every record (test build: each suite case starts empty).
+    pub async fn clear(&self) -> Result<(), StorageError> {
+        self.ensure_schema().await?;
+        self.run("DELETE FROM lore_kv", Vec::new()).await
+    }
+
+    async fn apply(&self, batch: &Batch) -> Result<(), StorageError> {
+        for check in &batch.checks {
+            match check {
+                Check::Absent(k) => self.run(GUARD_ABSENT, vec![text(k)]).await?,
+                Check::Equals(k, v) => {
+                    self.run(GUARD_EQUALS, vec![text(k), Value::Blob(v.clone())])
+                        .await?
+                }
+            }
+        }
+        for write in &batch.writes {
+            match write {
+                Write::Put(k, v) => self.run(PUT, vec![text(k), Value::Blob(v.clone())]).await?,
+                Write::Delete(k) => self.run(DELETE, vec![text(k)]).await?,
+            }
+        }
+        if !batch.checks.is_empty() {
+            self.run(GUARD_CLEAR, Vec::new()).await?;
+        }
+        Ok(())
+    }
+
+    /// The key of the first check that does not hold now, after a batch failed on a guard.
+    async fn failed_check(&self, checks: &[Check]) -> Result<String, StorageError> {
+        for check in checks {
+            let (key, holds) = match check {
+                Check::Absent(k) => (k, self.get(k).await?.is_none()),
+                Check::Equals(k, v) => (k, self.get(k).await?.as_ref() == Some(v)),
+            };
+            if !holds {
+                return Ok(key.clone());
+            }
+        }
+        Ok(checks
+            .first()
+            .map(|c| match c {
+                Check::Absent(k) | Check::Equals(k, _) => k.clone(),
+            })
+            .unwrap_or_default())
+    }
+}
+
+fn bytes_of(value: &Value) -> Result<Vec<u8>, StorageError> {
+    match value {
+        Value::Blob(b) => Ok(b.clone()),
+        // A value written as TEXT by another tool (`sqlite3`, `spin up --sqlite`).
+        Value::Text(s) => Ok(s.clone().into_bytes()),
+        other => Err(backend(format!("unexpected value column {other:?}"))),
+    }
+}
+
+#[async_trait(?Send)]
+impl Storage for SpinSqliteStorage {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        validate_key(key)?;
+        self.ensure_schema().await?;
+        let rows = self.rows(GET, vec![text(key)]).await?;
+        match rows.first().and_then(|r| r.first()) {
+            Some(v) => Ok(Some(bytes_of(v)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn scan(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        self.ensure_schema().await?;
+        let start = match after {
+            Some(a) if a >= prefix => a,
+            _ => "",
+        };
+        let end = prefix_end(prefix).map_or(Value::Null, |e| text(&e));
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = self
+            .rows(
+                SCAN,
+                vec![text(prefix), text(start), end, Value::Integer(fetch)],
+            )
+            .await?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in rows {
+            let key = match row.first() {
+                Some(Value::Text(k)) => k.clone(),
+                _ => return Err(backend("a key column is not text")),
+            };
+            let value = row
+                .get(1)
+                .ok_or_else(|| backend("a row has no value column"))?;
+            entries.push((key, bytes_of(value)?));
+        }
+        Ok(page_from_rows(entries, limit))
+    }
+
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
+        for key in batch.keys() {
+            validate_key(key)?;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.ensure_schema().await?;
+        self.run("BEGIN IMMEDIATE", Vec::new()).await?;
+        match self.apply(&batch).await {
+            Ok(()) => match self.run("COMMIT", Vec::new()).await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let _ = self.run("ROLLBACK", Vec::new()).await;
+                    Err(e)
+                }
+            },
+            Err(e) => {
+                let _ = self.run("ROLLBACK", Vec::new()).await;
+                match e {
+                    StorageError::Backend(message) if message.contains(GUARD_FAILED) => {
+                        Err(StorageError::Conflict {
+                            key: self.failed_check(&batch.checks).await?,
+                        })
+                    }
+                    other => Err(other),
+                }
+            }
+        }
+    }
+}
