@@ -53,8 +53,7 @@ pub async fn from_variables() -> Result<Config, String> {
         allowed_hosts: (!hosts.is_empty()).then_some(hosts),
         allowed_origins: list(var("lore_allowed_origins").await),
     };
-    let no_auth =
-        cfg!(feature = "test-build") && var("lore_no_auth").await.as_deref() == Some("1");
+    let no_auth = cfg!(feature = "test-build") && var("lore_no_auth").await.as_deref() == Some("1");
     Ok(Config {
         default_org,
         no_auth,

@@ -16,6 +16,10 @@ use spin_sdk::http::body::IncomingBodyExt;
 pub struct SpinClock;
 
 impl Clock for SpinClock {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "this is the Clock port; on wasm32-wasip2 std reads the WASI wall clock"
+    )]
     fn now_ms(&self) -> i64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -59,9 +63,7 @@ impl HttpClient for SpinHttp {
         let outbound = builder
             .body(Full::new(Bytes::from(request.body.clone())))
             .map_err(|e| fail(&e))?;
-        let response = spin_sdk::http::send(outbound)
-            .await
-            .map_err(|e| fail(&e))?;
+        let response = spin_sdk::http::send(outbound).await.map_err(|e| fail(&e))?;
         let status = response.status().as_u16();
         let headers = response
             .headers()

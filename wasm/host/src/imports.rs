@@ -1,0 +1,48 @@
+//! What a component may import: the WASI interfaces wasmtime provides (0.2 and 0.3), and the
+//! Spin interfaces this host implements. Anything else is refused before serving, naming it.
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+use wasmtime::{Result, bail};
+
+/// Import prefixes this host provides.
+pub const ALLOWED: &[&str] = &[
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:io/",
+    "wasi:random/",
+    "wasi:sockets/",
+    "wasi:http/types@0.3.",
+    "wasi:http/client@0.3.",
+    "spin:sqlite/sqlite@3.1.0",
+    "spin:variables/variables@3.0.0",
+];
+
+/// The component's imports that this host does not provide.
+pub fn unsupported(engine: &Engine, component: &Component) -> Vec<String> {
+    component
+        .component_type()
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .filter(|name| !ALLOWED.iter().any(|p| name.starts_with(p)))
+        .collect()
+}
+
+pub fn check(engine: &Engine, component: &Component) -> Result<()> {
+    let bad = unsupported(engine, component);
+    if !bad.is_empty() {
+        bail!(
+            "the component imports {} that this host does not provide: {}\n\
+             provided: {}",
+            if bad.len() == 1 {
+                "an interface"
+            } else {
+                "interfaces"
+            },
+            bad.join(", "),
+            ALLOWED.join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! A local stand-in for `spin up`: serves lore's Spin component over HTTP on wasmtime, with
+//! `spin:sqlite` and `spin:key-value` backed by SQLite files (rusqlite) and `spin:variables`
+//! from `--var`. One fresh component instance per request, as Spin does.
+//!
+//! It refuses a component that imports anything it does not provide (see [`imports`]).
+
+mod imports;
+mod spin;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::error::Context;
+use wasmtime::{Config, Engine, Store};
+use wasmtime::{Result, bail};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p3::bindings::ServicePre;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+#[derive(Parser)]
+#[command(about = "Serve a Spin HTTP component (WASI 0.3) locally, with spin:sqlite on SQLite")]
+struct Args {
+    /// The component (.wasm), e.g. target/wasm32-wasip2/release/lore_spin.wasm
+    component: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    addr: SocketAddr,
+    /// The SQLite file behind the "default" spin:sqlite database.
+    #[arg(long, default_value = "lore-spin.db")]
+    db: PathBuf,
+    /// A Spin variable, NAME=VALUE (repeatable).
+    #[arg(long = "var", value_parser = parse_var)]
+    vars: Vec<(String, String)>,
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--var takes NAME=VALUE, got {s:?}"))?;
+    Ok((name.to_ascii_lowercase(), value.to_string()))
+}
+
+/// Per-request state of one component instance.
+pub struct State {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    pub spin: spin::SpinState,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: wasmtime_wasi_http::default_hooks(),
+        }
+    }
+}
+
+struct Server {
+    engine: Engine,
+    pre: ServicePre<State>,
+    shared: Arc<spin::Shared>,
+}
+
+impl Server {
+    async fn serve(
+        &self,
+        request: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<Full<Bytes>>> {
+        let mut store = Store::new(
+            &self.engine,
+            State {
+                wasi: WasiCtx::builder().inherit_stderr().build(),
+                http: WasiHttpCtx::default(),
+                table: ResourceTable::new(),
+                spin: spin::SpinState::new(self.shared.clone()),
+            },
+        );
+        let service = self.pre.instantiate_async(&mut store).await?;
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await?.to_bytes();
+        // The guest sees an absolute URI, as under Spin.
+        let host = parts
+            .headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+            .to_string();
+        let uri = format!(
+            "http://{host}{}",
+            parts.uri.path_and_query().map_or("/", |p| p.as_str())
+        );
+        let mut request = http::Request::builder().method(parts.method).uri(uri);
+        for (name, value) in &parts.headers {
+            request = request.header(name, value);
+        }
+        let request = request.body(Full::new(body))?;
+        let (request, _io) = wasmtime_wasi_http::p3::Request::from_http(
+            wasmtime_wasi_http::default_hooks(),
+            request,
+        );
+        let response = store
+            .run_concurrent(async |accessor| -> Result<_> {
+                let response = match service.handle(accessor, request).await? {
+                    Ok(r) => r,
+                    Err(code) => bail!("the component failed the request: {code:?}"),
+                };
+                let response =
+                    accessor.with(|access| response.into_http(access, async { Ok(()) }))?;
+                let (parts, body) = response.into_parts();
+                let body = body
+                    .collect()
+                    .await
+                    .map_err(|e| wasmtime::format_err!("response body: {e:?}"))?
+                    .to_bytes();
+                Ok(hyper::Response::from_parts(parts, Full::new(body)))
+            })
+            .await??;
+        Ok(response)
+    }
+}
+
+fn engine() -> Result<Engine> {
+    let mut config = Config::new();
+    config.wasm_component_model_async(true);
+    config.concurrency_support(true);
+    Engine::new(&config)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let engine = engine()?;
+    let component = Component::from_file(&engine, &args.component)
+        .with_context(|| format!("loading {}", args.component.display()))?;
+    imports::check(&engine, &component)?;
+    let mut linker = Linker::<State>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+    wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
+    spin::add_to_linker(&mut linker)?;
+    let pre = ServicePre::new(linker.instantiate_pre(&component)?)?;
+    let shared = Arc::new(spin::Shared::open(&args.db, args.vars)?);
+    let server = Arc::new(Server {
+        engine,
+        pre,
+        shared,
+    });
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    eprintln!(
+        "lore-spin-host: serving {} on http://{} (sqlite {})",
+        args.component.display(),
+        listener.local_addr()?,
+        args.db.display()
+    );
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let server = server.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let server = server.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(match server.serve(request).await {
+                        Ok(response) => response,
+                        Err(e) => {
+                            eprintln!("lore-spin-host: request failed: {e:?}");
+                            let mut response = hyper::Response::new(Full::new(Bytes::from(
+                                format!("component error: {e}"),
+                            )));
+                            *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                            response
+                        }
+                    })
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,302 @@
+//! The Spin interfaces this host provides: `spin:sqlite/sqlite@3.1.0` on a rusqlite file (one
+//! SQLite connection per opened `connection` resource, so a guest's `BEGIN … COMMIT` is its
+//! own), and `spin:variables/variables@3.0.0` from `--var`. The async functions run their
+//! SQLite work on tokio's blocking pool, so a request waiting for the write lock never stalls
+//! another request's task.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use wasmtime::Result;
+use wasmtime::component::{
+    ComponentType, FutureReader, Lift, Linker, Lower, Resource, ResourceType, StreamReader,
+};
+use wasmtime::error::Context;
+
+use crate::State;
+
+/// What every request's instance shares: the database path and the variables.
+pub struct Shared {
+    sqlite: PathBuf,
+    variables: HashMap<String, String>,
+}
+
+impl Shared {
+    pub fn open(sqlite: &Path, vars: Vec<(String, String)>) -> Result<Self> {
+        // WAL once for the file, so readers never wait for the writer.
+        let conn = rusqlite::Connection::open(sqlite)
+            .with_context(|| format!("opening {}", sqlite.display()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        Ok(Self {
+            sqlite: sqlite.to_path_buf(),
+            variables: vars.into_iter().collect(),
+        })
+    }
+}
+
+/// The marker type of `spin:sqlite` `connection` resources.
+pub struct SqliteConnection;
+
+type Conn = Arc<Mutex<rusqlite::Connection>>;
+
+/// One instance's Spin state: its open SQLite connections.
+pub struct SpinState {
+    shared: Arc<Shared>,
+    connections: HashMap<u32, Conn>,
+    next: u32,
+}
+
+impl SpinState {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            connections: HashMap::new(),
+            next: 1,
+        }
+    }
+
+    fn open(&mut self, label: &str) -> Result<Resource<SqliteConnection>, SqlError> {
+        if label != "default" {
+            return Err(SqlError::NoSuchDatabase);
+        }
+        let conn = rusqlite::Connection::open(&self.shared.sqlite).map_err(io)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(io)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(io)?;
+        let id = self.next;
+        self.next += 1;
+        self.connections.insert(id, Arc::new(Mutex::new(conn)));
+        Ok(Resource::new_own(id))
+    }
+
+    fn connection(&self, handle: &Resource<SqliteConnection>) -> Result<Conn, SqlError> {
+        self.connections
+            .get(&handle.rep())
+            .cloned()
+            .ok_or(SqlError::InvalidConnection)
+    }
+}
+
+#[derive(ComponentType, Lift, Lower, Clone, Debug)]
+#[component(variant)]
+pub enum SqlValue {
+    #[component(name = "integer")]
+    Integer(i64),
+    #[component(name = "real")]
+    Real(f64),
+    #[component(name = "text")]
+    Text(String),
+    #[component(name = "blob")]
+    Blob(Vec<u8>),
+    #[component(name = "null")]
+    Null,
+}
+
+#[derive(ComponentType, Lift, Lower, Clone, Debug)]
+#[component(variant)]
+pub enum SqlError {
+    #[component(name = "no-such-database")]
+    NoSuchDatabase,
+    #[component(name = "access-denied")]
+    AccessDenied,
+    #[component(name = "invalid-connection")]
+    InvalidConnection,
+    #[component(name = "database-full")]
+    DatabaseFull,
+    #[component(name = "io")]
+    Io(String),
+}
+
+fn io(e: impl std::fmt::Display) -> SqlError {
+    SqlError::Io(e.to_string())
+}
+
+#[derive(ComponentType, Lift, Lower, Clone, Debug)]
+#[component(record)]
+pub struct RowResult {
+    values: Vec<SqlValue>,
+}
+
+#[derive(ComponentType, Lift, Lower, Clone, Debug)]
+#[component(record)]
+pub struct QueryResult {
+    columns: Vec<String>,
+    rows: Vec<RowResult>,
+}
+
+#[derive(ComponentType, Lift, Lower, Clone, Debug)]
+#[component(variant)]
+pub enum VariablesError {
+    #[component(name = "invalid-name")]
+    InvalidName(String),
+    #[component(name = "undefined")]
+    Undefined(String),
+    #[component(name = "provider")]
+    Provider(String),
+    #[component(name = "other")]
+    Other(String),
+}
+
+/// Runs one statement and reads every row.
+fn execute(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: Vec<SqlValue>,
+) -> Result<QueryResult, SqlError> {
+    let mut statement = conn.prepare(sql).map_err(io)?;
+    let columns: Vec<String> = statement
+        .column_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let params: Vec<rusqlite::types::Value> = params
+        .into_iter()
+        .map(|v| match v {
+            SqlValue::Integer(i) => rusqlite::types::Value::Integer(i),
+            SqlValue::Real(f) => rusqlite::types::Value::Real(f),
+            SqlValue::Text(s) => rusqlite::types::Value::Text(s),
+            SqlValue::Blob(b) => rusqlite::types::Value::Blob(b),
+            SqlValue::Null => rusqlite::types::Value::Null,
+        })
+        .collect();
+    let mut rows = statement
+        .query(rusqlite::params_from_iter(params))
+        .map_err(io)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(io)? {
+        let values = (0..columns.len())
+            .map(|i| {
+                Ok(match row.get_ref(i).map_err(io)? {
+                    ValueRef::Null => SqlValue::Null,
+                    ValueRef::Integer(i) => SqlValue::Integer(i),
+                    ValueRef::Real(f) => SqlValue::Real(f),
+                    ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+                })
+            })
+            .collect::<Result<Vec<_>, SqlError>>()?;
+        out.push(RowResult { values });
+    }
+    Ok(QueryResult { columns, rows: out })
+}
+
+async fn execute_blocking(
+    conn: Conn,
+    sql: String,
+    params: Vec<SqlValue>,
+) -> Result<QueryResult, SqlError> {
+    tokio::task::spawn_blocking(move || {
+        let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
+        execute(&conn, &sql, params)
+    })
+    .await
+    .map_err(io)?
+}
+
+type ExecuteAsync = Result<
+    (
+        Vec<String>,
+        StreamReader<RowResult>,
+        FutureReader<Result<(), SqlError>>,
+    ),
+    SqlError,
+>;
+
+pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
+    let mut sqlite = linker.instance("spin:sqlite/sqlite@3.1.0")?;
+    sqlite.resource(
+        "connection",
+        ResourceType::host::<SqliteConnection>(),
+        |mut store, rep| {
+            store.data_mut().spin.connections.remove(&rep);
+            Ok(())
+        },
+    )?;
+    sqlite.func_wrap(
+        "[static]connection.open",
+        |mut store, (label,): (String,)| Ok((store.data_mut().spin.open(&label),)),
+    )?;
+    sqlite.func_wrap_concurrent(
+        "[static]connection.open-async",
+        |accessor, (label,): (String,)| {
+            Box::pin(
+                async move { Ok((accessor.with(|mut access| access.get().spin.open(&label)),)) },
+            )
+        },
+    )?;
+    sqlite.func_wrap(
+        "[method]connection.execute",
+        |mut store, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
+            let result = store.data_mut().spin.connection(&handle).and_then(|conn| {
+                let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
+                execute(&conn, &sql, params)
+            });
+            Ok((result,))
+        },
+    )?;
+    sqlite.func_wrap_concurrent(
+        "[method]connection.execute-async",
+        |accessor, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
+            Box::pin(async move {
+                let conn = accessor.with(|mut access| access.get().spin.connection(&handle));
+                let result = match conn {
+                    Ok(conn) => execute_blocking(conn, sql, params).await,
+                    Err(e) => Err(e),
+                };
+                let reply: ExecuteAsync = match result {
+                    Ok(QueryResult { columns, rows }) => accessor.with(|mut access| {
+                        let rows = StreamReader::new(&mut access, rows)?;
+                        let done = FutureReader::new(&mut access, async {
+                            Ok::<_, wasmtime::Error>(Ok::<(), SqlError>(()))
+                        })?;
+                        Ok::<_, wasmtime::Error>(Ok((columns, rows, done)))
+                    })?,
+                    Err(e) => Err(e),
+                };
+                Ok((reply,))
+            })
+        },
+    )?;
+    sqlite.func_wrap(
+        "[method]connection.last-insert-rowid",
+        |mut store, (handle,): (Resource<SqliteConnection>,)| {
+            let id = match store.data_mut().spin.connection(&handle) {
+                Ok(conn) => conn.lock().map(|c| c.last_insert_rowid()).unwrap_or(0),
+                Err(_) => 0,
+            };
+            Ok((id,))
+        },
+    )?;
+    sqlite.func_wrap(
+        "[method]connection.changes",
+        |mut store, (handle,): (Resource<SqliteConnection>,)| {
+            let n = match store.data_mut().spin.connection(&handle) {
+                Ok(conn) => conn.lock().map(|c| c.changes()).unwrap_or(0),
+                Err(_) => 0,
+            };
+            Ok((n,))
+        },
+    )?;
+
+    let mut variables = linker.instance("spin:variables/variables@3.0.0")?;
+    variables.func_wrap_concurrent("get", |accessor, (name,): (String,)| {
+        Box::pin(async move {
+            let value = accessor.with(|mut access| {
+                access
+                    .get()
+                    .spin
+                    .shared
+                    .variables
+                    .get(&name.to_ascii_lowercase())
+                    .cloned()
+            });
+            Ok((value.ok_or(VariablesError::Undefined(format!(
+                "no variable {name:?}; pass --var {name}=VALUE"
+            ))),))
+        })
+    })?;
+    Ok(())
+}
