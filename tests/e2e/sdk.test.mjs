@@ -47,7 +47,7 @@ const transcript = [];
 
 before(async () => {
   dir = await tempDir();
-  if (TARGET === 'worker') {
+  if (TARGET !== 'native') {
     // The Worker bootstraps through its operator routes: acme is a second org of the owner.
     server = await startServer();
     acme = await createOrg(server, ORG);

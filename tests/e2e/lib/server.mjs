@@ -25,7 +25,7 @@ export const WORKSPACE_TOOLS = ['save_memory', 'search_memory', 'search_sdk'];
  * of them say so with `onlyNative(reason)`.
  */
 export const TARGET = process.env.LORE_TARGET || 'native';
-if (!['native', 'worker'].includes(TARGET)) throw new Error(`LORE_TARGET=${TARGET}: expected native or worker`);
+if (!['native', 'worker', 'spin'].includes(TARGET)) throw new Error(`LORE_TARGET=${TARGET}: expected native, worker or spin`);
 
 /** `{skip: reason}` on the worker target: for tests of what only the native server has. */
 export function onlyNative(reason) {
@@ -68,6 +68,10 @@ export async function startServer(opts = {}) {
   if (TARGET === 'worker') {
     const { startWorker } = await import('./worker.mjs');
     return startWorker(opts);
+  }
+  if (TARGET === 'spin') {
+    const { startSpin } = await import('./spin.mjs');
+    return startSpin(opts);
   }
   const ownDir = opts.db ? null : await tempDir();
   const db = opts.db ?? path.join(ownDir, 'lore.db');
@@ -171,7 +175,7 @@ export async function loreJson(args) {
 
 /** `lore token create`: returns {org, token, token_id, principal}. */
 export async function issueToken(server, { org = 'default', role, scopes = 'mcp:read,mcp:write', name } = {}) {
-  if (server.target === 'worker') return server.operator('token-create', { org, role, scopes, name });
+  if (server.target !== 'native') return server.operator('token-create', { org, role, scopes, name });
   const args = ['token', 'create', '--db', server.db, '--org', org, '--scopes', scopes, '--json'];
   if (role) args.push('--role', role);
   if (name) args.push('--name', name);
@@ -185,7 +189,7 @@ export async function createToken(server, { role = 'member', ...opts } = {}) {
 
 /** `lore token revoke`. */
 export async function revokeToken(server, tokenId, org = 'default') {
-  if (server.target === 'worker') {
+  if (server.target !== 'native') {
     await server.operator('token-revoke', { org, token_id: tokenId });
     return;
   }
@@ -195,7 +199,7 @@ export async function revokeToken(server, tokenId, org = 'default') {
 
 /** `lore org create`: returns {org, token}. */
 export async function createOrg(server, name) {
-  if (server.target === 'worker') return server.operator('org-create', { name });
+  if (server.target !== 'native') return server.operator('org-create', { name });
   return loreJson(['org', 'create', name, '--db', server.db, '--json']);
 }
 

@@ -46,3 +46,45 @@ pub fn check(engine: &Engine, component: &Component) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(engine: &Engine, wat: &str) -> Component {
+        Component::new(engine, wat::parse_str(wat).expect("valid component text"))
+            .expect("a component")
+    }
+
+    #[test]
+    fn a_component_importing_an_unprovided_interface_is_refused() {
+        let engine = crate::engine().unwrap();
+        let c = component(
+            &engine,
+            r#"(component
+                (import "wasi:clocks/wall-clock@0.2.6" (instance))
+                (import "fermyon:spin/llm@2.0.0" (instance))
+                (import "spin:key-value/key-value@3.0.0" (instance)))"#,
+        );
+        assert_eq!(
+            unsupported(&engine, &c),
+            ["fermyon:spin/llm@2.0.0", "spin:key-value/key-value@3.0.0"]
+        );
+        let message = check(&engine, &c).unwrap_err().to_string();
+        assert!(message.contains("fermyon:spin/llm@2.0.0"), "{message}");
+    }
+
+    #[test]
+    fn provided_interfaces_pass() {
+        let engine = crate::engine().unwrap();
+        let c = component(
+            &engine,
+            r#"(component
+                (import "wasi:http/types@0.3.0" (instance))
+                (import "spin:sqlite/sqlite@3.1.0" (instance))
+                (import "spin:variables/variables@3.0.0" (instance)))"#,
+        );
+        assert!(unsupported(&engine, &c).is_empty());
+        check(&engine, &c).unwrap();
+    }
+}

@@ -30,6 +30,10 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 struct Args {
     /// The component (.wasm), e.g. target/wasm32-wasip2/release/lore_spin.wasm
     component: PathBuf,
+    /// Print the component's imports, check them against what this host provides, and exit
+    /// (status 1 when one is not provided).
+    #[arg(long)]
+    check_imports: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:3000")]
     addr: SocketAddr,
@@ -152,7 +156,15 @@ async fn main() -> Result<()> {
     let engine = engine()?;
     let component = Component::from_file(&engine, &args.component)
         .with_context(|| format!("loading {}", args.component.display()))?;
+    if args.check_imports {
+        for (name, _) in component.component_type().imports(&engine) {
+            println!("{name}");
+        }
+    }
     imports::check(&engine, &component)?;
+    if args.check_imports {
+        return Ok(());
+    }
     let mut linker = Linker::<State>::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi::p3::add_to_linker(&mut linker)?;
