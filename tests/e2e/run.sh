@@ -69,6 +69,13 @@ fi
 # workerd (LORE_TARGET=worker; see lib/worker.mjs: it needs the build in LORE_WORKER_BUILD,
 # default build/, and WORKER_NODE_MODULES and WORKER_NODE from scripts/worker-tools).
 export LORE_TARGET=${LORE_TARGET:-native}
+# LORE_TARGET=spin: the Spin component in the wasmtime dev host (lib/spin.mjs; scripts/build-spin
+# builds both).
+if [ "$LORE_TARGET" = spin ]; then
+  log "LORE_TARGET=spin"
+  cd "$E2E"
+  exec "$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs
+fi
 if [ "$LORE_TARGET" = worker ]; then
   log "LORE_TARGET=worker LORE_WORKER_BUILD=${LORE_WORKER_BUILD:-build}"
   cd "$E2E"

@@ -62,6 +62,13 @@ async fn to_core(request: Request) -> Result<http::Request<Vec<u8>>, String> {
     for (name, value) in &parts.headers {
         builder = builder.header(name, value);
     }
+    // `wasi:http` carries the authority beside the headers, not as a `Host` header; the core's
+    // Host and Origin checks read `Host`.
+    if !parts.headers.contains_key(http::header::HOST)
+        && let Some(authority) = parts.uri.authority()
+    {
+        builder = builder.header(http::header::HOST, authority.as_str());
+    }
     builder
         .body(body.to_vec())
         .map_err(|e| format!("unusable request: {e}"))
