@@ -2,7 +2,7 @@
 // shared storage and records suites on Spin SQLite (one request, so one fresh component
 // instance, per case), state across host restarts, and the import allow-list.
 //
-//   node --test tests/spin/   (scripts/test runs it after scripts/build-spin)
+//   LORE_TARGET=spin node --test tests/spin/   (scripts/test runs it after scripts/build-spin)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
