@@ -67,6 +67,9 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     if [[ $KEEP_DB != 1 ]]; then rm -rf "$OUT"/lore.db "$OUT"/lore.db-wal "$OUT"/lore.db-shm "$OUT/bin"; fi
+    # lore's request log holds a line per request (about 400 MB a run).
+    [[ -f $OUT/lore.log ]] && gzip -1f "$OUT/lore.log"
+    true
 }
 trap cleanup EXIT
 
