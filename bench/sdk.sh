@@ -12,8 +12,10 @@
 # connections, $THREADS threads, `bench/sdk.lua`: random sampled id or cursor per request, the
 # same sequence for every target) for $ROUNDS rounds of $DURATION s interleaved across targets,
 # after one $WARMUP s warm-up each. Prints a table (per target, the median-throughput round among
-# those not disturbed by other processes) and the peer/lore throughput ratios against the <= 3x
-# target; everything lands in bench/out/sdk-<timestamp>/. Exits non-zero if any response was bad.
+# those not disturbed by other processes) and, per method, the peer/lore throughput ratio (median
+# of the per-round ratios) against the <= 3x target and the ratio of server CPU per request
+# (`bench/sdk_report.py`); everything lands in bench/out/sdk-<timestamp>/. Exits non-zero if any
+# response was bad.
 #
 # Targets (every response is checked: status 200 and an id, or a next_cursor, in the body):
 #   lore get / list         POST /api/bench/entities.get {"id"} and
@@ -65,6 +67,9 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     if [[ $KEEP_DB != 1 ]]; then rm -rf "$OUT"/lore.db "$OUT"/lore.db-wal "$OUT"/lore.db-shm "$OUT/bin"; fi
+    # lore's request log holds a line per request (about 400 MB a run).
+    [[ -f $OUT/lore.log ]] && gzip -1f "$OUT/lore.log"
+    true
 }
 trap cleanup EXIT
 

@@ -97,3 +97,50 @@ impl Ports {
         buf.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
+
+/// Deterministic ports for tests and the shared suites: a clock that ticks one millisecond per
+/// read and a seeded pseudo-random source. Never used by a server.
+#[doc(hidden)]
+pub mod testing {
+    use std::cell::Cell;
+
+    /// A clock that starts at `start` ms and advances one millisecond each time it is read.
+    pub struct StepClock(pub Cell<i64>);
+
+    impl StepClock {
+        pub fn starting_at(ms: i64) -> Self {
+            Self(Cell::new(ms))
+        }
+    }
+
+    impl super::Clock for StepClock {
+        fn now_ms(&self) -> i64 {
+            let t = self.0.get() + 1;
+            self.0.set(t);
+            t
+        }
+    }
+
+    /// A seeded linear congruential generator: repeatable "random" bytes.
+    pub struct SeqRandom(pub Cell<u64>);
+
+    impl SeqRandom {
+        pub fn seeded(seed: u64) -> Self {
+            Self(Cell::new(seed))
+        }
+    }
+
+    impl super::Randomness for SeqRandom {
+        fn fill(&self, buf: &mut [u8]) {
+            for b in buf.iter_mut() {
+                let n = self
+                    .0
+                    .get()
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                self.0.set(n);
+                *b = (n >> 33) as u8;
+            }
+        }
+    }
+}

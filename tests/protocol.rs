@@ -1,7 +1,6 @@
 //! The MCP endpoint driven in-process through `Lore::handle` on the in-memory store: every
 //! status code and error shape a client can meet, plus the golden `tools/list`.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use futures_executor::block_on;
@@ -9,33 +8,10 @@ use serde_json::{Value, json};
 
 use lore::admin::{self, InitOutcome, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::{Clock, Ports, Randomness};
+use lore::ports::Ports;
+use lore::ports::testing::{SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
-
-struct TestClock(Cell<i64>);
-impl Clock for TestClock {
-    fn now_ms(&self) -> i64 {
-        let t = self.0.get() + 1;
-        self.0.set(t);
-        t
-    }
-}
-
-struct CounterRandom(Cell<u64>);
-impl Randomness for CounterRandom {
-    fn fill(&self, buf: &mut [u8]) {
-        for b in buf.iter_mut() {
-            let n = self
-                .0
-                .get()
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            self.0.set(n);
-            *b = (n >> 33) as u8;
-        }
-    }
-}
 
 struct Harness {
     lore: Lore,
@@ -58,8 +34,8 @@ impl Harness {
     fn new() -> Self {
         let ports = Ports {
             storage: Rc::new(MemoryStorage::new()),
-            clock: Rc::new(TestClock(Cell::new(1_767_225_600_000))),
-            random: Rc::new(CounterRandom(Cell::new(7))),
+            clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+            random: Rc::new(SeqRandom::seeded(7)),
             http: None,
             embedder: None,
         };
@@ -1308,7 +1284,7 @@ fn a_late_commit_with_an_older_timestamp_is_still_found() {
     // event committed late (lock wait, clock skew between hosts) was missed forever.
     let h = Harness::new();
     let skewed = Ports {
-        clock: Rc::new(TestClock(Cell::new(1_767_225_600_000 + 3_600_000))),
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000 + 3_600_000)),
         ..h.lore.ports.clone()
     };
     let ahead = Harness {
@@ -1449,7 +1425,7 @@ fn batches_follow_the_session_version_and_sessions_expire() {
     );
     // A day later the session is gone.
     let later = Ports {
-        clock: Rc::new(TestClock(Cell::new(1_767_225_600_000 + 25 * 3_600_000))),
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000 + 25 * 3_600_000)),
         ..h.lore.ports.clone()
     };
     let later = Harness {

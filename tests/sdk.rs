@@ -3,7 +3,6 @@
 //! what clients see is a visible diff), `search_sdk` ranking and filtering, and the REST error
 //! statuses.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use expect_test::expect_file;
@@ -12,34 +11,11 @@ use serde_json::{Value, json};
 
 use lore::admin::{self, InitOutcome, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::{Clock, Ports, Randomness};
+use lore::ports::Ports;
+use lore::ports::testing::{SeqRandom, StepClock};
 use lore::sdk::admin_tools::ADMIN_TOOLS;
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
-
-struct TestClock(Cell<i64>);
-impl Clock for TestClock {
-    fn now_ms(&self) -> i64 {
-        let t = self.0.get() + 1;
-        self.0.set(t);
-        t
-    }
-}
-
-struct CounterRandom(Cell<u64>);
-impl Randomness for CounterRandom {
-    fn fill(&self, buf: &mut [u8]) {
-        for b in buf.iter_mut() {
-            let n = self
-                .0
-                .get()
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            self.0.set(n);
-            *b = (n >> 33) as u8;
-        }
-    }
-}
 
 struct Harness {
     lore: Lore,
@@ -62,8 +38,8 @@ impl Harness {
     fn new() -> Self {
         let ports = Ports {
             storage: Rc::new(MemoryStorage::new()),
-            clock: Rc::new(TestClock(Cell::new(1_767_225_600_000))),
-            random: Rc::new(CounterRandom(Cell::new(11))),
+            clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+            random: Rc::new(SeqRandom::seeded(11)),
             http: None,
             embedder: None,
         };

@@ -145,12 +145,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateBehavior) -> Res
     let key = caller.keys().named("beh", &behavior.name);
     let mut batch = Batch::new();
     batch.require_absent(&key).put(&key, to_bytes(&behavior));
-    ports.storage.commit(batch).await.map_err(|e| match e {
-        crate::storage::StorageError::Conflict { .. } => {
-            LoreError::Conflict(format!("behavior {:?} already exists", behavior.name))
-        }
-        other => other.into(),
-    })?;
+    super::commit_new(ports, batch, || format!("behavior {:?}", behavior.name)).await?;
     Ok(behavior)
 }
 
@@ -173,19 +168,13 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateBehavior) -> Res
     }
     b.updated_at = now_text(ports);
     let key = caller.keys().named("beh", &b.name);
-    let mut batch = Batch::new();
-    batch
-        .require_equals(&key, to_bytes(&old))
-        .put(&key, to_bytes(&b));
-    ports.storage.commit(batch).await?;
+    super::replace(ports, &key, &old, &b).await?;
     Ok(b)
 }
 
 pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done> {
     let old = get(ports, caller, &args.name).await?;
     let key = caller.keys().named("beh", &old.name);
-    let mut batch = Batch::new();
-    batch.require_equals(&key, to_bytes(&old)).delete(&key);
-    ports.storage.commit(batch).await?;
+    super::remove(ports, &key, &old).await?;
     Ok(Done { ok: true })
 }

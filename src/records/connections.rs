@@ -215,12 +215,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateConnection) -> R
     if let Some(secret) = args.secret {
         batch.put(keys.secret("conn", &record.name), secret.into_bytes());
     }
-    ports.storage.commit(batch).await.map_err(|e| match e {
-        crate::storage::StorageError::Conflict { .. } => {
-            LoreError::Conflict(format!("connection {:?} already exists", record.name))
-        }
-        other => other.into(),
-    })?;
+    super::commit_new(ports, batch, || format!("connection {:?}", record.name)).await?;
     Ok(record)
 }
 

@@ -250,12 +250,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateFeed) -> Result<
     if let Some(s) = &secret {
         batch.put(keys.secret("feed", &feed.name), s.clone().into_bytes());
     }
-    ports.storage.commit(batch).await.map_err(|e| match e {
-        crate::storage::StorageError::Conflict { .. } => {
-            LoreError::Conflict(format!("feed {:?} already exists", feed.name))
-        }
-        other => other.into(),
-    })?;
+    super::commit_new(ports, batch, || format!("feed {:?}", feed.name)).await?;
     Ok(match secret {
         Some(secret) => FeedCreated::WithSecret(FeedWithSecret { feed, secret }),
         None => FeedCreated::Plain(feed),
@@ -294,11 +289,7 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateFeed) -> Result<
     }
     feed.updated_at = now_text(ports);
     let key = caller.keys().named("feed", &feed.name);
-    let mut batch = Batch::new();
-    batch
-        .require_equals(&key, to_bytes(&old))
-        .put(&key, to_bytes(&feed));
-    ports.storage.commit(batch).await?;
+    super::replace(ports, &key, &old, &feed).await?;
     Ok(feed)
 }
 

@@ -244,12 +244,7 @@ pub async fn define(ports: &Ports, caller: &Caller, args: DefineMetric) -> Resul
     let key = caller.keys().named("metric", &metric.name);
     let mut batch = Batch::new();
     batch.require_absent(&key).put(&key, to_bytes(&metric));
-    ports.storage.commit(batch).await.map_err(|e| match e {
-        StorageError::Conflict { .. } => {
-            LoreError::Conflict(format!("metric {:?} already exists", metric.name))
-        }
-        other => other.into(),
-    })?;
+    super::commit_new(ports, batch, || format!("metric {:?}", metric.name)).await?;
     Ok(metric)
 }
 

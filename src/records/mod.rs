@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{LoreError, Result};
 use crate::ports::Ports;
+use crate::storage::{Batch, StorageError};
 
 /// Largest page a list call returns.
 pub const MAX_PAGE: usize = 500;
@@ -166,6 +167,36 @@ pub async fn all<T: DeserializeOwned>(ports: &Ports, prefix: &str) -> Result<Vec
         .iter()
         .map(|(_, v)| serde_json::from_slice(v).map_err(Into::into))
         .collect()
+}
+
+/// Commits a batch whose preconditions guard a new record; a failed one means it exists.
+pub async fn commit_new(
+    ports: &Ports,
+    batch: Batch,
+    exists: impl FnOnce() -> String,
+) -> Result<()> {
+    ports.storage.commit(batch).await.map_err(|e| match e {
+        StorageError::Conflict { .. } => {
+            LoreError::Conflict(format!("{} already exists", exists()))
+        }
+        other => other.into(),
+    })
+}
+
+/// Replaces the record at `key` with `new` if it still holds `old`.
+pub async fn replace<T: Serialize>(ports: &Ports, key: &str, old: &T, new: &T) -> Result<()> {
+    let mut batch = Batch::new();
+    batch
+        .require_equals(key, to_bytes(old))
+        .put(key, to_bytes(new));
+    Ok(ports.storage.commit(batch).await?)
+}
+
+/// Deletes the record at `key` if it still holds `old`.
+pub async fn remove<T: Serialize>(ports: &Ports, key: &str, old: &T) -> Result<()> {
+    let mut batch = Batch::new();
+    batch.require_equals(key, to_bytes(old)).delete(key);
+    Ok(ports.storage.commit(batch).await?)
 }
 
 /// Reads a named record or says what is missing.

@@ -284,12 +284,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateOperation) -> Re
     let key = caller.keys().named("op", &op.name);
     let mut batch = Batch::new();
     batch.require_absent(&key).put(&key, to_bytes(&op));
-    ports.storage.commit(batch).await.map_err(|e| match e {
-        crate::storage::StorageError::Conflict { .. } => {
-            LoreError::Conflict(format!("operation {:?} already exists", op.name))
-        }
-        other => other.into(),
-    })?;
+    super::commit_new(ports, batch, || format!("operation {:?}", op.name)).await?;
     Ok(op)
 }
 
@@ -315,20 +310,14 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateOperation) -> Re
     }
     op.updated_at = now_text(ports);
     let key = caller.keys().named("op", &op.name);
-    let mut batch = Batch::new();
-    batch
-        .require_equals(&key, to_bytes(&old))
-        .put(&key, to_bytes(&op));
-    ports.storage.commit(batch).await?;
+    super::replace(ports, &key, &old, &op).await?;
     Ok(op)
 }
 
 pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done> {
     let old = get(ports, caller, &args.name).await?;
     let key = caller.keys().named("op", &old.name);
-    let mut batch = Batch::new();
-    batch.require_equals(&key, to_bytes(&old)).delete(&key);
-    ports.storage.commit(batch).await?;
+    super::remove(ports, &key, &old).await?;
     Ok(Done { ok: true })
 }
 

@@ -298,11 +298,7 @@ pub async fn update_member(ports: &Ports, caller: &Caller, args: SetRole) -> Res
     let mut m = old.clone();
     m.role = role;
     let key = caller.keys().member(&m.principal);
-    let mut batch = Batch::new();
-    batch
-        .require_equals(&key, to_bytes(&old))
-        .put(&key, to_bytes(&m));
-    ports.storage.commit(batch).await?;
+    super::replace(ports, &key, &old, &m).await?;
     member_info(ports, m).await
 }
 
@@ -423,10 +419,6 @@ pub async fn update_org(ports: &Ports, caller: &Caller, args: UpdateOrg) -> Resu
     if let Some(d) = args.description {
         org.description = d;
     }
-    let mut batch = Batch::new();
-    batch
-        .require_equals(&key, to_bytes(&old))
-        .put(&key, to_bytes(&org));
-    ports.storage.commit(batch).await?;
+    super::replace(ports, &key, &old, &org).await?;
     get_org(ports, caller).await
 }

@@ -3,46 +3,22 @@
 //! the cases from its own host (the edge adapters), exactly like the storage suite.
 //! A case panics with a message naming what went wrong.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use serde_json::{Value, json};
 
 use crate::auth::{self, Caller};
 use crate::error::LoreError;
-use crate::ports::{Clock, Ports, Randomness, Storage};
+use crate::ports::testing::{SeqRandom, StepClock};
+use crate::ports::{Ports, Storage};
 use crate::sdk::{self, Tier};
 use crate::{Config, Lore, admin};
-
-struct StepClock(Cell<i64>);
-impl Clock for StepClock {
-    fn now_ms(&self) -> i64 {
-        let t = self.0.get() + 1;
-        self.0.set(t);
-        t
-    }
-}
-
-struct SeqRandom(Cell<u64>);
-impl Randomness for SeqRandom {
-    fn fill(&self, buf: &mut [u8]) {
-        for b in buf.iter_mut() {
-            let n = self
-                .0
-                .get()
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            self.0.set(n);
-            *b = (n >> 33) as u8;
-        }
-    }
-}
 
 fn instance(storage: Rc<dyn Storage>, seed: u64) -> Lore {
     let ports = Ports {
         storage,
-        clock: Rc::new(StepClock(Cell::new(1_767_225_600_000))),
-        random: Rc::new(SeqRandom(Cell::new(seed))),
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+        random: Rc::new(SeqRandom::seeded(seed)),
         http: None,
         embedder: None,
     };

@@ -148,12 +148,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateType) -> Result<
     let key = caller.keys().entity_type(&record.name);
     let mut batch = Batch::new();
     batch.require_absent(&key).put(&key, to_bytes(&record));
-    ports.storage.commit(batch).await.map_err(|e| match e {
-        crate::storage::StorageError::Conflict { .. } => {
-            LoreError::Conflict(format!("entity type {:?} already exists", record.name))
-        }
-        other => other.into(),
-    })?;
+    super::commit_new(ports, batch, || format!("entity type {:?}", record.name)).await?;
     Ok(record)
 }
 
@@ -178,11 +173,7 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateType) -> Result<
     record.version += 1;
     record.updated_at = now_text(ports);
     let key = caller.keys().entity_type(&record.name);
-    let mut batch = Batch::new();
-    batch
-        .require_equals(&key, to_bytes(&old))
-        .put(&key, to_bytes(&record));
-    ports.storage.commit(batch).await?;
+    super::replace(ports, &key, &old, &record).await?;
     Ok(record)
 }
 
@@ -201,9 +192,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<supe
         )));
     }
     let key = keys.entity_type(&record.name);
-    let mut batch = Batch::new();
-    batch.require_equals(&key, to_bytes(&record)).delete(&key);
-    ports.storage.commit(batch).await?;
+    super::remove(ports, &key, &record).await?;
     Ok(super::Done { ok: true })
 }
 

@@ -160,6 +160,28 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
+/// The range query of a scan on the SQL backends (native SQLite, D1, Spin SQLite), with
+/// `?1` the lower bound, `?2` the upper bound and `?3` the row limit. There is exactly one
+/// lower bound so SQLite seeks straight to the page: with `k >= prefix AND k > after` it may
+/// seek to the prefix and filter its way to the cursor, which made deep pages O(n).
+pub fn scan_sql(after_cursor: bool) -> &'static str {
+    if after_cursor {
+        "SELECT k, v FROM lore_kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3"
+    } else {
+        "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3"
+    }
+}
+
+/// The bounds of a scan for [`scan_sql`]: `(after_cursor, lower, upper)`. A cursor before the
+/// prefix is clamped to it; the upper bound of an empty prefix is DEL (0x7f), above every key.
+pub fn scan_bounds<'a>(prefix: &'a str, after: Option<&'a str>) -> (bool, &'a str, String) {
+    let upper = prefix_end(prefix).unwrap_or_else(|| "\u{7f}".to_string());
+    match after {
+        Some(a) if a >= prefix => (true, a, upper),
+        _ => (false, prefix, upper),
+    }
+}
+
 /// Builds a scan page from up to `limit + 1` fetched rows: the extra row only signals more.
 pub fn page_from_rows(mut rows: Vec<(String, Vec<u8>)>, limit: usize) -> ScanPage {
     let more = rows.len() > limit;

@@ -12,13 +12,12 @@ use std::cell::Cell;
 
 use async_trait::async_trait;
 use lore::storage::{
-    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end,
-    validate_key,
+    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds,
+    scan_sql, validate_key,
 };
 use spin_sdk::sqlite::{Connection, Value};
 
 const GET: &str = "SELECT v FROM lore_kv WHERE k = ?1";
-const SCAN: &str = "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k > ?2 AND (?3 IS NULL OR k < ?3) ORDER BY k LIMIT ?4";
 const PUT: &str =
     "INSERT INTO lore_kv (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v";
 const DELETE: &str = "DELETE FROM lore_kv WHERE k = ?1";
@@ -169,16 +168,12 @@ impl Storage for SpinSqliteStorage {
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
         self.ensure_schema().await?;
-        let start = match after {
-            Some(a) if a >= prefix => a,
-            _ => "",
-        };
-        let end = prefix_end(prefix).map_or(Value::Null, |e| text(&e));
+        let (after_cursor, lower, upper) = scan_bounds(prefix, after);
         let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let rows = self
             .rows(
-                SCAN,
-                vec![text(prefix), text(start), end, Value::Integer(fetch)],
+                scan_sql(after_cursor),
+                vec![text(lower), Value::Text(upper), Value::Integer(fetch)],
             )
             .await?;
         let mut entries = Vec::with_capacity(rows.len());

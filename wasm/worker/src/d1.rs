@@ -8,13 +8,13 @@
 use async_trait::async_trait;
 use js_sys::{Array, ArrayBuffer, Uint8Array};
 use lore::storage::{
-    Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end, validate_key,
+    Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds, scan_sql,
+    validate_key,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{D1Database, D1PreparedStatement};
 
 const GET: &str = "SELECT v FROM lore_kv WHERE k = ?1";
-const SCAN: &str = "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k > ?2 AND (?3 IS NULL OR k < ?3) ORDER BY k LIMIT ?4";
 const PUT: &str =
     "INSERT INTO lore_kv (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v";
 const DELETE: &str = "DELETE FROM lore_kv WHERE k = ?1";
@@ -119,18 +119,14 @@ impl Storage for D1Storage {
         after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
-        let start = match after {
-            Some(a) if a >= prefix => a,
-            _ => "",
-        };
-        let end = prefix_end(prefix).map_or(JsValue::NULL, |e| text(&e));
+        let (after_cursor, lower, upper) = scan_bounds(prefix, after);
         // D1 binds JS numbers. (A `1 << 40` cap here was 256 on wasm32, where usize is 32 bits
         // and the shift wraps: every scan stopped after 256 rows.)
         let fetch = f64::from(u32::try_from(limit.saturating_add(1)).unwrap_or(u32::MAX));
         let rows = self
             .statement(
-                SCAN,
-                &[text(prefix), text(start), end, JsValue::from_f64(fetch)],
+                scan_sql(after_cursor),
+                &[text(lower), text(&upper), JsValue::from_f64(fetch)],
             )?
             .raw_js_value()
             .await

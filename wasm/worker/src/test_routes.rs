@@ -51,23 +51,27 @@ pub async fn handle(
     })
 }
 
-async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
-    let db = match env.d1(D1_BINDING) {
-        Ok(db) => db,
-        Err(e) => {
-            return reply(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                json!({ "error": e.to_string() }),
-            );
-        }
-    };
-    if let Err(e) = db.prepare("DELETE FROM lore_kv").run().await {
-        return reply(
+/// The Worker's D1 database, emptied, as storage for one suite case.
+async fn empty_store(env: &Env) -> Result<D1Storage, Response<Vec<u8>>> {
+    let failed = |e: worker::Error| {
+        reply(
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "error": e.to_string() }),
-        );
-    }
-    let store = D1Storage::new(db);
+        )
+    };
+    let db = env.d1(D1_BINDING).map_err(failed)?;
+    db.prepare("DELETE FROM lore_kv")
+        .run()
+        .await
+        .map_err(failed)?;
+    Ok(D1Storage::new(db))
+}
+
+async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
+    let store = match empty_store(env).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     if !suite::run_case(case, &store).await {
         return reply(
             StatusCode::NOT_FOUND,
@@ -78,22 +82,11 @@ async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
 }
 
 async fn records_case(env: &Env, case: &str) -> Response<Vec<u8>> {
-    let db = match env.d1(D1_BINDING) {
-        Ok(db) => db,
-        Err(e) => {
-            return reply(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                json!({ "error": e.to_string() }),
-            );
-        }
+    let store = match empty_store(env).await {
+        Ok(s) => s,
+        Err(r) => return r,
     };
-    if let Err(e) = db.prepare("DELETE FROM lore_kv").run().await {
-        return reply(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            json!({ "error": e.to_string() }),
-        );
-    }
-    let store: std::rc::Rc<dyn lore::storage::Storage> = std::rc::Rc::new(D1Storage::new(db));
+    let store: std::rc::Rc<dyn lore::storage::Storage> = std::rc::Rc::new(store);
     if !lore::records::suite::run_case(case, store).await {
         return reply(
             StatusCode::NOT_FOUND,
