@@ -5,6 +5,7 @@
 //! ```text
 //! meta/local-owner              principal id of the local owner (`lore init`)
 //! meta/local-org                the org `lore init` created
+//! meta/request-state-key        the key that signs MRTR `requestState` (conformance fixtures)
 //! org/{org}                     Org
 //! principal/{id}                Principal
 //! auth/token/{sha256}           TokenRecord (looked up by the presented secret's hash)
@@ -51,6 +52,8 @@ pub const LOCAL_OWNER: &str = "meta/local-owner";
 /// The org `lore init` created: the local owner's org when none is named.
 pub const LOCAL_ORG: &str = "meta/local-org";
 pub const ORG_PREFIX: &str = "org/";
+/// The HMAC key of the conformance fixtures' `requestState` (stored so any instance verifies).
+pub const REQUEST_STATE_KEY: &str = "meta/request-state-key";
 
 pub fn org(org: &OrgId) -> String {
     format!("org/{org}")

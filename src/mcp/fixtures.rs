@@ -5,14 +5,14 @@
 //! Shared by both eras: the content tools, progress, the prompts, the `test://` resources and
 //! completion. Legacy only: `test_tool_with_logging` and resource subscriptions. Current era
 //! (2026-07-28) only: the capability, logging and streaming probes, and the multi round-trip
-//! request (MRTR, SEP-2322) fixtures, whose `requestState` is HMAC-signed with a per-process
-//! key so a tampered state is refused.
+//! request (MRTR, SEP-2322) fixtures, whose `requestState` is HMAC-signed so a tampered state is
+//! refused. The signing key is stored (`meta/request-state-key`), not held in memory: the next
+//! round may reach another instance (another native worker thread, another isolate, or on Spin
+//! a fresh instance for every request).
 //!
 //! Not implemented: the legacy server→client requests (sampling and elicitation sent over the
 //! POST's SSE stream while the tool waits for the client's reply) — replies are buffered, not
 //! streamed — and the 2026 `subscriptions/listen` stream.
-
-use std::sync::OnceLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -22,6 +22,8 @@ use sha2::Sha256;
 
 use super::exchange::{Exchange, LogLevel};
 use super::jsonrpc::{self, RpcError};
+use crate::keys;
+use crate::storage::{Batch, StorageError};
 
 /// A 1×1 PNG.
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -213,7 +215,10 @@ pub async fn call(ex: &Exchange<'_>, name: &str, args: &Value) -> Option<Result<
             ex.log(LogLevel::Info, json!("test_logging_tool ran"));
             reply("Logging tool complete.")
         }
-        mrtr => mrtr_tool(ex, mrtr),
+        mrtr => match state_key(ex).await {
+            Ok(key) => mrtr_tool(&Signer { ex, key }, mrtr),
+            Err(e) => Err(e),
+        },
     })
 }
 
@@ -552,23 +557,60 @@ fn listed_roots(responses: Responses<'_>, key: &str) -> Result<Option<Vec<String
     uris.collect::<Result<_, _>>().map(Some)
 }
 
-/// The HMAC over `payload` with the per-process key that signs `requestState`.
-fn state_mac(ex: &Exchange<'_>, payload: &str) -> Hmac<Sha256> {
-    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
-    let key = KEY.get_or_init(|| {
+/// The key that signs `requestState`, created on first use. A lost race to create it reads the
+/// winner's.
+async fn state_key(ex: &Exchange<'_>) -> Result<[u8; 32], RpcError> {
+    let ports = &ex.lore.ports;
+    let failed = |e: StorageError| {
+        RpcError::new(
+            jsonrpc::INTERNAL_ERROR,
+            format!("requestState key: {e}"),
+            500,
+        )
+    };
+    for _ in 0..2 {
+        let stored = ports.storage.get(keys::REQUEST_STATE_KEY).await;
+        if let Some(key) = stored.map_err(failed)? {
+            return <[u8; 32]>::try_from(key.as_slice()).map_err(|_| {
+                failed(StorageError::Backend(
+                    "the stored requestState key is not 32 bytes".into(),
+                ))
+            });
+        }
         let mut key = [0u8; 32];
-        ex.lore.ports.random.fill(&mut key);
-        key
-    });
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+        ports.random.fill(&mut key);
+        let mut batch = Batch::new();
+        batch
+            .require_absent(keys::REQUEST_STATE_KEY)
+            .put(keys::REQUEST_STATE_KEY, key.to_vec());
+        match ports.storage.commit(batch).await {
+            Ok(()) => return Ok(key),
+            Err(StorageError::Conflict { .. }) => continue,
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    Err(failed(StorageError::Backend(
+        "the requestState key could not be created".into(),
+    )))
+}
+
+/// An exchange of an MRTR fixture with the key that signs and verifies its `requestState`.
+struct Signer<'a, 'b> {
+    ex: &'a Exchange<'b>,
+    key: [u8; 32],
+}
+
+/// The HMAC over `payload` with the stored key that signs `requestState`.
+fn state_mac(s: &Signer<'_, '_>, payload: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(&s.key).expect("HMAC takes keys of any length");
     mac.update(payload.as_bytes());
     mac
 }
 
 /// Signs `data` for the request `target` (method and name) as an opaque `requestState`:
 /// `base64url(payload).base64url(HMAC-SHA256(payload))`.
-fn sign_state(ex: &Exchange<'_>, target: &str, data: Value) -> Option<String> {
-    let ports = &ex.lore.ports;
+fn sign_state(s: &Signer<'_, '_>, target: &str, data: Value) -> Option<String> {
+    let ports = &s.ex.lore.ports;
     let payload = json!({
         "target": target,
         "issuedAtMs": ports.clock.now_ms(),
@@ -576,13 +618,14 @@ fn sign_state(ex: &Exchange<'_>, target: &str, data: Value) -> Option<String> {
         "data": data,
     });
     let payload = URL_SAFE_NO_PAD.encode(payload.to_string());
-    let tag = URL_SAFE_NO_PAD.encode(state_mac(ex, &payload).finalize().into_bytes());
+    let tag = URL_SAFE_NO_PAD.encode(state_mac(s, &payload).finalize().into_bytes());
     Some(format!("{payload}.{tag}"))
 }
 
 /// Verifies the echoed `requestState`, if any, and returns the data it was signed with. Any
 /// failure (tampering, another request's state, expiry) is a JSON-RPC error.
-fn verify_state(ex: &Exchange<'_>, target: &str) -> Result<Option<Value>, RpcError> {
+fn verify_state(s: &Signer<'_, '_>, target: &str) -> Result<Option<Value>, RpcError> {
+    let ex = s.ex;
     let raw = match &ex.request_state {
         None => return Ok(None),
         Some(Value::String(s)) => s,
@@ -594,7 +637,7 @@ fn verify_state(ex: &Exchange<'_>, target: &str) -> Result<Option<Value>, RpcErr
     };
     let (payload, tag) = raw.split_once('.').ok_or_else(rejected)?;
     let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| rejected())?;
-    state_mac(ex, payload)
+    state_mac(s, payload)
         .verify_slice(&tag)
         .map_err(|_| rejected())?;
     let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| rejected())?;
@@ -613,7 +656,8 @@ fn verify_state(ex: &Exchange<'_>, target: &str) -> Result<Option<Value>, RpcErr
     Ok(Some(state.get("data").cloned().unwrap_or(Value::Null)))
 }
 
-fn mrtr_tool(ex: &Exchange<'_>, name: &str) -> Result<Value, RpcError> {
+fn mrtr_tool(signer: &Signer<'_, '_>, name: &str) -> Result<Value, RpcError> {
+    let ex = signer.ex;
     let target = format!("tools/call:{name}");
     let responses = input_responses(ex)?;
     match name {
@@ -647,7 +691,7 @@ fn mrtr_tool(ex: &Exchange<'_>, name: &str) -> Result<Value, RpcError> {
         }
         "test_input_required_result_request_state"
         | "test_input_required_result_tampered_state" => {
-            let state = verify_state(ex, &target)?;
+            let state = verify_state(signer, &target)?;
             match elicited(responses, "confirm")? {
                 Elicited::Missing => {}
                 _ if state.is_none() => {}
@@ -659,12 +703,15 @@ fn mrtr_tool(ex: &Exchange<'_>, name: &str) -> Result<Value, RpcError> {
             }
             require(ex, &["elicitation"])?;
             let ask = elicit_request("Please confirm", "ok", "boolean");
-            input_required(vec![("confirm", ask)], sign_state(ex, &target, json!({})))
+            input_required(
+                vec![("confirm", ask)],
+                sign_state(signer, &target, json!({})),
+            )
         }
-        "test_input_required_result_multiple_inputs" => multiple_inputs(ex, &target, responses),
-        "test_input_required_result_multi_round" => multi_round(ex, &target, responses),
+        "test_input_required_result_multiple_inputs" => multiple_inputs(signer, &target, responses),
+        "test_input_required_result_multi_round" => multi_round(signer, &target, responses),
         "test_input_required_result_capabilities" => {
-            let state = verify_state(ex, &target)?;
+            let state = verify_state(signer, &target)?;
             if let (Some(_), Some(answers)) = (state, responses.filter(|r| !r.is_empty())) {
                 let keys: Vec<&str> = answers.keys().map(String::as_str).collect();
                 return reply(format!("capabilities-ok: received {}", keys.join(", ")));
@@ -683,7 +730,7 @@ fn mrtr_tool(ex: &Exchange<'_>, name: &str) -> Result<Value, RpcError> {
             if asks.is_empty() {
                 return reply("The client declared no capability this tool can ask through.");
             }
-            input_required(asks, sign_state(ex, &target, json!({})))
+            input_required(asks, sign_state(signer, &target, json!({})))
         }
         other => Err(invalid(format!("Unknown tool: {other}"))),
     }
@@ -692,11 +739,12 @@ fn mrtr_tool(ex: &Exchange<'_>, name: &str) -> Result<Value, RpcError> {
 /// Elicitation, sampling and roots in one round. Answers already received travel in the signed
 /// state, so a partial reply only asks again for what is missing.
 fn multiple_inputs(
-    ex: &Exchange<'_>,
+    signer: &Signer<'_, '_>,
     target: &str,
     responses: Responses<'_>,
 ) -> Result<Value, RpcError> {
-    let mut got = match verify_state(ex, target)? {
+    let ex = signer.ex;
+    let mut got = match verify_state(signer, target)? {
         Some(Value::Object(data)) => data,
         _ => Map::new(),
     };
@@ -733,16 +781,17 @@ fn multiple_inputs(
         ));
     }
     require(ex, &needed)?;
-    input_required(asks, sign_state(ex, target, Value::Object(got)))
+    input_required(asks, sign_state(signer, target, Value::Object(got)))
 }
 
 /// Two questions in two rounds; the round and the first answer travel in the signed state.
 fn multi_round(
-    ex: &Exchange<'_>,
+    signer: &Signer<'_, '_>,
     target: &str,
     responses: Responses<'_>,
 ) -> Result<Value, RpcError> {
-    let state = verify_state(ex, target)?.unwrap_or(Value::Null);
+    let ex = signer.ex;
+    let state = verify_state(signer, target)?.unwrap_or(Value::Null);
     let (key, next) = match state.get("round").and_then(Value::as_u64) {
         Some(1) => match elicited(responses, "step1")?.field("name") {
             Some(name) => ("step2", json!({ "round": 2, "name": name })),
@@ -763,7 +812,7 @@ fn multi_round(
     };
     require(ex, &["elicitation"])?;
     let ask = elicit_request(message, field, "string");
-    input_required(vec![(key, ask)], sign_state(ex, target, next))
+    input_required(vec![(key, ask)], sign_state(signer, target, next))
 }
 
 fn mrtr_prompt(ex: &Exchange<'_>) -> Result<Value, RpcError> {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite against `lore serve --no-auth` (or, with
-# LORE_TARGET=worker, the Workers test build under workerd), once per protocol
+# LORE_TARGET=worker, the Workers test build under workerd; with LORE_TARGET=spin, the Spin
+# test component in the wasmtime dev host), once per protocol
 # revision lore serves (2025-11-25: stateful, sessions; 2026-07-28: stateless), each against
 # its strict baseline tests/conformance/expected-failures-<revision>.yml.
 #
@@ -9,10 +10,12 @@
 #   LORE_FIXTURES_BIN="$CARGO_TARGET_DIR/lore-fixtures" tests/conformance/run.sh
 #
 # Environment:
-#   LORE_TARGET        native (default) or worker
+#   LORE_TARGET        native (default), worker or spin
 #   LORE_FIXTURES_BIN  lore binary built with `--features conformance-fixtures` (native target)
 #   LORE_WORKER_TEST_BUILD  the Workers test build directory (worker target; default build-test,
 #                      from `scripts/build-worker --test`); needs `source scripts/worker-tools`
+#   LORE_SPIN_HOST, LORE_SPIN_TEST_COMPONENT  the dev host and the Spin test component (spin
+#                      target; default: where `scripts/build-spin` puts them in $CARGO_TARGET_DIR)
 #   TOOLS              where Node and the suite are installed (default: <repo>/.tools)
 #   CONFORMANCE_OUT    where logs and per-check results go (default: a new temp dir, kept)
 #
@@ -65,7 +68,14 @@ case "$TARGET" in
         [[ -f "$REPO/$WORKER_BUILD/worker/shim.mjs" ]] || die "no Workers test build in $WORKER_BUILD; run scripts/build-worker --test"
         [[ -n "${WORKER_NODE_MODULES:-}" ]] || die "source scripts/worker-tools first (WORKER_NODE_MODULES)"
         ;;
-    *) die "LORE_TARGET=$TARGET: expected native or worker" ;;
+    spin)
+        SPIN_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}"
+        SPIN_HOST="${LORE_SPIN_HOST:-$SPIN_TARGET_DIR/release/lore-spin-host}"
+        SPIN_COMPONENT="${LORE_SPIN_TEST_COMPONENT:-$SPIN_TARGET_DIR/spin/lore_spin_test.wasm}"
+        [[ -x "$SPIN_HOST" ]] || die "no dev host at $SPIN_HOST; run scripts/build-spin"
+        [[ -f "$SPIN_COMPONENT" ]] || die "no Spin test component at $SPIN_COMPONENT; run scripts/build-spin"
+        ;;
+    *) die "LORE_TARGET=$TARGET: expected native, worker or spin" ;;
 esac
 
 OUT="${CONFORMANCE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/lore-conformance.XXXXXX")}"
@@ -84,8 +94,16 @@ trap 'exit 130' INT TERM HUP PIPE
 
 # Port 0: the OS picks a free port and lore prints the address it bound.
 : >"$OUT/server.log"
+SECRET=""
 if [[ "$TARGET" == native ]]; then
     "$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 >"$OUT/server.log" 2>&1 &
+elif [[ "$TARGET" == spin ]]; then
+    # The Spin test component in the dev host, one fresh instance per request, Spin SQLite and
+    # on a file under $DATA; lore_no_auth is honoured only by the test build.
+    SECRET="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+    "$SPIN_HOST" "$SPIN_COMPONENT" --addr 127.0.0.1:0 --db "$DATA/spin.db" \
+        --var lore_no_auth=1 --var lore_allowed_hosts=127.0.0.1,localhost \
+        --var "lore_operator_secret=$SECRET" >"$OUT/server.log" 2>&1 &
 else
     # The Workers test build under workerd (Miniflare) with D1 and KV; LORE_NO_AUTH is honoured
     # only by the test build.
@@ -96,21 +114,25 @@ SERVER_PID=$!
 
 URL=""
 for _ in $(seq 1 300); do
-    URL="$(sed -n 's/.*lore\( worker\)\{0,1\} listening on \(http:[^ ]*\/mcp\).*/\2/p' "$OUT/server.log" | head -n 1)"
+    if [[ "$TARGET" == spin ]]; then
+        URL="$(sed -n 's/^lore-spin-host: serving .* on \(http:[^ ]*\) .*/\1\/mcp/p' "$OUT/server.log" | head -n 1)"
+    else
+        URL="$(sed -n 's/.*lore\( worker\)\{0,1\} listening on \(http:[^ ]*\/mcp\).*/\2/p' "$OUT/server.log" | head -n 1)"
+    fi
     [[ -n "$URL" ]] && break
     kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.log" >&2; die "lore exited before listening"; }
     sleep 0.1
 done
 [[ -n "$URL" ]] || { cat "$OUT/server.log" >&2; die "lore did not report its address within 30 s"; }
-if [[ "$TARGET" == worker ]]; then
-    # Bootstrap the Worker's D1 (the local owner that tokenless requests act as).
-    SECRET="$(sed -n 's/.*operator-secret=\([0-9a-f]*\).*/\1/p' "$OUT/server.log" | head -n 1)"
+if [[ "$TARGET" != native ]]; then
+    # Bootstrap the edge build's storage (the local owner that tokenless requests act as).
+    [[ -n "$SECRET" ]] || SECRET="$(sed -n 's/.*operator-secret=\([0-9a-f]*\).*/\1/p' "$OUT/server.log" | head -n 1)"
     node -e '
       const [base, secret] = process.argv.slice(1);
       fetch(base + "/operator/init", { method: "POST", headers: { authorization: "Bearer " + secret }, body: "{}" })
         .then(async (r) => { if (!r.ok) { console.error(await r.text()); process.exit(1); } })
         .catch((e) => { console.error(e); process.exit(1); });
-    ' "${URL%/mcp}" "$SECRET" || die "operator init of the Worker failed"
+    ' "${URL%/mcp}" "$SECRET" || die "operator init of the $TARGET build failed"
 fi
 
 # Wait for /healthz, then make sure this build has the fixtures (a plain build fails every
@@ -148,8 +170,8 @@ JS
 echo "conformance: lore ($TARGET) at $URL (server log, suite logs and checks.json under $OUT)"
 
 # --- suite ------------------------------------------------------------------------------------
-# The baseline of a revision: expected-failures-<rev>.yml, or for the worker target its own
-# expected-failures-worker-<rev>.yml when the edge differs (it runs without sessions).
+# The baseline of a revision: expected-failures-<rev>.yml, or for the worker and spin targets
+# their own expected-failures-<target>-<rev>.yml when they differ (they run without sessions).
 baseline() {
     local own="$HERE/expected-failures-$TARGET-$1.yml"
     if [[ "$TARGET" != native && -f "$own" ]]; then echo "$own"; else echo "$HERE/expected-failures-$1.yml"; fi
