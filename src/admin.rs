@@ -280,7 +280,8 @@ pub async fn list_tokens(ports: &Ports, org_name: &str) -> Result<Vec<TokenSumma
     Ok(out)
 }
 
-/// Revokes a token by id; it stops working on the next request.
+/// Revokes a token by id; it stops working on the next request, on every instance: the
+/// cached credential (see `auth::verify_token`) is deleted after the record is written.
 pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Result<()> {
     let org = require_org(ports, org_name).await?;
     let index_key = OrgKeys::new(&org).token(token_id);
@@ -298,6 +299,19 @@ pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Resu
             .storage
             .put(&keys::token_by_hash(&entry.hash), json(&record))
             .await?;
+    }
+    // Also when it was already revoked: a retry after a failed delete clears the entry.
+    if let Some(cache) = &ports.cache {
+        cache
+            .delete(&keys::cached_credential(&entry.hash))
+            .await
+            .map_err(|e| {
+                LoreError::Internal(format!(
+                    "token {token_id} is revoked, but its cached credential could not be \
+                     deleted ({e}); it stops working within {} s, or revoke it again",
+                    crate::auth::CREDENTIAL_TTL_SECS
+                ))
+            })?;
     }
     Ok(())
 }

@@ -89,16 +89,45 @@ pub struct Credential {
     pub token: Option<TokenRecord>,
 }
 
-/// Verifies a bearer secret: known, not revoked, not expired, principal exists.
+/// How long a verified credential may be served from the cache ([`Ports::cache`]). Revocation
+/// deletes the entry at once; this bounds only a verification that raced a revocation.
+pub const CREDENTIAL_TTL_SECS: u32 = 60;
+
+/// A verified token and its principal as cached under [`keys::cached_credential`]. Principals
+/// are never rewritten, and every change that must stop a token (revocation, removing the
+/// member or agent) goes through [`crate::admin::revoke_token`], which deletes the entry.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedCredential {
+    token: TokenRecord,
+    principal: Principal,
+}
+
+/// Verifies a bearer secret: known, not revoked, not expired, principal exists. With a cache
+/// port, a credential verified by any instance in the last [`CREDENTIAL_TTL_SECS`] is read from
+/// the cache instead of storage (two reads saved); expiry is checked either way.
 pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
     let unauthorized = |why: &str| LoreError::Unauthorized(why.to_string());
     if !secret.starts_with(TOKEN_PREFIX) || secret.len() > 256 {
         return Err(unauthorized("the bearer token is not a lore token"));
     }
-    let record: TokenRecord = ports
-        .record(&keys::token_by_hash(&keys::sha256_hex(secret)))
-        .await?
-        .ok_or_else(|| unauthorized("the bearer token is unknown"))?;
+    let hash = keys::sha256_hex(secret);
+    let cached = match &ports.cache {
+        Some(cache) => cache
+            .get(&keys::cached_credential(&hash))
+            .await
+            .and_then(|bytes| serde_json::from_slice::<CachedCredential>(&bytes).ok()),
+        None => None,
+    };
+    let (record, principal) = match cached {
+        Some(c) => (c.token, Some(c.principal)),
+        None => {
+            let record: TokenRecord = ports
+                .record(&keys::token_by_hash(&hash))
+                .await?
+                .ok_or_else(|| unauthorized("the bearer token is unknown"))?;
+            (record, None)
+        }
+    };
     if record.revoked_at_ms.is_some() {
         return Err(unauthorized("the bearer token was revoked"));
     }
@@ -108,10 +137,27 @@ pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
     {
         return Err(unauthorized("the bearer token has expired"));
     }
-    let principal: Principal = ports
-        .record(&keys::principal(&record.principal))
-        .await?
-        .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
+    let principal = match principal {
+        Some(p) => p,
+        None => {
+            let principal: Principal = ports
+                .record(&keys::principal(&record.principal))
+                .await?
+                .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
+            if let Some(cache) = &ports.cache {
+                let entry = CachedCredential {
+                    token: record.clone(),
+                    principal: principal.clone(),
+                };
+                if let Ok(bytes) = serde_json::to_vec(&entry) {
+                    cache
+                        .put(&keys::cached_credential(&hash), bytes, CREDENTIAL_TTL_SECS)
+                        .await;
+                }
+            }
+            principal
+        }
+    };
     Ok(Credential {
         principal,
         token: Some(record),

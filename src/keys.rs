@@ -35,6 +35,12 @@
 //! o/{org}/settings              OrgSettings (description, default profile)
 //! member-of/{principal}/{org}   the orgs a principal belongs to (organizations.list)
 //! ```
+//!
+//! Keys of the cache port (`Ports::cache`), a separate store holding copies, never the truth:
+//!
+//! ```text
+//! cred/{sha256}                 a verified TokenRecord and its Principal (auth::verify_token)
+//! ```
 
 use sha2::{Digest, Sha256};
 
@@ -60,6 +66,10 @@ pub fn org(org: &OrgId) -> String {
 }
 pub fn principal(id: &str) -> String {
     format!("principal/{id}")
+}
+/// The cache entry of a verified token (see `auth::verify_token`); deleted on revocation.
+pub fn cached_credential(hash: &str) -> String {
+    format!("cred/{hash}")
 }
 pub fn token_by_hash(hash: &str) -> String {
     format!("auth/token/{hash}")

@@ -63,6 +63,23 @@ pub trait HttpClient {
     async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError>;
 }
 
+/// A cache shared by every instance of one deployment (Spin key-value). It saves a fresh
+/// instance loads from storage; it is never the source of truth. Rules for the core:
+/// only a value that storage holds is cached; a miss or a failed read falls back to storage;
+/// every entry expires within its TTL; and the code path that changes the stored value deletes
+/// the entry, so a change is seen at once by every instance sharing the cache (the TTL bounds
+/// a reader that raced the change).
+#[async_trait(?Send)]
+pub trait Cache {
+    /// The bytes under `key`, unless absent or expired. A failure reads as a miss.
+    async fn get(&self, key: &str) -> Option<Vec<u8>>;
+    /// Stores `bytes` under `key` for at most `ttl_secs` seconds. Best effort: failures are
+    /// ignored (the next reader misses and reads storage).
+    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32);
+    /// Removes `key`. An error means the entry may still be served until it expires.
+    async fn delete(&self, key: &str) -> Result<(), PortError>;
+}
+
 /// A failure reported by a port implementation.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -76,6 +93,10 @@ pub struct Ports {
     pub random: Rc<dyn Randomness>,
     pub http: Option<Rc<dyn HttpClient>>,
     pub embedder: Option<Rc<dyn Embedder>>,
+    /// A cache shared across instances, where the host has one (Spin key-value). `None`
+    /// natively: the CLI revokes tokens from another process, which an in-process cache of
+    /// the server would not hear about.
+    pub cache: Option<Rc<dyn Cache>>,
 }
 
 impl Ports {
@@ -99,10 +120,16 @@ impl Ports {
 }
 
 /// Deterministic ports for tests and the shared suites: a clock that ticks one millisecond per
-/// read and a seeded pseudo-random source. Never used by a server.
+/// read, a seeded pseudo-random source and an in-memory cache. Never used by a server.
 #[doc(hidden)]
 pub mod testing {
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    use async_trait::async_trait;
+
+    use super::{Cache, Clock, PortError};
 
     /// A clock that starts at `start` ms and advances one millisecond each time it is read.
     pub struct StepClock(pub Cell<i64>);
@@ -113,7 +140,7 @@ pub mod testing {
         }
     }
 
-    impl super::Clock for StepClock {
+    impl Clock for StepClock {
         fn now_ms(&self) -> i64 {
             let t = self.0.get() + 1;
             self.0.set(t);
@@ -142,5 +169,137 @@ pub mod testing {
                 *b = (n >> 33) as u8;
             }
         }
+    }
+
+    /// An in-memory [`Cache`] with TTLs on `clock`, and a count of the reads it answered.
+    pub struct MemoryCache {
+        clock: Rc<dyn Clock>,
+        entries: RefCell<HashMap<String, (Vec<u8>, i64)>>,
+        pub hits: Cell<usize>,
+    }
+
+    impl MemoryCache {
+        pub fn new(clock: Rc<dyn Clock>) -> Self {
+            Self {
+                clock,
+                entries: RefCell::new(HashMap::new()),
+                hits: Cell::new(0),
+            }
+        }
+
+        /// Whether `key` holds an entry (expired or not).
+        pub fn contains(&self, key: &str) -> bool {
+            self.entries.borrow().contains_key(key)
+        }
+    }
+
+    #[async_trait(?Send)]
+    impl Cache for MemoryCache {
+        async fn get(&self, key: &str) -> Option<Vec<u8>> {
+            let now = self.clock.now_ms();
+            let mut entries = self.entries.borrow_mut();
+            match entries.get(key) {
+                Some((_, expires)) if *expires <= now => {
+                    entries.remove(key);
+                    None
+                }
+                Some((bytes, _)) => {
+                    self.hits.set(self.hits.get() + 1);
+                    Some(bytes.clone())
+                }
+                None => None,
+            }
+        }
+
+        async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
+            let expires = self.clock.now_ms() + i64::from(ttl_secs) * 1000;
+            self.entries
+                .borrow_mut()
+                .insert(key.to_string(), (bytes, expires));
+        }
+
+        async fn delete(&self, key: &str) -> Result<(), PortError> {
+            self.entries.borrow_mut().remove(key);
+            Ok(())
+        }
+    }
+
+    /// The cache port's contract, for every implementation (the in-memory one here, Spin
+    /// key-value through the Spin test build): misses, overwrites, deletes, expiry. `clock`
+    /// must be the cache's own clock; its `sleep` has to move time for the expiry case.
+    /// Panics with a message naming the broken rule.
+    pub async fn cache_suite(cache: &dyn Cache, clock: &dyn Clock) {
+        assert_eq!(
+            cache.get("suite/missing").await,
+            None,
+            "a missing key is a miss"
+        );
+        cache.put("suite/a", b"one".to_vec(), 60).await;
+        assert_eq!(
+            cache.get("suite/a").await.as_deref(),
+            Some(&b"one"[..]),
+            "put, then get"
+        );
+        cache.put("suite/a", b"two".to_vec(), 60).await;
+        assert_eq!(
+            cache.get("suite/a").await.as_deref(),
+            Some(&b"two"[..]),
+            "put overwrites"
+        );
+        cache.put("suite/empty", Vec::new(), 60).await;
+        assert_eq!(
+            cache.get("suite/empty").await,
+            Some(Vec::new()),
+            "an empty value is a hit"
+        );
+        cache.delete("suite/a").await.expect("delete");
+        assert_eq!(cache.get("suite/a").await, None, "delete removes the entry");
+        cache
+            .delete("suite/a")
+            .await
+            .expect("deleting a missing key is not an error");
+        cache.put("suite/short", b"x".to_vec(), 1).await;
+        assert!(
+            cache.get("suite/short").await.is_some(),
+            "fresh within its TTL"
+        );
+        clock.sleep(1_100).await;
+        assert_eq!(
+            cache.get("suite/short").await,
+            None,
+            "expired after its TTL"
+        );
+        cache.delete("suite/empty").await.expect("delete");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::rc::Rc;
+
+    use super::Clock;
+    use super::testing::{MemoryCache, cache_suite};
+
+    /// A fixed clock that a sleep moves forward.
+    struct SleepClock(Cell<i64>);
+
+    impl Clock for SleepClock {
+        fn now_ms(&self) -> i64 {
+            self.0.get()
+        }
+        fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+            self.0.set(self.0.get() + ms as i64);
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    #[test]
+    fn the_memory_cache_passes_the_cache_suite() {
+        let clock = Rc::new(SleepClock(Cell::new(1_767_225_600_000)));
+        let cache = MemoryCache::new(clock.clone());
+        futures_executor::block_on(cache_suite(&cache, clock.as_ref()));
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use lore::admin::{self, InitOutcome, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
+use lore::ports::testing::{MemoryCache, SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
 
@@ -32,12 +32,18 @@ fn meta() -> Value {
 
 impl Harness {
     fn new() -> Self {
+        Self::with_cache(None)
+    }
+
+    /// A harness whose core has `cache` as its cache port (as on Spin).
+    fn with_cache(cache: Option<Rc<dyn lore::ports::Cache>>) -> Self {
         let ports = Ports {
             storage: Rc::new(MemoryStorage::new()),
             clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
             random: Rc::new(SeqRandom::seeded(7)),
             http: None,
             embedder: None,
+            cache,
         };
         let lore = Lore::new(ports, Config::default());
         let owner = match block_on(admin::init(&lore.ports, "default")).unwrap() {
@@ -900,6 +906,76 @@ fn revoked_and_expired_tokens_stop_working() {
     );
     let listed = block_on(admin::list_tokens(&h.lore.ports, "default")).unwrap();
     assert!(listed.iter().any(|t| t.id == live.token_id && t.revoked));
+}
+
+/// With a cache port (Spin key-value), a verified token is served from the cache, and revoking
+/// it (the operator path and the SDK's `tokens.revoke`) deletes the entry, so the next request
+/// is refused at once although the cache was warm.
+#[test]
+fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
+    let clock: Rc<dyn lore::ports::Clock> = Rc::new(StepClock::starting_at(1_767_225_600_000));
+    let cache = Rc::new(MemoryCache::new(clock));
+    let h = Harness::with_cache(Some(cache.clone()));
+    let issue = || {
+        let request = TokenRequest {
+            org: "default".into(),
+            role: Some(Role::Member),
+            scopes: Scopes::ALL,
+            principal: None,
+            name: None,
+            expires_at_ms: None,
+        };
+        block_on(admin::create_token(&h.lore.ports, request)).unwrap()
+    };
+    let cached = |token: &str| {
+        cache.contains(&lore::keys::cached_credential(&lore::keys::sha256_hex(
+            token,
+        )))
+    };
+    let ping = |token: &str| h.post_as(token, "/mcp", &[], &rpc("ping", json!({})));
+
+    // The operator path (`lore token revoke`, `/operator/token-revoke`).
+    let t = issue();
+    assert!(!cached(&t.token));
+    assert_eq!(ping(&t.token).status, 200);
+    assert!(cached(&t.token), "the first request caches the credential");
+    let hits = cache.hits.get();
+    assert_eq!(ping(&t.token).status, 200);
+    assert_eq!(
+        cache.hits.get(),
+        hits + 1,
+        "the second request reads the cache"
+    );
+    block_on(admin::revoke_token(&h.lore.ports, "default", &t.token_id)).unwrap();
+    assert!(
+        !cached(&t.token),
+        "revocation deletes the cached credential"
+    );
+    let r = ping(&t.token);
+    assert_eq!(r.status, 401);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoked")
+    );
+    assert!(!cached(&t.token), "a refused token is not cached");
+
+    // The SDK path (`tokens.revoke` over REST), also warm.
+    let t = issue();
+    assert_eq!(ping(&t.token).status, 200);
+    assert!(cached(&t.token));
+    let r = h.post_as(
+        &h.owner,
+        "/api/default/tokens.revoke",
+        &[],
+        &json!({ "id": t.token_id }),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!cached(&t.token));
+    assert_eq!(ping(&t.token).status, 401);
+    // The owner's own cached credential still works.
+    assert_eq!(ping(&h.owner).status, 200);
 }
 
 #[test]

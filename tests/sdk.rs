@@ -42,6 +42,7 @@ impl Harness {
             random: Rc::new(SeqRandom::seeded(11)),
             http: None,
             embedder: None,
+            cache: None,
         };
         let lore = Lore::new(ports, Config::default());
         let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {

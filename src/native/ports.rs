@@ -116,5 +116,6 @@ pub fn native_ports(db: &Path) -> Result<Ports, StorageError> {
         random: Rc::new(OsRandom),
         http: Some(Rc::new(UreqClient::default())),
         embedder: None,
+        cache: None,
     })
 }

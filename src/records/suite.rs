@@ -21,6 +21,7 @@ fn instance(storage: Rc<dyn Storage>, seed: u64) -> Lore {
         random: Rc::new(SeqRandom::seeded(seed)),
         http: None,
         embedder: None,
+        cache: None,
     };
     Lore::new(ports, Config::default())
 }

@@ -38,6 +38,7 @@ fn lore() -> Lore {
         random: Rc::new(Counter(Cell::new(1))),
         http: None,
         embedder: None,
+        cache: None,
     };
     let config = Config {
         no_auth: true,
