@@ -1,14 +1,29 @@
 // Checks of the Spin build that the client suite cannot make, in the wasmtime dev host: the
 // shared storage and records suites on Spin SQLite (one request, so one fresh component
-// instance, per case), state across host restarts, and the import allow-list.
+// instance, per case), the cache port's contract on Spin key-value, revocation while a token's
+// credential is cached, state across host restarts, and the import allow-list.
 //
 //   LORE_TARGET=spin node --test tests/spin/   (scripts/test runs it after scripts/build-spin)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
 
 import { startSpin, SPIN_HOST, SPIN_COMPONENT, SPIN_TEST_COMPONENT } from '../e2e/lib/spin.mjs';
+import { raw2026 } from '../e2e/lib/server.mjs';
+
+/** Whether the dev host's key-value file holds the cached credential of `token`. */
+function credentialCached(host, token) {
+  const key = `cred/${crypto.createHash('sha256').update(token).digest('hex')}`;
+  const db = new DatabaseSync(host.kv, { readOnly: true });
+  try {
+    return db.prepare('SELECT 1 FROM spin_key_value WHERE store = ? AND key = ?').get('default', key) !== undefined;
+  } finally {
+    db.close();
+  }
+}
 
 for (const suite of ['storage', 'records']) {
   test(`the shared ${suite} suite passes on Spin SQLite, every case`, async (t) => {
@@ -32,6 +47,47 @@ for (const suite of ['storage', 'records']) {
   });
 }
 
+test('the cache port passes its contract on Spin key-value (misses, overwrites, deletes, expiry)', async (t) => {
+  const host = await startSpin({ component: SPIN_TEST_COMPONENT, operator: false });
+  t.after(() => host.dispose());
+  const res = await fetch(`${host.base}/__test/cache-suite`, { method: 'POST' });
+  const text = await res.text();
+  assert.equal(res.status, 200, `${text}\n${host.stderr.slice(-4000)}`);
+  assert.deepEqual(JSON.parse(text), { case: 'cache-suite', passed: true });
+});
+
+test('a revoked token is refused at once although its credential was cached (operator and SDK revocation)', async (t) => {
+  const host = await startSpin();
+  t.after(() => host.dispose());
+  const list = (token) => raw2026(host.url, token, 'tools/list');
+
+  // Revoked through the operator route (what `lore token revoke` is on the edge).
+  const a = await host.operator('token-create', { org: 'default', role: 'member', scopes: 'mcp:read,mcp:write' });
+  assert.equal(credentialCached(host, a.token), false);
+  assert.equal((await list(a.token)).status, 200);
+  assert.ok(credentialCached(host, a.token), 'the first request cached the verified credential');
+  assert.equal((await list(a.token)).status, 200, 'a later instance serves it from the cache');
+  await host.operator('token-revoke', { org: 'default', token_id: a.token_id });
+  assert.equal(credentialCached(host, a.token), false, 'revocation deleted the cached credential');
+  const refused = await list(a.token);
+  assert.equal(refused.status, 401);
+  assert.match(refused.json.error.message, /revoked/);
+
+  // Revoked through the SDK (`tokens.revoke` over REST) by the owner.
+  const b = await host.operator('token-create', { org: 'default', role: 'member', scopes: 'mcp:read,mcp:write' });
+  assert.equal((await list(b.token)).status, 200);
+  assert.ok(credentialCached(host, b.token));
+  const res = await fetch(`${host.base}/api/default/tokens.revoke`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${host.ownerToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ id: b.token_id }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  assert.equal(credentialCached(host, b.token), false);
+  assert.equal((await list(b.token)).status, 401);
+  assert.equal((await list(host.ownerToken)).status, 200, 'other tokens are unaffected');
+});
+
 test('the product component has no test routes', async (t) => {
   const host = await startSpin();
   t.after(() => host.dispose());
@@ -40,15 +96,20 @@ test('the product component has no test routes', async (t) => {
   await res.text();
 });
 
-test('orgs and tokens persist across requests and host restarts', async (t) => {
+test('orgs, tokens and the key-value cache persist across requests and host restarts', async (t) => {
   const first = await startSpin();
   const { db } = first;
-  t.after(() => fs.rmSync(db, { force: true }));
+  t.after(() => fs.rmSync(first.dir, { recursive: true, force: true }));
   assert.ok(first.ownerToken, 'init issued an owner token');
   await first.operator('org-create', { name: 'acme' });
+  assert.equal((await raw2026(first.url, first.ownerToken, 'tools/list')).status, 200);
+  assert.ok(credentialCached(first, first.ownerToken));
   await first.stop();
   const second = await startSpin({ db });
   t.after(() => second.stop());
+  assert.equal(second.kv, first.kv);
+  // Spin key-value persisted: the credential cached before the restart is still there.
+  assert.ok(credentialCached(second, first.ownerToken), 'the cached credential survived the restart');
   const { orgs } = await second.operator('org-list');
   const names = orgs.map((o) => o.name ?? o.org ?? o.id);
   assert.ok(JSON.stringify(orgs).includes('acme'), `orgs after restart: ${JSON.stringify(names)}`);
@@ -73,4 +134,5 @@ test('the host serves only components whose imports it provides', () => {
   const ok = spawnSync(SPIN_HOST, ['--check-imports', SPIN_COMPONENT], { encoding: 'utf8' });
   assert.equal(ok.status, 0, ok.stderr);
   assert.match(ok.stdout, /spin:sqlite\/sqlite@3\.1\.0/);
+  assert.match(ok.stdout, /spin:key-value\/key-value@3\.0\.0/);
 });

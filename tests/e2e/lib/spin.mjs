@@ -1,6 +1,6 @@
 // The Spin target of the end-to-end tests: the lore Spin component in the wasmtime dev host
-// (wasm/host, the local stand-in for `spin up`) with Spin SQLite on a file, behind the same
-// handle as a native `lore serve`.
+// (wasm/host, the local stand-in for `spin up`) with Spin SQLite and Spin key-value on files,
+// behind the same handle as a native `lore serve`.
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -43,6 +43,8 @@ function varsFor(args) {
 export async function startSpin(opts = {}) {
   const ownDir = opts.db ? null : await tempDir();
   const db = opts.db ?? path.join(ownDir, 'lore-spin.db');
+  // The host's default key-value file: beside the database, "-kv" added to its name.
+  const kv = db.replace(/(\.[^./]*)?$/, (ext) => `-kv${ext}`);
   const secret = crypto.randomBytes(24).toString('hex');
   const vars = { ...varsFor(opts.args ?? []), ...(opts.vars ?? {}) };
   if (opts.operator !== false) vars.lore_operator_secret = secret;
@@ -94,6 +96,7 @@ export async function startSpin(opts = {}) {
     target: 'spin',
     child,
     db,
+    kv,
     dir: ownDir ?? path.dirname(db),
     base,
     url: `${base}/mcp`,

@@ -15,6 +15,7 @@ pub const ALLOWED: &[&str] = &[
     "wasi:sockets/",
     "wasi:http/types@0.3.",
     "wasi:http/client@0.3.",
+    "spin:key-value/key-value@3.0.0",
     "spin:sqlite/sqlite@3.1.0",
     "spin:variables/variables@3.0.0",
 ];
@@ -64,11 +65,16 @@ mod tests {
             r#"(component
                 (import "wasi:clocks/wall-clock@0.2.6" (instance))
                 (import "fermyon:spin/llm@2.0.0" (instance))
-                (import "spin:key-value/key-value@3.0.0" (instance)))"#,
+                (import "spin:key-value/key-value@2.0.0" (instance))
+                (import "spin:mqtt/mqtt@3.0.0" (instance)))"#,
         );
         assert_eq!(
             unsupported(&engine, &c),
-            ["fermyon:spin/llm@2.0.0", "spin:key-value/key-value@3.0.0"]
+            [
+                "fermyon:spin/llm@2.0.0",
+                "spin:key-value/key-value@2.0.0",
+                "spin:mqtt/mqtt@3.0.0"
+            ]
         );
         let message = check(&engine, &c).unwrap_err().to_string();
         assert!(message.contains("fermyon:spin/llm@2.0.0"), "{message}");
@@ -81,6 +87,7 @@ mod tests {
             &engine,
             r#"(component
                 (import "wasi:http/types@0.3.0" (instance))
+                (import "spin:key-value/key-value@3.0.0" (instance))
                 (import "spin:sqlite/sqlite@3.1.0" (instance))
                 (import "spin:variables/variables@3.0.0" (instance)))"#,
         );

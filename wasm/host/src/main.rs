@@ -1,6 +1,6 @@
 //! A local stand-in for `spin up`: serves lore's Spin component over HTTP on wasmtime, with
-//! `spin:sqlite` and `spin:key-value` backed by SQLite files (rusqlite) and `spin:variables`
-//! from `--var`. One fresh component instance per request, as Spin does.
+//! `spin:sqlite` and `spin:key-value` backed by SQLite files (rusqlite: `--db` and `--kv`) and
+//! `spin:variables` from `--var`. One fresh component instance per request, as Spin does.
 //!
 //! It refuses a component that imports anything it does not provide (see [`imports`]).
 
@@ -40,6 +40,10 @@ struct Args {
     /// The SQLite file behind the "default" spin:sqlite database.
     #[arg(long, default_value = "lore-spin.db")]
     db: PathBuf,
+    /// The SQLite file behind the "default" spin:key-value store (default: beside --db, its
+    /// name with "-kv" added, e.g. lore-spin-kv.db).
+    #[arg(long)]
+    kv: Option<PathBuf>,
     /// A Spin variable, NAME=VALUE (repeatable).
     #[arg(long = "var", value_parser = parse_var)]
     vars: Vec<(String, String)>,
@@ -143,6 +147,18 @@ impl Server {
     }
 }
 
+/// The default key-value file: `lore-spin.db` → `lore-spin-kv.db`, in the same directory.
+fn kv_beside(db: &std::path::Path) -> PathBuf {
+    let stem = db
+        .file_stem()
+        .map_or("lore-spin".into(), |s| s.to_string_lossy());
+    let name = match db.extension() {
+        Some(ext) => format!("{stem}-kv.{}", ext.to_string_lossy()),
+        None => format!("{stem}-kv"),
+    };
+    db.with_file_name(name)
+}
+
 fn engine() -> Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model_async(true);
@@ -171,7 +187,8 @@ async fn main() -> Result<()> {
     wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     spin::add_to_linker(&mut linker)?;
     let pre = ServicePre::new(linker.instantiate_pre(&component)?)?;
-    let shared = Arc::new(spin::Shared::open(&args.db, args.vars)?);
+    let kv = args.kv.clone().unwrap_or_else(|| kv_beside(&args.db));
+    let shared = Arc::new(spin::Shared::open(&args.db, &kv, args.vars)?);
     let server = Arc::new(Server {
         engine,
         pre,
@@ -179,10 +196,11 @@ async fn main() -> Result<()> {
     });
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     eprintln!(
-        "lore-spin-host: serving {} on http://{} (sqlite {})",
+        "lore-spin-host: serving {} on http://{} (sqlite {}, key-value {})",
         args.component.display(),
         listener.local_addr()?,
-        args.db.display()
+        args.db.display(),
+        kv.display()
     );
     loop {
         let (stream, _) = tokio::select! {

@@ -1,14 +1,16 @@
 //! The Spin interfaces this host provides: `spin:sqlite/sqlite@3.1.0` on a rusqlite file (one
 //! SQLite connection per opened `connection` resource, so a guest's `BEGIN … COMMIT` is its
-//! own), and `spin:variables/variables@3.0.0` from `--var`. The async functions run their
-//! SQLite work on tokio's blocking pool, so a request waiting for the write lock never stalls
-//! another request's task.
+//! own), `spin:key-value/key-value@3.0.0` on a second SQLite file (one table, persistent across
+//! requests and restarts, as Spin's default store is), and `spin:variables/variables@3.0.0`
+//! from `--var`. The async functions run their SQLite work on tokio's blocking pool, so a
+//! request waiting for the write lock never stalls another request's task.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rusqlite::OptionalExtension;
 use rusqlite::types::ValueRef;
 use wasmtime::Result;
 use wasmtime::component::{
@@ -18,34 +20,53 @@ use wasmtime::error::Context;
 
 use crate::State;
 
-/// What every request's instance shares: the database path and the variables.
+/// What every request's instance shares: the database path, the key-value file's connection
+/// and the variables.
 pub struct Shared {
     sqlite: PathBuf,
+    kv: Conn,
     variables: HashMap<String, String>,
 }
 
+/// The key-value stores a component may open (`key_value_stores` in `spin.toml`).
+const KV_STORES: &[&str] = &["default"];
+
+const KV_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS spin_key_value (
+    store TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (store, key)
+) WITHOUT ROWID";
+
 impl Shared {
-    pub fn open(sqlite: &Path, vars: Vec<(String, String)>) -> Result<Self> {
+    pub fn open(sqlite: &Path, kv: &Path, vars: Vec<(String, String)>) -> Result<Self> {
         // WAL once for the file, so readers never wait for the writer.
         let conn = rusqlite::Connection::open(sqlite)
             .with_context(|| format!("opening {}", sqlite.display()))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        let kv_conn =
+            rusqlite::Connection::open(kv).with_context(|| format!("opening {}", kv.display()))?;
+        kv_conn.pragma_update(None, "journal_mode", "WAL")?;
+        kv_conn.busy_timeout(Duration::from_secs(10))?;
+        kv_conn.execute_batch(KV_SCHEMA)?;
         Ok(Self {
             sqlite: sqlite.to_path_buf(),
+            kv: Arc::new(Mutex::new(kv_conn)),
             variables: vars.into_iter().collect(),
         })
     }
 }
+
+/// The marker type of `spin:key-value` `store` resources.
+pub struct KvStore;
 
 /// The marker type of `spin:sqlite` `connection` resources.
 pub struct SqliteConnection;
 
 type Conn = Arc<Mutex<rusqlite::Connection>>;
 
-/// One instance's Spin state: its open SQLite connections.
+/// One instance's Spin state: its open SQLite connections and key-value stores.
 pub struct SpinState {
     shared: Arc<Shared>,
     connections: HashMap<u32, Conn>,
+    stores: HashMap<u32, String>,
     next: u32,
 }
 
@@ -54,8 +75,29 @@ impl SpinState {
         Self {
             shared,
             connections: HashMap::new(),
+            stores: HashMap::new(),
             next: 1,
         }
+    }
+
+    fn open_store(&mut self, label: &str) -> Result<Resource<KvStore>, KvError> {
+        if !KV_STORES.contains(&label) {
+            return Err(KvError::NoSuchStore);
+        }
+        let id = self.next;
+        self.next += 1;
+        self.stores.insert(id, label.to_string());
+        Ok(Resource::new_own(id))
+    }
+
+    /// The label of an open store, and the shared key-value connection.
+    fn store(&self, handle: &Resource<KvStore>) -> Result<(String, Conn), KvError> {
+        let label = self
+            .stores
+            .get(&handle.rep())
+            .cloned()
+            .ok_or_else(|| KvError::Other("not an open store".into()))?;
+        Ok((label, self.shared.kv.clone()))
     }
 
     fn open(&mut self, label: &str) -> Result<Resource<SqliteConnection>, SqlError> {
@@ -139,6 +181,40 @@ pub enum VariablesError {
     #[component(name = "other")]
     Other(String),
 }
+
+#[derive(ComponentType, Lift, Lower, Clone, Debug)]
+#[component(variant)]
+pub enum KvError {
+    #[component(name = "store-table-full")]
+    StoreTableFull,
+    #[component(name = "no-such-store")]
+    NoSuchStore,
+    #[component(name = "access-denied")]
+    AccessDenied,
+    #[component(name = "other")]
+    Other(String),
+}
+
+fn kv_failed(e: impl std::fmt::Display) -> KvError {
+    KvError::Other(e.to_string())
+}
+
+/// Runs `op` on the key-value connection on the blocking pool.
+async fn kv_blocking<T: Send + 'static>(
+    conn: Conn,
+    op: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+) -> Result<T, KvError> {
+    tokio::task::spawn_blocking(move || {
+        let conn = conn
+            .lock()
+            .map_err(|_| kv_failed("the store lock is poisoned"))?;
+        op(&conn).map_err(kv_failed)
+    })
+    .await
+    .map_err(kv_failed)?
+}
+
+type KvOp<T> = Result<T, KvError>;
 
 /// Runs one statement and reads every row.
 fn execute(
@@ -281,6 +357,8 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
         },
     )?;
 
+    add_key_value(linker)?;
+
     let mut variables = linker.instance("spin:variables/variables@3.0.0")?;
     variables.func_wrap_concurrent("get", |accessor, (name,): (String,)| {
         Box::pin(async move {
@@ -298,5 +376,143 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
             ))),))
         })
     })?;
+    Ok(())
+}
+
+fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
+    let mut kv = linker.instance("spin:key-value/key-value@3.0.0")?;
+    kv.resource(
+        "store",
+        ResourceType::host::<KvStore>(),
+        |mut store, rep| {
+            store.data_mut().spin.stores.remove(&rep);
+            Ok(())
+        },
+    )?;
+    kv.func_wrap_concurrent("[static]store.open", |accessor, (label,): (String,)| {
+        Box::pin(
+            async move { Ok((accessor.with(|mut access| access.get().spin.open_store(&label)),)) },
+        )
+    })?;
+    kv.func_wrap_concurrent(
+        "[method]store.get",
+        |accessor, (handle, key): (Resource<KvStore>, String)| {
+            Box::pin(async move {
+                let result: KvOp<Option<Vec<u8>>> =
+                    match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                        Ok((label, conn)) => {
+                            kv_blocking(conn, move |c| {
+                                c.prepare_cached(
+                                "SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2",
+                            )?
+                            .query_row(rusqlite::params![label, key], |r| r.get(0))
+                            .optional()
+                            })
+                            .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                Ok((result,))
+            })
+        },
+    )?;
+    kv.func_wrap_concurrent(
+        "[method]store.set",
+        |accessor, (handle, key, value): (Resource<KvStore>, String, Vec<u8>)| {
+            Box::pin(async move {
+                let result: KvOp<()> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                    Ok((label, conn)) => {
+                        kv_blocking(conn, move |c| {
+                            c.prepare_cached(
+                            "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3) \
+                                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
+                        )?
+                        .execute(rusqlite::params![label, key, value])
+                        .map(drop)
+                        })
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                Ok((result,))
+            })
+        },
+    )?;
+    kv.func_wrap_concurrent(
+        "[method]store.delete",
+        |accessor, (handle, key): (Resource<KvStore>, String)| {
+            Box::pin(async move {
+                let result: KvOp<()> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                    Ok((label, conn)) => {
+                        kv_blocking(conn, move |c| {
+                            c.prepare_cached(
+                                "DELETE FROM spin_key_value WHERE store = ?1 AND key = ?2",
+                            )?
+                            .execute(rusqlite::params![label, key])
+                            .map(drop)
+                        })
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                Ok((result,))
+            })
+        },
+    )?;
+    kv.func_wrap_concurrent(
+        "[method]store.exists",
+        |accessor, (handle, key): (Resource<KvStore>, String)| {
+            Box::pin(async move {
+                let result: KvOp<bool> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                    Ok((label, conn)) => {
+                        kv_blocking(conn, move |c| {
+                            c.prepare_cached(
+                                "SELECT 1 FROM spin_key_value WHERE store = ?1 AND key = ?2",
+                            )?
+                            .exists(rusqlite::params![label, key])
+                        })
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                Ok((result,))
+            })
+        },
+    )?;
+    kv.func_wrap_concurrent(
+        "[method]store.get-keys",
+        |accessor, (handle,): (Resource<KvStore>,)| {
+            Box::pin(async move {
+                let keys: KvOp<Vec<String>> =
+                    match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                        Ok((label, conn)) => {
+                            kv_blocking(conn, move |c| {
+                                c.prepare_cached(
+                                    "SELECT key FROM spin_key_value WHERE store = ?1 ORDER BY key",
+                                )?
+                                .query_map(rusqlite::params![label], |r| r.get(0))?
+                                .collect()
+                            })
+                            .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                // The keys stream, and the future that reports how listing them ended.
+                let (keys, done) = match keys {
+                    Ok(keys) => (keys, Ok(())),
+                    Err(e) => (Vec::new(), Err(e)),
+                };
+                let reply =
+                    accessor.with(|mut access| {
+                        let keys = StreamReader::new(&mut access, keys)?;
+                        let done = FutureReader::new(&mut access, async move {
+                            Ok::<_, wasmtime::Error>(done)
+                        })?;
+                        Ok::<_, wasmtime::Error>((keys, done))
+                    })?;
+                Ok((reply,))
+            })
+        },
+    )?;
     Ok(())
 }

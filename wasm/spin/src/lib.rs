@@ -1,12 +1,15 @@
 //! lore on Fermyon Spin. A thin adapter: it turns a `wasi:http` request into the core's
 //! `http::Request<Vec<u8>>`, hands it to [`lore::Lore::handle`], and turns the answer back; and
-//! it implements the core's ports on Spin (Spin SQLite storage, the WASI clock and random,
-//! outbound `wasi:http`, Spin variables for configuration). Every behaviour lives in the core.
+//! it implements the core's ports on Spin (Spin SQLite storage, Spin key-value as the cache,
+//! the WASI clock and random, outbound `wasi:http`, Spin variables for configuration). Every
+//! behaviour lives in the core.
 //!
 //! Spin instantiates a fresh component per request, so nothing survives in memory between
-//! requests: every request builds its [`Lore`] and reads what it needs from SQLite.
+//! requests: every request builds its [`Lore`] and reads what it needs from SQLite, or from
+//! key-value where the core caches it (verified tokens).
 
 mod config;
+mod kv;
 // The operator routes are the Worker's, unchanged: they use only `http` and `lore::admin`.
 #[path = "../../worker/src/operator.rs"]
 mod operator;
@@ -25,11 +28,14 @@ use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};
 use spin_sdk::http_service;
 
+pub use kv::SpinKvCache;
 pub use ports::{SpinClock, SpinHttp, WasiRandom};
 pub use sqlite::SpinSqliteStorage;
 
 /// The Spin SQLite database lore uses (`sqlite_databases` in `spin.toml`).
 pub const DATABASE: &str = "default";
+/// The Spin key-value store lore caches in (`key_value_stores` in `spin.toml`).
+pub const KV_STORE: &str = "default";
 
 type Reply = http::Response<Full<Bytes>>;
 
@@ -79,12 +85,14 @@ async fn instance() -> Result<Lore, String> {
     let storage = SpinSqliteStorage::open(DATABASE)
         .await
         .map_err(|e| e.to_string())?;
+    let clock = Rc::new(SpinClock);
     let ports = Ports {
         storage: Rc::new(storage),
-        clock: Rc::new(SpinClock),
+        clock: clock.clone(),
         random: Rc::new(WasiRandom),
         http: Some(Rc::new(SpinHttp)),
         embedder: None,
+        cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock))),
     };
     Ok(Lore::new(ports, config))
 }

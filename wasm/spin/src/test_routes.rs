@@ -7,6 +7,8 @@
 //!   which traps the instance; the host then answers 500.
 //! - `GET /__test/records-suite`, `POST /__test/records-suite/{case}`: the same for the shared
 //!   records suite (`lore::records::suite`).
+//! - `POST /__test/cache-suite`: the cache port's contract (`lore::ports::testing::cache_suite`)
+//!   on [`SpinKvCache`] over the real Spin key-value store.
 
 use std::rc::Rc;
 
@@ -14,7 +16,7 @@ use http::{Request, Response, StatusCode};
 use lore::storage::suite;
 use serde_json::{Value, json};
 
-use crate::{DATABASE, SpinSqliteStorage};
+use crate::{DATABASE, KV_STORE, SpinClock, SpinKvCache, SpinSqliteStorage};
 
 const PREFIX: &str = "/__test/";
 
@@ -30,6 +32,7 @@ pub async fn handle(request: &Request<Vec<u8>>) -> Option<Response<Vec<u8>>> {
         Some(("storage-suite", case)) => storage_case(case).await,
         None if route == "storage-suite" => reply(StatusCode::OK, json!({ "cases": suite::CASES })),
         Some(("records-suite", case)) => records_case(case).await,
+        None if route == "cache-suite" => cache_suite().await,
         None if route == "records-suite" => reply(
             StatusCode::OK,
             json!({ "cases": lore::records::suite::CASES }),
@@ -80,4 +83,14 @@ async fn records_case(case: &str) -> Response<Vec<u8>> {
         );
     }
     reply(StatusCode::OK, json!({ "case": case, "passed": true }))
+}
+
+async fn cache_suite() -> Response<Vec<u8>> {
+    let clock = Rc::new(SpinClock);
+    let cache = SpinKvCache::new(KV_STORE, clock.clone());
+    lore::ports::testing::cache_suite(&cache, clock.as_ref()).await;
+    reply(
+        StatusCode::OK,
+        json!({ "case": "cache-suite", "passed": true }),
+    )
 }
