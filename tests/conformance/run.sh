@@ -70,7 +70,7 @@ case "$TARGET" in
         ;;
     spin)
         SPIN_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}"
-        SPIN_HOST="${LORE_SPIN_HOST:-$SPIN_TARGET_DIR/release/lore-spin-host}"
+        SPIN_HOST="${LORE_SPIN_HOST:-$SPIN_TARGET_DIR/spin/lore-spin-host}"
         SPIN_COMPONENT="${LORE_SPIN_TEST_COMPONENT:-$SPIN_TARGET_DIR/spin/lore_spin_test.wasm}"
         [[ -x "$SPIN_HOST" ]] || die "no dev host at $SPIN_HOST; run scripts/build-spin"
         [[ -f "$SPIN_COMPONENT" ]] || die "no Spin test component at $SPIN_COMPONENT; run scripts/build-spin"
@@ -99,7 +99,7 @@ if [[ "$TARGET" == native ]]; then
     "$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 >"$OUT/server.log" 2>&1 &
 elif [[ "$TARGET" == spin ]]; then
     # The Spin test component in the dev host, one fresh instance per request, Spin SQLite and
-    # on a file under $DATA; lore_no_auth is honoured only by the test build.
+    # key-value on files under $DATA; lore_no_auth is honoured only by the test build.
     SECRET="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
     "$SPIN_HOST" "$SPIN_COMPONENT" --addr 127.0.0.1:0 --db "$DATA/spin.db" \
         --var lore_no_auth=1 --var lore_allowed_hosts=127.0.0.1,localhost \

@@ -3,13 +3,14 @@
 // behind the same handle as a native `lore serve`.
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 
 import { REPO_ROOT, tempDir, cleanupDir } from './server.mjs';
 
-const TARGET_DIR = process.env.CARGO_TARGET_DIR || path.join(REPO_ROOT, 'target');
-/** The dev host binary (scripts/test builds it with `cargo build --release -p lore-spin-host`). */
-export const SPIN_HOST = process.env.LORE_SPIN_HOST || path.join(TARGET_DIR, 'release', 'lore-spin-host');
+const TARGET_DIR = process.env.CARGO_TARGET_DIR || path.join(os.homedir(), '.cache', 'lore-target');
+/** The dev host binary (scripts/build-spin puts it beside the components). */
+export const SPIN_HOST = process.env.LORE_SPIN_HOST || path.join(TARGET_DIR, 'spin', 'lore-spin-host');
 /** The component served: the product unless LORE_SPIN_COMPONENT names another (scripts/build-spin). */
 export const SPIN_COMPONENT = process.env.LORE_SPIN_COMPONENT || path.join(TARGET_DIR, 'spin', 'lore_spin.wasm');
 export const SPIN_TEST_COMPONENT = process.env.LORE_SPIN_TEST_COMPONENT || path.join(TARGET_DIR, 'spin', 'lore_spin_test.wasm');

@@ -53,8 +53,7 @@ mod tests {
     use super::*;
 
     fn component(engine: &Engine, wat: &str) -> Component {
-        Component::new(engine, wat::parse_str(wat).expect("valid component text"))
-            .expect("a component")
+        Component::new(engine, wat).expect("a component in the text format")
     }
 
     #[test]

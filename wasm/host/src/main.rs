@@ -44,6 +44,14 @@ struct Args {
     /// name with "-kv" added, e.g. lore-spin-kv.db).
     #[arg(long)]
     kv: Option<PathBuf>,
+    /// Where compiled components are cached (wasmtime's cache; default: its own directory,
+    /// ~/.cache/wasmtime on Linux). A cached component starts in well under a second instead
+    /// of being compiled by Cranelift again.
+    #[arg(long, conflicts_with = "no_compile_cache")]
+    compile_cache: Option<PathBuf>,
+    /// Compile the component afresh, without reading or writing the compile cache.
+    #[arg(long)]
+    no_compile_cache: bool,
     /// A Spin variable, NAME=VALUE (repeatable).
     #[arg(long = "var", value_parser = parse_var)]
     vars: Vec<(String, String)>,
@@ -90,10 +98,18 @@ struct Server {
 }
 
 impl Server {
+    /// Serves one request on a fresh instance. The response carries how long instantiating the
+    /// component and running it took, as `server-timing: instantiate;dur=…, component;dur=…`
+    /// (milliseconds; the dev host's own header, which Spin does not send).
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the host, not the core: it times the instance it runs"
+    )]
     async fn serve(
         &self,
         request: hyper::Request<hyper::body::Incoming>,
     ) -> Result<hyper::Response<Full<Bytes>>> {
+        let started = std::time::Instant::now();
         let mut store = Store::new(
             &self.engine,
             State {
@@ -104,6 +120,7 @@ impl Server {
             },
         );
         let service = self.pre.instantiate_async(&mut store).await?;
+        let instantiated = started.elapsed();
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
         // The guest sees an absolute URI, as under Spin.
@@ -143,6 +160,15 @@ impl Server {
                 Ok(hyper::Response::from_parts(parts, Full::new(body)))
             })
             .await??;
+        let mut response = response;
+        let timing = format!(
+            "instantiate;dur={:.3}, component;dur={:.3}",
+            instantiated.as_secs_f64() * 1000.0,
+            (started.elapsed() - instantiated).as_secs_f64() * 1000.0
+        );
+        if let Ok(value) = http::HeaderValue::from_str(&timing) {
+            response.headers_mut().append("server-timing", value);
+        }
         Ok(response)
     }
 }
@@ -159,19 +185,39 @@ fn kv_beside(db: &std::path::Path) -> PathBuf {
     db.with_file_name(name)
 }
 
+#[cfg(test)]
 fn engine() -> Result<Engine> {
+    engine_with(None)
+}
+
+/// The engine, with wasmtime's compile cache when `cache` is given (`Some(None)`: its default
+/// directory).
+fn engine_with(cache: Option<Option<PathBuf>>) -> Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model_async(true);
     config.concurrency_support(true);
+    if let Some(directory) = cache {
+        let mut cache_config = wasmtime::CacheConfig::new();
+        if let Some(directory) = directory {
+            cache_config.with_directory(directory);
+        }
+        config.cache(Some(wasmtime::Cache::new(cache_config)?));
+    }
     Engine::new(&config)
 }
 
 #[tokio::main]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the host, not the core: it times loading the component for its startup line"
+)]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let engine = engine()?;
+    let engine = engine_with((!args.no_compile_cache).then(|| args.compile_cache.clone()))?;
+    let loading = std::time::Instant::now();
     let component = Component::from_file(&engine, &args.component)
         .with_context(|| format!("loading {}", args.component.display()))?;
+    let loaded_ms = loading.elapsed().as_millis();
     if args.check_imports {
         for (name, _) in component.component_type().imports(&engine) {
             println!("{name}");
@@ -196,7 +242,7 @@ async fn main() -> Result<()> {
     });
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     eprintln!(
-        "lore-spin-host: serving {} on http://{} (sqlite {}, key-value {})",
+        "lore-spin-host: serving {} on http://{} (sqlite {}, key-value {}; component loaded in {loaded_ms} ms)",
         args.component.display(),
         listener.local_addr()?,
         args.db.display(),
