@@ -52,6 +52,9 @@ struct Args {
     /// Compile the component afresh, without reading or writing the compile cache.
     #[arg(long)]
     no_compile_cache: bool,
+    /// Log every SQL statement and key-value call with its duration to stderr.
+    #[arg(long)]
+    trace: bool,
     /// A Spin variable, NAME=VALUE (repeatable).
     #[arg(long = "var", value_parser = parse_var)]
     vars: Vec<(String, String)>,
@@ -119,8 +122,10 @@ impl Server {
                 spin: spin::SpinState::new(self.shared.clone()),
             },
         );
+        spin::traced(|| format!("request {}", request.uri()), || ());
         let service = self.pre.instantiate_async(&mut store).await?;
         let instantiated = started.elapsed();
+        spin::traced(|| "instantiated".into(), || ());
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
         // The guest sees an absolute URI, as under Spin.
@@ -160,6 +165,7 @@ impl Server {
                 Ok(hyper::Response::from_parts(parts, Full::new(body)))
             })
             .await??;
+        spin::traced(|| "responded".into(), || ());
         let mut response = response;
         let timing = format!(
             "instantiate;dur={:.3}, component;dur={:.3}",
@@ -213,6 +219,7 @@ fn engine_with(cache: Option<Option<PathBuf>>) -> Result<Engine> {
 )]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    spin::TRACE.store(args.trace, std::sync::atomic::Ordering::Relaxed);
     let engine = engine_with((!args.no_compile_cache).then(|| args.compile_cache.clone()))?;
     let loading = std::time::Instant::now();
     let component = Component::from_file(&engine, &args.component)

@@ -199,8 +199,9 @@ fn kv_failed(e: impl std::fmt::Display) -> KvError {
     KvError::Other(e.to_string())
 }
 
-/// Runs `op` on the key-value connection on the blocking pool.
+/// Runs `op` (named `what` in traces) on the key-value connection on the blocking pool.
 async fn kv_blocking<T: Send + 'static>(
+    what: String,
     conn: Conn,
     op: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
 ) -> Result<T, KvError> {
@@ -208,13 +209,38 @@ async fn kv_blocking<T: Send + 'static>(
         let conn = conn
             .lock()
             .map_err(|_| kv_failed("the store lock is poisoned"))?;
-        op(&conn).map_err(kv_failed)
+        traced(|| format!("key-value {what}"), || op(&conn)).map_err(kv_failed)
     })
     .await
     .map_err(kv_failed)?
 }
 
 type KvOp<T> = Result<T, KvError>;
+
+/// Whether each SQL statement and key-value call is logged with its duration (`--trace`).
+pub static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Runs `op`, logging `what` and its duration to stderr when tracing.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the host, not the core: it times the calls it serves"
+)]
+pub fn traced<T>(what: impl FnOnce() -> String, op: impl FnOnce() -> T) -> T {
+    if !TRACE.load(std::sync::atomic::Ordering::Relaxed) {
+        return op();
+    }
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(std::time::Instant::now);
+    let started = std::time::Instant::now();
+    let out = op();
+    eprintln!(
+        "lore-spin-host: trace at {:>12.3} ms, {:>8.3} ms: {}",
+        (started - epoch).as_secs_f64() * 1000.0,
+        started.elapsed().as_secs_f64() * 1000.0,
+        what()
+    );
+    out
+}
 
 /// Runs one statement and reads every row.
 fn execute(
@@ -266,7 +292,7 @@ async fn execute_blocking(
 ) -> Result<QueryResult, SqlError> {
     tokio::task::spawn_blocking(move || {
         let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
-        execute(&conn, &sql, params)
+        traced(|| format!("sqlite {sql}"), || execute(&conn, &sql, params))
     })
     .await
     .map_err(io)?
@@ -308,7 +334,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
         |mut store, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
             let result = store.data_mut().spin.connection(&handle).and_then(|conn| {
                 let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
-                execute(&conn, &sql, params)
+                traced(|| format!("sqlite {sql}"), || execute(&conn, &sql, params))
             });
             Ok((result,))
         },
@@ -362,15 +388,20 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
     let mut variables = linker.instance("spin:variables/variables@3.0.0")?;
     variables.func_wrap_concurrent("get", |accessor, (name,): (String,)| {
         Box::pin(async move {
-            let value = accessor.with(|mut access| {
-                access
-                    .get()
-                    .spin
-                    .shared
-                    .variables
-                    .get(&name.to_ascii_lowercase())
-                    .cloned()
-            });
+            let value = traced(
+                || format!("variables get {name}"),
+                || {
+                    accessor.with(|mut access| {
+                        access
+                            .get()
+                            .spin
+                            .shared
+                            .variables
+                            .get(&name.to_ascii_lowercase())
+                            .cloned()
+                    })
+                },
+            );
             Ok((value.ok_or(VariablesError::Undefined(format!(
                 "no variable {name:?}; pass --var {name}=VALUE"
             ))),))
@@ -401,7 +432,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
                 let result: KvOp<Option<Vec<u8>>> =
                     match accessor.with(|mut a| a.get().spin.store(&handle)) {
                         Ok((label, conn)) => {
-                            kv_blocking(conn, move |c| {
+                            kv_blocking(format!("get {key}"), conn, move |c| {
                                 c.prepare_cached(
                                 "SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2",
                             )?
@@ -422,7 +453,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
             Box::pin(async move {
                 let result: KvOp<()> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
                     Ok((label, conn)) => {
-                        kv_blocking(conn, move |c| {
+                        kv_blocking(format!("set {key}"), conn, move |c| {
                             c.prepare_cached(
                             "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3) \
                                  ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
@@ -444,7 +475,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
             Box::pin(async move {
                 let result: KvOp<()> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
                     Ok((label, conn)) => {
-                        kv_blocking(conn, move |c| {
+                        kv_blocking(format!("delete {key}"), conn, move |c| {
                             c.prepare_cached(
                                 "DELETE FROM spin_key_value WHERE store = ?1 AND key = ?2",
                             )?
@@ -465,7 +496,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
             Box::pin(async move {
                 let result: KvOp<bool> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
                     Ok((label, conn)) => {
-                        kv_blocking(conn, move |c| {
+                        kv_blocking(format!("exists {key}"), conn, move |c| {
                             c.prepare_cached(
                                 "SELECT 1 FROM spin_key_value WHERE store = ?1 AND key = ?2",
                             )?
@@ -486,7 +517,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
                 let keys: KvOp<Vec<String>> =
                     match accessor.with(|mut a| a.get().spin.store(&handle)) {
                         Ok((label, conn)) => {
-                            kv_blocking(conn, move |c| {
+                            kv_blocking("get-keys".into(), conn, move |c| {
                                 c.prepare_cached(
                                     "SELECT key FROM spin_key_value WHERE store = ?1 ORDER BY key",
                                 )?
