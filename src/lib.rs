@@ -76,6 +76,14 @@ pub struct Lore {
 impl Lore {
     pub fn new(ports: Ports, config: Config) -> Self {
         let instance = ports.random_hex(6);
+        Self::with_usage_instance(ports, config, instance)
+    }
+
+    /// An instance whose usage counts go to the keys of `instance` (see
+    /// [`records::metrics::UsageCounters`]). Hosts that start an instance per request (Spin)
+    /// pass one of a few fixed names, so the counter keys stay bounded; instances sharing a
+    /// name add to the same keys under preconditions.
+    pub fn with_usage_instance(ports: Ports, config: Config, instance: String) -> Self {
         Self {
             ports,
             config,

@@ -88,6 +88,32 @@ test('a revoked token is refused at once although its credential was cached (ope
   assert.equal((await list(host.ownerToken)).status, 200, 'other tokens are unaffected');
 });
 
+test('usage counts from per-request instances are exact and stay in a bounded set of keys', async (t) => {
+  const host = await startSpin();
+  t.after(() => host.dispose());
+  const calls = 40;
+  for (let i = 0; i < calls; i++) {
+    const res = await raw2026(host.url, host.ownerToken, 'tools/call', { name: 'search_sdk', arguments: { query: 'entities' } });
+    assert.equal(res.status, 200, res.text);
+  }
+  const metric = await fetch(`${host.base}/api/default/query_metric`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${host.ownerToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'tool_calls', tool: 'search_sdk' }),
+  });
+  const body = await metric.json();
+  assert.equal(metric.status, 200, JSON.stringify(body));
+  assert.equal(body.value, calls, JSON.stringify(body));
+  // Every instance flushed its count, into one of 16 shared counter keys, not one key per call.
+  const db = new DatabaseSync(host.db, { readOnly: true });
+  try {
+    const { n } = db.prepare("SELECT count(*) AS n FROM lore_kv WHERE k GLOB 'o/default/usage/*/search_sdk/*'").get();
+    assert.ok(n >= 1 && n <= 16, `${n} usage keys for ${calls} calls`);
+  } finally {
+    db.close();
+  }
+});
+
 test('the product component has no test routes', async (t) => {
   const host = await startSpin();
   t.after(() => host.dispose());

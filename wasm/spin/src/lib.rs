@@ -36,6 +36,8 @@ pub use sqlite::SpinSqliteStorage;
 pub const DATABASE: &str = "default";
 /// The Spin key-value store lore caches in (`key_value_stores` in `spin.toml`).
 pub const KV_STORE: &str = "default";
+/// How many usage-counter names Spin instances share (see `instance`).
+const USAGE_SLOTS: u8 = 16;
 
 type Reply = http::Response<Full<Bytes>>;
 
@@ -94,7 +96,14 @@ async fn instance() -> Result<Lore, String> {
         embedder: None,
         cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock))),
     };
-    Ok(Lore::new(ports, config))
+    // Usage counts: a fresh instance per request flushes its one count before it ends, into
+    // the keys of its instance name. A random name per instance would add a key per tool call
+    // for good; one of USAGE_SLOTS names keeps them bounded (concurrent requests that share one
+    // add under preconditions and retry).
+    let mut slot = [0u8; 1];
+    ports.random.fill(&mut slot);
+    let instance = format!("spin{}", slot[0] % USAGE_SLOTS);
+    Ok(Lore::with_usage_instance(ports, config, instance))
 }
 
 #[http_service]
