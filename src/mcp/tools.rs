@@ -219,23 +219,19 @@ impl ToolSpec {
     }
 }
 
-/// Compiled validators, built once per process on first use.
+/// Compiled validators, each built once per process on the first call of its tool: a Spin
+/// instance serves one request, so it compiles only the schema of the tool it runs.
 fn validator(spec: &ToolSpec) -> &'static jsonschema::Validator {
-    static VALIDATORS: OnceLock<Vec<jsonschema::Validator>> = OnceLock::new();
-    let all = VALIDATORS.get_or_init(|| {
-        TOOLS
-            .iter()
-            .map(|t| {
-                jsonschema::validator_for(&t.input_schema())
-                    .expect("tool input schemas are valid JSON Schema")
-            })
-            .collect()
-    });
+    static VALIDATORS: OnceLock<Vec<OnceLock<jsonschema::Validator>>> = OnceLock::new();
+    let all = VALIDATORS.get_or_init(|| TOOLS.iter().map(|_| OnceLock::new()).collect());
     let idx = TOOLS
         .iter()
         .position(|t| t.name == spec.name)
         .expect("spec is in TOOLS");
-    &all[idx]
+    all[idx].get_or_init(|| {
+        jsonschema::validator_for(&TOOLS[idx].input_schema())
+            .expect("tool input schemas are valid JSON Schema")
+    })
 }
 
 #[cfg(test)]
@@ -244,6 +240,9 @@ mod tests {
 
     #[test]
     fn every_schema_compiles_and_names_bad_fields() {
+        for tool in TOOLS {
+            validator(tool);
+        }
         let save = find(SAVE_MEMORY).unwrap();
         assert!(save.validate(&json!({"content": "x"})).is_ok());
         assert!(
