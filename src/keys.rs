@@ -112,6 +112,10 @@ impl OrgKeys {
     pub fn event_seqs(&self) -> String {
         format!("{}evseq/", self.root)
     }
+    /// The event saved with this normalized text and entity set (duplicate saves return it).
+    pub fn duplicate(&self, text_hash: &str) -> String {
+        format!("{}dup/{text_hash}", self.root)
+    }
     pub fn idempotency(&self, key_hash: &str) -> String {
         format!("{}idem/{key_hash}", self.root)
     }

@@ -1,5 +1,6 @@
-//! `save_memory`: validate, deduplicate by idempotency key, append the events and bump the
-//! org's event sequence number in one conditional batch.
+//! `save_memory`: validate, deduplicate (by idempotency key, and by the same normalized text
+//! with the same entities), append the events and bump the org's event sequence number in one
+//! conditional batch.
 
 use std::collections::HashMap;
 
@@ -50,6 +51,21 @@ fn fingerprint(m: &MemoryInput, kind: &str) -> String {
     )
 }
 
+/// The duplicate key of a memory: its text lowercased with whitespace collapsed, and its
+/// entity set (order and repeats ignored). Kind and payload do not count: the same sentence
+/// about the same entities is the same memory.
+fn duplicate_hash(content: &str, entity_ids: &[String]) -> String {
+    let text = content
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut entities: Vec<&str> = entity_ids.iter().map(String::as_str).collect();
+    entities.sort_unstable();
+    entities.dedup();
+    sha256_hex(&format!("{text}\n{}", entities.join(",")))
+}
+
 impl MemoryService {
     /// Appends the memories; returns `{ids}` in input order.
     pub async fn save(&self, ports: &Ports, caller: &Caller, input: SaveInput) -> Result<Value> {
@@ -92,6 +108,7 @@ impl MemoryService {
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
         let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
+        let mut dups_in_batch: HashMap<String, String> = HashMap::new();
         let mut next = seq;
         for (i, m) in memories.iter().enumerate() {
             let field = |name: &str| {
@@ -168,6 +185,37 @@ impl MemoryService {
                 ids.push(record.event_id);
                 continue;
             }
+            // A replacement is always new; otherwise the same text about the same entities
+            // returns the memory saved before (its idempotency key, if any, now points there).
+            let dup_key = m
+                .supersedes_event_id
+                .is_none()
+                .then(|| keys.duplicate(&duplicate_hash(&m.content, &m.entity_ids)));
+            let existing = match &dup_key {
+                Some(k) => match dups_in_batch.get(k) {
+                    Some(id) => Some(id.clone()),
+                    None => ports
+                        .storage
+                        .get(k)
+                        .await?
+                        .map(|b| String::from_utf8_lossy(&b).into_owned()),
+                },
+                None => None,
+            };
+            if let Some(event_id) = existing {
+                if let Some(idem_key) = idem_key {
+                    let record = IdempotencyRecord {
+                        event_id: event_id.clone(),
+                        fingerprint: print,
+                    };
+                    batch
+                        .require_absent(&idem_key)
+                        .put(&idem_key, serde_json::to_vec(&record)?);
+                    in_batch.insert(idem_key, record);
+                }
+                ids.push(event_id);
+                continue;
+            }
             let ulid = new_ulid(ports);
             let event = Event {
                 id: format!("evt_{ulid}"),
@@ -185,6 +233,15 @@ impl MemoryService {
                 .require_absent(keys.event(&ulid))
                 .put(keys.event(&ulid), serde_json::to_vec(&event)?);
             batch.put(keys.event_seq(next), ulid.clone().into_bytes());
+            let dup_key = dup_key.unwrap_or_else(|| {
+                keys.duplicate(&duplicate_hash(&event.content, &event.entity_ids))
+            });
+            // A replacement takes over its text's key, so saving that text again finds it.
+            if m.supersedes_event_id.is_none() {
+                batch.require_absent(&dup_key);
+            }
+            batch.put(&dup_key, event.id.clone().into_bytes());
+            dups_in_batch.insert(dup_key, event.id.clone());
             if let Some(idem_key) = idem_key {
                 let record = IdempotencyRecord {
                     event_id: event.id.clone(),
@@ -203,6 +260,8 @@ impl MemoryService {
                 None => batch.require_absent(keys.events_seq()),
             };
             batch.put(keys.events_seq(), next.to_string().into_bytes());
+        }
+        if !batch.is_empty() {
             ports.storage.commit(batch).await?;
         }
         Ok(json!({ "ids": ids }))
