@@ -112,6 +112,21 @@ impl OrgKeys {
     pub fn event_seqs(&self) -> String {
         format!("{}evseq/", self.root)
     }
+    /// The stored embedding of event `ulid` by the model whose id hashes to `model`.
+    pub fn vector(&self, model: &str, ulid: &str) -> String {
+        format!("{}vec/{model}/{ulid}", self.root)
+    }
+    pub fn vectors(&self, model: &str) -> String {
+        format!("{}vec/{model}/", self.root)
+    }
+    /// The head of the org's stored vector index snapshot for one model.
+    pub fn vector_snapshot(&self, model: &str) -> String {
+        format!("{}vsnap/{model}/head", self.root)
+    }
+    /// Part `n` of that snapshot.
+    pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
+        format!("{}vsnap/{model}/part/{n:06}", self.root)
+    }
     /// The event saved with this normalized text and entity set (duplicate saves return it).
     pub fn duplicate(&self, text_hash: &str) -> String {
         format!("{}dup/{text_hash}", self.root)

@@ -74,6 +74,12 @@ pub struct Lore {
 }
 
 impl Lore {
+    /// Chooses the rankings `search_memory` fuses; only the retrieval evaluation changes it.
+    #[doc(hidden)]
+    pub fn set_ranking(&self, ranking: memory::Ranking) {
+        self.memory.set_ranking(ranking);
+    }
+
     pub fn new(ports: Ports, config: Config) -> Self {
         let instance = ports.random_hex(6);
         Self {

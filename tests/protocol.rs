@@ -1491,6 +1491,10 @@ fn saving_the_same_text_about_the_same_entities_returns_the_first_id() {
     let other = block_on(admin::create_org(&h.lore.ports, "other"))
         .unwrap()
         .token;
-    let theirs = h.call(&other, "save_memory", json!({"content": "Dana owns billing"}));
+    let theirs = h.call(
+        &other,
+        "save_memory",
+        json!({"content": "Dana owns billing"}),
+    );
     assert_ne!(ids(theirs)[0], first[0]);
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::event::Event;
+use super::semantic;
 use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
@@ -82,8 +83,27 @@ impl MemoryService {
         // Where every storage call yields to other requests (Workers on D1), concurrent saves
         // all read the same sequence number and all but one lose each round; a random, growing
         // pause spreads them out so they do not collide round after round.
+        // Embed once, before the attempts; a failing embedder leaves the vectors to a later
+        // refresh rather than failing the save.
+        let vectors = match &ports.embedder {
+            Some(embedder) => {
+                let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
+                match semantic::embed_all(embedder.as_ref(), &texts).await {
+                    Ok(v) => Some((semantic::model_key(embedder.model_id()), v)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the embedder failed; saving without vectors");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let vectors = vectors.as_ref().map(|(k, v)| (k.as_str(), v.as_slice()));
         for attempt in 0..ATTEMPTS {
-            match self.try_save(ports, caller, &memories, &field_prefix).await {
+            match self
+                .try_save(ports, caller, &memories, &field_prefix, vectors)
+                .await
+            {
                 Err(LoreError::Storage(StorageError::Conflict { .. })) => {
                     ports.clock.sleep(backoff_ms(ports, attempt)).await;
                 }
@@ -101,7 +121,9 @@ impl MemoryService {
         caller: &Caller,
         memories: &[MemoryInput],
         prefix: &str,
+        vectors: Option<(&str, &[Vec<f32>])>,
     ) -> Result<Value> {
+        let mut embedded: Vec<(String, Vec<f32>)> = Vec::new();
         let keys = caller.keys();
         let (seq, stored) = stored_seq(ports, keys).await?;
         let now = ports.clock.now_ms();
@@ -242,6 +264,12 @@ impl MemoryService {
             }
             batch.put(&dup_key, event.id.clone().into_bytes());
             dups_in_batch.insert(dup_key, event.id.clone());
+            if let Some((model, vectors)) = vectors
+                && let Some(v) = vectors.get(i)
+            {
+                batch.put(keys.vector(model, &ulid), semantic::encode(v));
+                embedded.push((ulid.clone(), v.clone()));
+            }
             if let Some(idem_key) = idem_key {
                 let record = IdempotencyRecord {
                     event_id: event.id.clone(),
@@ -264,6 +292,7 @@ impl MemoryService {
         if !batch.is_empty() {
             ports.storage.commit(batch).await?;
         }
+        self.remember_vectors(embedded);
         Ok(json!({ "ids": ids }))
     }
 }
