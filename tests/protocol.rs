@@ -155,7 +155,7 @@ fn tools_list_is_a_golden_snapshot() {
                 "readOnlyHint": true,
                 "title": "Search memory"
               },
-              "description": "Search the org's shared memory (facts, decisions, preferences, observations, notes) by keywords, ranked by relevance. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
+              "description": "Search the org's shared memory (facts, decisions, preferences, observations, notes) by meaning and keywords, ranked by relevance: ask in your own words. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
               "inputSchema": {
                 "additionalProperties": false,
                 "properties": {

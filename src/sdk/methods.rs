@@ -183,7 +183,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| relationships::delete(&cx.lore.ports, cx.caller, &a.id).await?),
     // memory
     method!("memory".search, Read, Try, SearchInput [crate::mcp::tools::search_input] => MemoryResults,
-        "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by keywords, with filters.",
+        "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters.",
         |cx, a| serde_json::from_value(cx.lore.memory.search(&cx.lore.ports, cx.caller, a).await?)?),
     method!("memory".save, Write, Try, SaveInput [crate::mcp::tools::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",

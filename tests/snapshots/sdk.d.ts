@@ -448,7 +448,7 @@ interface LoreSdk {
     }): Promise<Done>;
   };
   memory: {
-    /** Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by keywords, with filters. Access: read. */
+    /** Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters. Access: read. */
     search(args: {
       /** Only memories saved by this principal id. */
       author?: string;
