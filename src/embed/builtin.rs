@@ -117,27 +117,20 @@ pub(crate) fn tokenizer() -> &'static WordPiece {
     &model().tokenizer
 }
 
-/// [`Embedder`] over the built-in table.
-#[derive(Clone, Copy)]
-pub struct BuiltinEmbedder {
-    model: &'static StaticModel<'static>,
-}
+/// [`Embedder`] over the built-in table, parsed on first use.
+#[derive(Clone, Copy, Default)]
+pub struct BuiltinEmbedder;
 
 impl BuiltinEmbedder {
-    /// The built-in embedder; the first call in a process parses the table (milliseconds).
+    /// The built-in embedder. Free to make: the first embedding in a process parses the table
+    /// (about 10 ms), which every thread then shares.
     pub fn new() -> Self {
-        Self { model: model() }
+        Self
     }
 
     /// One text's vector, without the async port.
     pub fn embed_text(&self, text: &str) -> Vec<f32> {
-        self.model.embed(text)
-    }
-}
-
-impl Default for BuiltinEmbedder {
-    fn default() -> Self {
-        Self::new()
+        model().embed(text)
     }
 }
 
@@ -148,11 +141,12 @@ impl Embedder for BuiltinEmbedder {
     }
 
     fn dimensions(&self) -> usize {
-        self.model.dims
+        model().dims
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
-        Ok(texts.iter().map(|t| self.model.embed(t)).collect())
+        let model = model();
+        Ok(texts.iter().map(|t| model.embed(t)).collect())
     }
 }
 
