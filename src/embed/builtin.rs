@@ -16,7 +16,8 @@ pub const MODEL_ID: &str = "lore-static-minilm-l6-256-v1";
 /// The table: see `scripts/distill_embedder.py` for the layout.
 static ASSET: &[u8] = include_bytes!("../../assets/embedder/minilm-l6-static-256.bin");
 
-/// SHA-256 of [`ASSET`], also recorded in `assets/embedder/NOTICE`.
+/// SHA-256 of the table (`assets/embedder/minilm-l6-static-256.bin`), also recorded in
+/// `assets/embedder/NOTICE`.
 pub const ASSET_SHA256: &str = "4ca737ce82f927742863f728d170f997575c2c203e04d1854cecc27c2ed0567f";
 
 const MAGIC: &[u8; 8] = b"LORESTE1";
