@@ -10,10 +10,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use lore::admin::{self, InitOutcome, IssuedToken, TokenRequest};
+use lore::embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use lore::mcp::headers::OriginPolicy;
 use lore::model::{Role, Scopes};
 use lore::native::client::{admin_url, call_remote_admin, call_remote_tool};
-use lore::native::ports::{UreqClient, native_ports};
+use lore::native::ports::{EmbedderChoice, UreqClient, native_ports};
 use lore::native::server::{ConnectionLimits, ServeOptions, serve};
 use lore::{Config, Lore};
 
@@ -86,6 +87,8 @@ enum Command {
         /// Open connections at most; further ones are closed at once.
         #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
         max_connections: usize,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
     },
     /// Create the local owner and the first org, and print an owner token.
     Init {
@@ -197,7 +200,60 @@ enum MemoryCommand {
         /// The org (local database; or, for admin tools, a remote URL without one).
         #[arg(long, env = "LORE_ORG")]
         org: Option<String>,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
     },
+}
+
+/// Where embeddings come from: the built-in offline model unless an endpoint is given.
+#[derive(clap::Args)]
+struct EmbeddingsArgs {
+    /// An OpenAI-compatible embeddings endpoint, the full URL (e.g.
+    /// https://api.openai.com/v1/embeddings); default: the built-in offline model.
+    #[arg(long, env = "LORE_EMBEDDINGS_URL")]
+    embeddings_url: Option<String>,
+    /// The endpoint's model (required with --embeddings-url).
+    #[arg(long, env = "LORE_EMBEDDINGS_MODEL")]
+    embeddings_model: Option<String>,
+    /// The endpoint's API key, sent as a bearer token (prefer the environment variable).
+    #[arg(long, env = "LORE_EMBEDDINGS_KEY", hide_env_values = true)]
+    embeddings_key: Option<String>,
+    /// The length of the endpoint's vectors; default: asked of the endpoint at start.
+    #[arg(long, env = "LORE_EMBEDDINGS_DIMENSIONS")]
+    embeddings_dimensions: Option<usize>,
+}
+
+impl EmbeddingsArgs {
+    /// The embedder to use; an endpoint without a configured length is asked for one vector
+    /// now, so a wrong URL, model or key fails at start rather than at the first save.
+    fn choice(&self) -> anyhow::Result<EmbedderChoice> {
+        let Some(url) = &self.embeddings_url else {
+            return Ok(EmbedderChoice::Builtin);
+        };
+        let Some(model) = &self.embeddings_model else {
+            bail!(
+                "LORE_EMBEDDINGS_URL (--embeddings-url) needs LORE_EMBEDDINGS_MODEL (--embeddings-model)"
+            );
+        };
+        let key = self.embeddings_key.clone().filter(|k| !k.is_empty());
+        let dimensions = match self.embeddings_dimensions {
+            Some(0) => bail!("LORE_EMBEDDINGS_DIMENSIONS must be at least 1"),
+            Some(n) => n,
+            None => block_on(OpenAiEmbedder::probe_dimensions(
+                url,
+                model,
+                key.as_deref(),
+                &UreqClient::default(),
+            ))
+            .context("cannot reach the embeddings endpoint (set LORE_EMBEDDINGS_DIMENSIONS to start without asking it)")?,
+        };
+        Ok(EmbedderChoice::OpenAi(OpenAiConfig {
+            url: url.clone(),
+            model: model.clone(),
+            key,
+            dimensions,
+        }))
+    }
 }
 
 fn main() {
@@ -229,9 +285,11 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn open(db: &Path) -> anyhow::Result<Lore> {
-    let ports =
-        native_ports(db).with_context(|| format!("cannot open database {}", db.display()))?;
+/// A core instance over the database at `db`. Commands that never embed (init, orgs, tokens)
+/// pass [`EmbedderChoice::Builtin`], which costs nothing until used.
+fn open(db: &Path, embedder: &EmbedderChoice) -> anyhow::Result<Lore> {
+    let ports = native_ports(db, embedder)
+        .with_context(|| format!("cannot open database {}", db.display()))?;
     Ok(Lore::new(ports, Config::default()))
 }
 
@@ -267,13 +325,15 @@ fn run(command: Command) -> anyhow::Result<()> {
             workers,
             max_body_bytes,
             max_connections,
+            embeddings,
         } => {
             if no_auth && !addr.ip().is_loopback() {
                 bail!(
                     "--no-auth serves anyone who can connect as the owner; it is refused on {addr}, use a loopback address"
                 );
             }
-            let lore = open(&db)?;
+            let embedder = embeddings.choice()?;
+            let lore = open(&db, &embedder)?;
             let first_run = block_on(admin::init(&lore.ports, &org))?;
             let origins = if !allowed_hosts.is_empty() {
                 OriginPolicy {
@@ -312,6 +372,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     drain_timeout: Duration::from_secs(10),
                     max_connections,
                 },
+                embedder,
             };
             serve(options, |local| {
                 let url = format!("http://{local}/mcp");
@@ -337,7 +398,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             })
         }
         Command::Init { db, org, json } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             match block_on(admin::init(&lore.ports, &org))? {
                 InitOutcome::Created(issued) => print_issued(&issued, json),
                 InitOutcome::AlreadyInitialised { owner } => {
@@ -359,14 +420,14 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Org {
             command: OrgCommand::Create { name, db, json },
         } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             print_issued(&block_on(admin::create_org(&lore.ports, &name))?, json);
             Ok(())
         }
         Command::Org {
             command: OrgCommand::List { db, json },
         } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             let orgs = block_on(admin::list_orgs(&lore.ports))?;
             if json {
                 print_json(&serde_json::to_value(&orgs)?);
@@ -387,6 +448,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     url,
                     token,
                     org,
+                    embeddings,
                 },
         } => {
             let args: Value =
@@ -418,7 +480,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                             db.display()
                         );
                     }
-                    let lore = open(&db)?;
+                    let lore = open(&db, &embeddings.choice()?)?;
                     block_on(async {
                         let caller = lore.local_caller(org.as_deref()).await?;
                         lore.call_tool(&caller, &tool, args).await
@@ -444,7 +506,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             expires_in_days,
             json,
         } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             let now = lore.ports.clock.now_ms();
             let request = TokenRequest {
                 org,
@@ -466,7 +528,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
         TokenCommand::List { db, org, json } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             let tokens = block_on(admin::list_tokens(&lore.ports, &org))?;
             if json {
                 print_json(&serde_json::to_value(&tokens)?);
@@ -488,7 +550,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
         TokenCommand::Revoke { id, db, org } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             block_on(admin::revoke_token(&lore.ports, &org, &id))?;
             println!("revoked {id}");
             Ok(())

@@ -1,4 +1,5 @@
-//! Native implementations of the clock, randomness and outbound HTTP ports.
+//! Native implementations of the clock, randomness and outbound HTTP ports, and the choice of
+//! embedder.
 
 use std::io::Read;
 use std::path::Path;
@@ -6,8 +7,10 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use crate::embed::builtin::BuiltinEmbedder;
+use crate::embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use crate::ports::{
-    Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
+    Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
 };
 use crate::storage::StorageError;
 
@@ -108,13 +111,30 @@ impl HttpClient for UreqClient {
     }
 }
 
-/// The native ports over the SQLite file at `db`.
-pub fn native_ports(db: &Path) -> Result<Ports, StorageError> {
+/// Which embedder a native core instance uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum EmbedderChoice {
+    /// The built-in offline model (no network, deterministic).
+    #[default]
+    Builtin,
+    /// An OpenAI-compatible embeddings endpoint (`LORE_EMBEDDINGS_URL`).
+    OpenAi(OpenAiConfig),
+}
+
+/// The native ports over the SQLite file at `db`, embedding with `embedder`.
+pub fn native_ports(db: &Path, embedder: &EmbedderChoice) -> Result<Ports, StorageError> {
+    let http: Rc<dyn HttpClient> = Rc::new(UreqClient::default());
+    let embedder: Rc<dyn Embedder> = match embedder {
+        EmbedderChoice::Builtin => Rc::new(BuiltinEmbedder::new()),
+        EmbedderChoice::OpenAi(config) => {
+            Rc::new(OpenAiEmbedder::new(config.clone(), http.clone()))
+        }
+    };
     Ok(Ports {
         storage: Rc::new(SqliteStorage::open(db)?),
         clock: Rc::new(SystemClock),
         random: Rc::new(OsRandom),
-        http: Some(Rc::new(UreqClient::default())),
-        embedder: None,
+        http: Some(http),
+        embedder: Some(embedder),
     })
 }
