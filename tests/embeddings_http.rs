@@ -254,7 +254,10 @@ fn a_configured_length_the_endpoint_does_not_match_is_an_error() {
     );
     let error = block_on(embedder.embed(&texts(2))).unwrap_err().to_string();
     assert!(error.contains("4 dimensions where 384"), "{error}");
-    assert!(error.contains("configure the model's dimensions"), "{error}");
+    assert!(
+        error.contains("configure the model's dimensions"),
+        "{error}"
+    );
 }
 
 #[test]
