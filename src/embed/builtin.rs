@@ -124,7 +124,7 @@ pub struct BuiltinEmbedder;
 
 impl BuiltinEmbedder {
     /// The built-in embedder. Free to make: the first embedding in a process parses the table
-    /// (about 10 ms), which every thread then shares.
+    /// (10–20 ms), which every thread then shares.
     pub fn new() -> Self {
         Self
     }
