@@ -195,6 +195,19 @@ fn embeds_in_batches_of_96_in_input_order_with_the_bearer_key() {
 }
 
 #[test]
+fn the_key_is_not_in_debug_output() {
+    let config = OpenAiConfig {
+        url: "http://127.0.0.1:1/v1/embeddings".into(),
+        model: "m".into(),
+        key: Some("sk-secret".into()),
+        dimensions: 4,
+    };
+    let shown = format!("{:?}", EmbedderChoice::OpenAi(config));
+    assert!(!shown.contains("sk-secret"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+}
+
+#[test]
 fn no_key_sends_no_authorization_and_no_text_sends_no_request() {
     let stub = Stub::start();
     let embedder = embedder(&stub, "/v1/embeddings", None);
@@ -254,7 +267,10 @@ fn a_configured_length_the_endpoint_does_not_match_is_an_error() {
     );
     let error = block_on(embedder.embed(&texts(2))).unwrap_err().to_string();
     assert!(error.contains("4 dimensions where 384"), "{error}");
-    assert!(error.contains("configure the model's dimensions"), "{error}");
+    assert!(
+        error.contains("configure the model's dimensions"),
+        "{error}"
+    );
 }
 
 #[test]

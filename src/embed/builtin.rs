@@ -124,7 +124,7 @@ pub struct BuiltinEmbedder;
 
 impl BuiltinEmbedder {
     /// The built-in embedder. Free to make: the first embedding in a process parses the table
-    /// (about 10 ms), which every thread then shares.
+    /// (10–20 ms), which every thread then shares.
     pub fn new() -> Self {
         Self
     }
@@ -185,6 +185,42 @@ mod tests {
         assert_eq!(vectors[0].len(), 256);
         let norm = cosine(&vectors[0], &vectors[0]);
         assert!((norm - 1.0).abs() < 1e-5, "{norm}");
+    }
+
+    /// The first coordinates of vectors computed from the asset by numpy (the distillation
+    /// script's tokenizer, rows dequantised, summed and normalised): the runtime reads the
+    /// table as it was written. A change here changes every stored vector: new MODEL_ID.
+    #[test]
+    fn vectors_match_the_distillation_scripts() {
+        let cases: [(&str, [f32; 6]); 3] = [
+            (
+                "who owns billing?",
+                [-0.191487, 0.09942, -0.037445, 0.004998, 0.194432, -0.038513],
+            ),
+            (
+                "Dana is responsible for invoices and payments",
+                [-0.01341, 0.134104, -0.145788, -0.014079, 0.094736, 0.014457],
+            ),
+            (
+                "Héllo, wörld!",
+                [-0.098868, 0.122919, -0.141025, 0.190423, 0.076705, 0.012423],
+            ),
+        ];
+        for (text, expected) in cases {
+            let vector = BuiltinEmbedder::new().embed_text(text);
+            for (got, want) in vector.iter().zip(expected) {
+                assert!((got - want).abs() < 2e-6, "{text:?}: {:?}", &vector[..6]);
+            }
+        }
+    }
+
+    #[test]
+    fn other_bytes_are_refused() {
+        assert!(StaticModel::parse(b"not a table").is_err());
+        assert!(StaticModel::parse(&ASSET[..ASSET.len() - 1]).is_err());
+        let mut longer = ASSET.to_vec();
+        longer.push(0);
+        assert!(StaticModel::parse(&longer).is_err());
     }
 
     #[test]

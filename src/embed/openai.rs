@@ -10,12 +10,12 @@ use serde::Deserialize;
 
 use crate::ports::{Embedder, HttpClient, OutboundRequest, PortError};
 
-/// Inputs per request at most: below every known provider's limit (OpenAI takes 2,048,
-/// Cohere-compatible proxies 96).
+/// Inputs per request at most: OpenAI accepts 2,048, some compatible servers far fewer (Cohere's
+/// API takes 96), and a smaller request fails or times out alone.
 pub const MAX_BATCH: usize = 96;
 
-/// How an OpenAI-compatible embeddings endpoint is reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How an OpenAI-compatible embeddings endpoint is reached. Its `Debug` hides the key.
+#[derive(Clone, PartialEq, Eq)]
 pub struct OpenAiConfig {
     /// The full endpoint URL, e.g. `https://api.openai.com/v1/embeddings`.
     pub url: String,
@@ -25,6 +25,17 @@ pub struct OpenAiConfig {
     pub key: Option<String>,
     /// The length of every vector the endpoint returns.
     pub dimensions: usize,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("dimensions", &self.dimensions)
+            .finish()
+    }
 }
 
 /// Embeds through an OpenAI-compatible endpoint. Every answer is checked: one vector per

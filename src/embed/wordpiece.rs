@@ -1,11 +1,11 @@
-//! BERT's uncased WordPiece tokenizer: text to vocabulary ids, as the `BertTokenizer` of the
-//! model the built-in embedder was distilled from splits it (checked against Hugging Face
-//! `tokenizers` by `scripts/distill-embedder`, and by the cases below).
+//! BERT's uncased WordPiece tokenizer: text to vocabulary ids, split as the tokenizer of the
+//! model the built-in embedder was distilled from splits it (the tests compare with Hugging
+//! Face `tokenizers` on that model's `tokenizer.json`).
 //!
 //! Written by hand rather than with the `tokenizers` crate: that crate brings regex engines,
-//! `onig` (C) by default, rayon and serde models for every tokenizer family, and does not
-//! build for wasm32 with its defaults; this is the one algorithm the embedder needs, in about
-//! two hundred lines over the Unicode tables the core already depends on.
+//! `onig` (C) and `esaxx` (C++) by default, rayon, and models for every tokenizer family, and
+//! does not build for wasm32 with its defaults; this is the one algorithm the embedder needs,
+//! over the Unicode tables the core already depends on.
 
 use std::collections::HashMap;
 
