@@ -12,6 +12,7 @@ pub mod keyword;
 mod save;
 pub use save::FeedItem;
 mod search;
+pub mod vector;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
