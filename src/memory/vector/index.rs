@@ -36,7 +36,7 @@ pub(super) const DEFAULT_EF_CONSTRUCTION: usize = 128;
 /// Candidates kept while searching layer 0 (at least `k`).
 pub(super) const DEFAULT_EF_SEARCH: usize = 64;
 /// At or below this many vectors a search scans them all.
-pub(super) const DEFAULT_EXACT_THRESHOLD: usize = 2048;
+pub(super) const DEFAULT_EXACT_THRESHOLD: usize = 1024;
 /// The largest `m` (layer-0 records of `2m + 1` u32 stay small, and counts fit a byte).
 pub(super) const MAX_M: usize = 64;
 /// The largest dimension count a snapshot may declare.
@@ -215,7 +215,7 @@ impl VectorIndex {
         self.ef_search = ef.max(1);
     }
 
-    /// Indexes of at most this many vectors are searched exactly (default 2048). Not part of a
+    /// Indexes of at most this many vectors are searched exactly (default 1024). Not part of a
     /// snapshot.
     pub fn set_exact_threshold(&mut self, threshold: usize) {
         self.exact_threshold = threshold;
