@@ -1,0 +1,34 @@
+// Runs the vector index comparison compiled to wasm32-unknown-unknown under node (V8, the
+// engine of Cloudflare Workers). bench/vector.sh builds the module and calls this.
+//
+//   node bench/vector_wasm.mjs MODULE.wasm compare|threshold|filters clustered|uniform N QUERIES
+import { readFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+
+const [file, suite, dist, n, queries] = process.argv.slice(2);
+const suites = { compare: 0, threshold: 1, filters: 2 };
+const dists = { clustered: 0, uniform: 1 };
+if (!(suite in suites) || !(dist in dists)) {
+  console.error("usage: node vector_wasm.mjs MODULE.wasm compare|threshold|filters clustered|uniform N QUERIES");
+  process.exit(2);
+}
+let memory;
+const decoder = new TextDecoder();
+const imports = {
+  bench: {
+    now_ms: () => performance.now(),
+    emit: (ptr, len) => console.log(decoder.decode(new Uint8Array(memory.buffer, ptr, len))),
+  },
+};
+const module = new WebAssembly.Module(readFileSync(file));
+// wasm-bindgen placeholders that lore's dependencies link in; the bench never calls them.
+for (const { module: from, name } of WebAssembly.Module.imports(module)) {
+  imports[from] ??= {};
+  imports[from][name] ??= () => {
+    throw new Error(`unexpected call to ${from}.${name}`);
+  };
+}
+const instance = new WebAssembly.Instance(module, imports);
+memory = instance.exports.memory;
+instance.exports.run(suites[suite], dists[dist], Number(n), Number(queries));
+console.log(`wasm linear memory at exit: ${(memory.buffer.byteLength / 1e6).toFixed(1)} MB`);
