@@ -1,11 +1,11 @@
 // Runs the vector index comparison compiled to wasm32-unknown-unknown under node (V8, the
 // engine of Cloudflare Workers). bench/vector.sh builds the module and calls this.
 //
-//   node bench/vector_wasm.mjs MODULE.wasm compare|threshold|filters clustered|uniform N QUERIES
+//   node bench/vector_wasm.mjs MODULE.wasm compare|threshold|filters clustered|uniform N QUERIES [lore|lore,hnsw]
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 
-const [file, suite, dist, n, queries] = process.argv.slice(2);
+const [file, suite, dist, n, queries, only = "lore,hnsw"] = process.argv.slice(2);
 const suites = { compare: 0, threshold: 1, filters: 2 };
 const dists = { clustered: 0, uniform: 1 };
 if (!(suite in suites) || !(dist in dists)) {
@@ -30,5 +30,6 @@ for (const { module: from, name } of WebAssembly.Module.imports(module)) {
 }
 const instance = new WebAssembly.Instance(module, imports);
 memory = instance.exports.memory;
-instance.exports.run(suites[suite], dists[dist], Number(n), Number(queries));
+const rustCv = only.split(",").includes("hnsw") ? 1 : 0;
+instance.exports.run(suites[suite], dists[dist], Number(n), Number(queries), rustCv);
 console.log(`wasm linear memory at exit: ${(memory.buffer.byteLength / 1e6).toFixed(1)} MB`);

@@ -22,9 +22,10 @@ impl Env for Host {
     }
 }
 
-/// `suite`: 0 compare, 1 threshold, 2 filters; `dist`: 0 clustered, 1 uniform.
+/// `suite`: 0 compare, 1 threshold, 2 filters; `dist`: 0 clustered, 1 uniform; `rust_cv`: 0
+/// leaves rust-cv hnsw out of a comparison.
 #[unsafe(no_mangle)]
-pub extern "C" fn run(suite: u32, dist: u32, n: u32, queries: u32) {
+pub extern "C" fn run(suite: u32, dist: u32, n: u32, queries: u32, rust_cv: u32) {
     let dist = if dist == 0 {
         Distribution::Clustered
     } else {
@@ -34,7 +35,7 @@ pub extern "C" fn run(suite: u32, dist: u32, n: u32, queries: u32) {
     let only = Only {
         lore: true,
         hnsw_rs: false,
-        rust_cv: true,
+        rust_cv: rust_cv != 0,
     };
     match suite {
         0 => compare(&Host, dist, n, queries, only),
