@@ -13,7 +13,8 @@
 # and size: build time, heap bytes (a counting allocator, the same for every candidate),
 # snapshot size and restore time, then p50/p99 per query (single-threaded, k = 10) and
 # recall@10 against the f32 brute force of the same binary, at ef 16/32/64/128; the int8
-# exact scan as the speed baseline. Then the exact-scan threshold (scan vs graph by size) and
+# exact scan as the speed baseline. Times are CPU time (the thread's natively, the process's
+# under node), so time spent preempted by other work on a shared machine does not count. Then the exact-scan threshold (scan vs graph by size) and
 # filtered search at several selectivities (native). Output: bench/out/vector-<timestamp>/ (native.md,
 # wasm.md, machine.txt); each run is also timed by /usr/bin/time (CPU vs wall: anything else
 # on the machine shows as wall > CPU).
@@ -23,7 +24,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
 SIZES=${SIZES:-"10000 100000"}
-QUERIES=${QUERIES:-1000}
+QUERIES=${QUERIES:-500}
 WASM_QUERIES=${WASM_QUERIES:-300}
 OUT="$ROOT/bench/out/vector-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT"

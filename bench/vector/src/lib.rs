@@ -46,7 +46,7 @@ fn live_bytes() -> usize {
 
 /// What differs between native and wasm: the clock and where lines go.
 pub trait Env {
-    /// Seconds since some fixed point.
+    /// Seconds of CPU time this thread (natively) or process (under node) has used.
     fn now(&self) -> f64;
     fn emit(&self, line: &str);
 }

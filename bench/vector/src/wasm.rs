@@ -6,7 +6,7 @@ use crate::{Env, Only, compare, filters, threshold};
 
 #[link(wasm_import_module = "bench")]
 unsafe extern "C" {
-    /// Milliseconds (`performance.now()`).
+    /// Milliseconds of CPU time (`process.cpuUsage()`).
     fn now_ms() -> f64;
     fn emit(ptr: *const u8, len: usize);
 }
