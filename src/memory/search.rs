@@ -101,6 +101,7 @@ impl MemoryService {
                 .search(q, depth, &|id| {
                     index.passes_doc(sem.doc_of[id as usize], filters)
                 })
+                .unwrap_or_default()
                 .into_iter()
                 .map(|(id, sim)| (sem.doc_of[id as usize], f64::from(sim)))
                 .collect(),

@@ -138,18 +138,26 @@ pub struct Semantic {
 }
 
 impl Semantic {
-    pub fn new(model: &str, dims: usize, seed: u64) -> Self {
-        Self {
+    /// `None` when the embedder's dimension count cannot be indexed (0, or absurdly many).
+    pub fn new(model: &str, dims: usize, seed: u64) -> Option<Self> {
+        let index = match VectorIndex::new(dims, seed) {
+            Ok(index) => index,
+            Err(e) => {
+                tracing::warn!(error = %e, model, "cannot index this embedder's vectors");
+                return None;
+            }
+        };
+        Some(Self {
             model: model.to_string(),
             model_key: model_key(model),
             dims,
-            index: VectorIndex::new(dims, seed),
+            index,
             doc_of: Vec::new(),
             has_vector: Vec::new(),
             retry_after_ms: 0,
             snapshot_checked: false,
             snapshot_len: 0,
-        }
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -233,7 +241,7 @@ impl Semantic {
             })?;
             doc_of.push(doc);
         }
-        let index = VectorIndex::restore(&bytes[ids_end..])?;
+        let index = VectorIndex::restore(&bytes[ids_end..]).map_err(|e| e.to_string())?;
         if index.len() != n || index.dims() != self.dims {
             return Err(bad());
         }
@@ -389,7 +397,7 @@ impl MemoryService {
                 .as_ref()
                 .is_none_or(|s| s.model != model || s.dims != dims)
             {
-                cached.semantic = Some(Semantic::new(&model, dims, u64::from_le_bytes(seed)));
+                cached.semantic = Semantic::new(&model, dims, u64::from_le_bytes(seed));
             }
             let sem = cached.semantic.as_mut()?;
             if sem.retry_after_ms > now {

@@ -1,64 +1,38 @@
-//! Exact (brute-force) vector search over unit vectors; the HNSW index takes its place.
+//! Vector search: a per-org approximate nearest-neighbour index of embeddings (cosine
+//! similarity of L2-normalised vectors), as pure Rust that runs wherever the core does.
+//!
+//! [`VectorIndex`] is an HNSW graph over int8-quantized vectors ([`quantize`]): 384-d vectors
+//! take 384 bytes each plus about 140 bytes of links, so 100,000 of them fit in about 53 MB.
+//! Small indexes and selective filters are scanned exactly. The index persists as versioned,
+//! checksummed bytes ([`VectorIndex::snapshot`], [`VectorIndex::restore`]) and is built
+//! deterministically from a seed. Why this implementation and these parameters:
+//! ARCHITECTURE.md, "Vector index"; the measurements: BENCHMARKS.md.
 
-pub struct VectorIndex {
-    dims: usize,
-    data: Vec<f32>,
-}
+mod arena;
+mod hnsw;
+mod index;
+mod quantize;
+mod snapshot;
+#[cfg(test)]
+mod tests;
 
-impl VectorIndex {
-    pub fn new(dims: usize, _seed: u64) -> Self {
-        Self {
-            dims,
-            data: Vec::new(),
-        }
-    }
-    pub fn dims(&self) -> usize {
-        self.dims
-    }
-    pub fn len(&self) -> usize {
-        self.data.len() / self.dims.max(1)
-    }
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-    pub fn insert(&mut self, id: u32, v: &[f32]) -> Result<(), String> {
-        if v.len() != self.dims || id as usize != self.len() {
-            return Err("bad vector".into());
-        }
-        self.data.extend_from_slice(v);
-        Ok(())
-    }
-    pub fn search(&self, q: &[f32], k: usize, filter: &dyn Fn(u32) -> bool) -> Vec<(u32, f32)> {
-        let mut all: Vec<(u32, f32)> = self
-            .data
-            .chunks(self.dims)
-            .enumerate()
-            .filter(|(i, _)| filter(*i as u32))
-            .map(|(i, v)| (i as u32, v.iter().zip(q).map(|(a, b)| a * b).sum()))
-            .collect();
-        all.sort_by(|a, b| b.1.total_cmp(&a.1));
-        all.truncate(k);
-        all
-    }
-    pub fn snapshot(&self) -> Vec<u8> {
-        let mut out = (self.dims as u32).to_le_bytes().to_vec();
-        for f in &self.data {
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        out
-    }
-    pub fn restore(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.len() < 4 || !(bytes.len() - 4).is_multiple_of(4) {
-            return Err("corrupt".into());
-        }
-        let dims = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
-        let data: Vec<f32> = bytes[4..]
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        if dims == 0 || !data.len().is_multiple_of(dims) {
-            return Err("corrupt".into());
-        }
-        Ok(Self { dims, data })
-    }
+pub use index::{IndexParams, VectorIndex};
+pub use quantize::{dot_i8, quantize};
+pub use snapshot::SNAPSHOT_VERSION;
+
+/// What can go wrong with a vector or a snapshot.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VectorError {
+    #[error(
+        "the vector has {got} dimensions but the index holds {expected}-dimensional vectors; embed with the index's model"
+    )]
+    Dimensions { expected: usize, got: usize },
+    #[error("vector component {index} is not a finite number; check the embedder's output")]
+    NotFinite { index: usize },
+    #[error("vector ids are dense and inserted in order: the next id is {expected}, not {got}")]
+    IdOutOfOrder { expected: u32, got: u32 },
+    #[error("invalid vector index parameters: {0}")]
+    Params(String),
+    #[error("unusable vector index snapshot ({0}); rebuild the index from the events")]
+    Snapshot(String),
 }
