@@ -63,6 +63,9 @@ pub(crate) fn issue_token(
         expires_at_ms,
         revoked_at_ms: None,
         label,
+        audience: None,
+        client_id: None,
+        grant: None,
     };
     batch
         .require_absent(keys::token_by_hash(&hash))

@@ -86,6 +86,11 @@ enum Command {
         /// Open connections at most; further ones are closed at once.
         #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
         max_connections: usize,
+        /// The public base URL clients reach the server at (e.g. https://lore.example.com):
+        /// the OAuth issuer, and what tokens are bound to. Default: from each request's Host
+        /// (http on loopback names, https otherwise).
+        #[arg(long, env = "LORE_PUBLIC_URL")]
+        public_url: Option<String>,
     },
     /// Create the local owner and the first org, and print an owner token.
     Init {
@@ -267,6 +272,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             workers,
             max_body_bytes,
             max_connections,
+            public_url,
         } => {
             if no_auth && !addr.ip().is_loopback() {
                 bail!(
@@ -296,6 +302,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 no_auth,
                 origins,
                 max_body_bytes,
+                public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
                 ..Config::default()
             };
             drop(lore);
@@ -430,6 +437,19 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A public URL is an origin: `http(s)://host[:port]`, without a path.
+fn validate_public_url(url: &str) -> anyhow::Result<String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let parsed = url::Url::parse(trimmed).with_context(|| format!("--public-url {url:?}"))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.path() != "/"
+        || parsed.query().is_some()
+    {
+        bail!("--public-url must be an origin such as https://lore.example.com, without a path");
+    }
+    Ok(trimmed.to_string())
 }
 
 fn token(command: TokenCommand) -> anyhow::Result<()> {
