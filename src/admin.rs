@@ -143,6 +143,22 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
     }
 }
 
+/// Sets the sign-in password of the local owner (for the OAuth sign-in page).
+pub async fn set_owner_password(ports: &Ports, password: &str) -> Result<()> {
+    let owner = local_owner_id(ports).await?.ok_or_else(|| {
+        LoreError::Conflict("the database is not initialised; run `lore init` first".into())
+    })?;
+    crate::oauth::password::set(ports, &owner, password).await
+}
+
+/// Whether the local owner has a sign-in password.
+pub async fn owner_password_is_set(ports: &Ports) -> Result<bool> {
+    match local_owner_id(ports).await? {
+        Some(owner) => crate::oauth::password::is_set(ports, &owner).await,
+        None => Ok(false),
+    }
+}
+
 /// Creates a further org owned by the local owner and returns an owner token for it.
 pub async fn create_org(ports: &Ports, org_name: &str) -> Result<IssuedToken> {
     let org = OrgId::parse(org_name)?;

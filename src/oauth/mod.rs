@@ -9,13 +9,69 @@
 //! secrets from the randomness port, time from the clock port, client metadata documents and
 //! upstream providers through the HTTP port, so the same code serves natively and at the edge.
 
+pub mod authorize;
+pub mod clients;
+pub mod form;
+pub mod grants;
+pub mod manage;
 pub mod metadata;
+pub mod pages;
+pub mod password;
+pub mod session;
+pub mod token;
+pub mod upstream;
 
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use crate::Lore;
 use crate::mcp::headers;
+use form::Params;
+use session::Session;
+
+/// One request to an OAuth route: the core, the request, and the issuer it is served under.
+pub struct Cx<'a> {
+    pub lore: &'a Lore,
+    pub request: &'a Request<Vec<u8>>,
+    /// The issuer (the server's public base URL).
+    pub base: String,
+    /// Whether the issuer is HTTPS (cookies are then `Secure`).
+    pub secure: bool,
+}
+
+impl Cx<'_> {
+    /// The session of a page's form post, after the CSRF checks: the `Origin`, when the
+    /// browser sends one, is this server's, and the form's token is the session's.
+    pub async fn session_for_post(&self, params: &Params) -> Option<Session> {
+        if let Some(origin) = headers::get(self.request.headers(), "origin")
+            && !origin.eq_ignore_ascii_case(&self.base)
+            && self
+                .lore
+                .config
+                .origins
+                .check(self.request.headers())
+                .is_err()
+        {
+            tracing::warn!(%origin, "form post from another origin refused");
+            return None;
+        }
+        let session = Session::load(self.lore, self.request.headers(), self.secure)
+            .await
+            .ok()
+            .flatten()?;
+        session.check_csrf(params).ok()?;
+        Some(session)
+    }
+
+    /// The page for a form post that failed the CSRF checks.
+    pub fn stale_form(&self) -> Response<Vec<u8>> {
+        pages::error_page(
+            403,
+            "This form has expired",
+            "The form was not sent from this site's current page, or your session ended. Go back, reload the page and try again.",
+        )
+    }
+}
 
 /// lore's OAuth endpoints under one issuer.
 #[derive(Debug, Clone)]
@@ -110,6 +166,13 @@ pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<
     if method == Method::OPTIONS {
         return Some(reply::preflight());
     }
+    let cx = Cx {
+        lore,
+        request,
+        secure: base.starts_with("https://"),
+        base: base.clone(),
+    };
+    let form = || Params::parse(request.body());
     let response = match (segments.as_slice(), &method) {
         ([".well-known", "oauth-protected-resource", rest @ ..], &Method::GET) => {
             match org_of_resource_path(rest) {
@@ -120,6 +183,22 @@ pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<
         ([".well-known", "oauth-authorization-server"], &Method::GET) => {
             reply::metadata(&metadata::authorization_server(&Endpoints::new(&base)))
         }
+        (["oauth", "register"], &Method::POST) => {
+            match clients::register(lore, request.body()).await {
+                Ok(answer) => reply::json(201, &answer),
+                Err(e) => e.response(),
+            }
+        }
+        (["oauth", "token"], &Method::POST) => token::token(&cx).await,
+        (["oauth", "revoke"], &Method::POST) => token::revoke(&cx).await,
+        (["oauth", "authorize"], &Method::GET) => authorize::authorize(&cx).await,
+        (["oauth", "signin"], &Method::GET) => authorize::sign_in_get(&cx).await,
+        (["oauth", "signin"], &Method::POST) => authorize::sign_in_post(&cx, &form()).await,
+        (["oauth", "consent"], &Method::GET) => authorize::consent_get(&cx).await,
+        (["oauth", "consent"], &Method::POST) => authorize::consent_post(&cx, &form()).await,
+        (["oauth", "signout"], &Method::POST) => authorize::sign_out(&cx, &form()).await,
+        (["oauth", "tokens"], &Method::GET) => manage::page(&cx).await,
+        (["oauth", "tokens", "revoke"], &Method::POST) => manage::revoke(&cx, &form()).await,
         _ => reply::error_json(
             if segments.first() == Some(&".well-known") || method == Method::GET {
                 404

@@ -239,3 +239,141 @@ impl Harness {
         )
     }
 }
+
+/// A PKCE pair: (verifier, S256 challenge).
+pub fn pkce(seed: &str) -> (String, String) {
+    use base64::Engine;
+    use sha2::Digest;
+    let verifier = format!("{seed}-{}", "v".repeat(50));
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    (verifier, challenge)
+}
+
+/// Query parameters of a URL as a map (first value of each).
+pub fn query(url: &url::Url) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for (k, v) in url.query_pairs() {
+        out.entry(k.into_owned()).or_insert(v.into_owned());
+    }
+    out
+}
+
+/// What an authorization request asks for.
+pub struct AuthRequest<'a> {
+    pub client_id: &'a str,
+    pub redirect_uri: Option<&'a str>,
+    pub challenge: &'a str,
+    pub state: &'a str,
+    pub scope: Option<&'a str>,
+    pub resource: Option<&'a str>,
+}
+
+impl AuthRequest<'_> {
+    pub fn path(&self) -> String {
+        let mut s = url::form_urlencoded::Serializer::new(String::new());
+        s.append_pair("response_type", "code")
+            .append_pair("client_id", self.client_id)
+            .append_pair("code_challenge", self.challenge)
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("state", self.state);
+        if let Some(r) = self.redirect_uri {
+            s.append_pair("redirect_uri", r);
+        }
+        if let Some(scope) = self.scope {
+            s.append_pair("scope", scope);
+        }
+        if let Some(r) = self.resource {
+            s.append_pair("resource", r);
+        }
+        format!("/oauth/authorize?{}", s.finish())
+    }
+}
+
+impl Harness {
+    /// Gives the local owner a sign-in password.
+    pub fn set_owner_password(&self) {
+        block_on(lore::admin::set_owner_password(
+            &self.lore.ports,
+            OWNER_PASSWORD,
+        ))
+        .unwrap();
+    }
+
+    /// Registers a public client (RFC 7591) and returns its id.
+    pub fn register_public(&self, redirect_uri: &str) -> String {
+        let r = self.post_json(
+            "/oauth/register",
+            &json!({
+                "client_name": "Test Client",
+                "redirect_uris": [redirect_uri],
+                "token_endpoint_auth_method": "none",
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+            }),
+        );
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.json()["client_id"].as_str().unwrap().to_string()
+    }
+
+    /// Follows the authorization request through sign-in (if needed) to the consent page.
+    pub fn to_consent(&self, authorize_path: &str) -> Reply {
+        let r = self.get(authorize_path);
+        assert_eq!(r.status, 303, "{}", r.text);
+        let next = r.location();
+        let mut page = self.get(&format!("{}?{}", next.path(), next.query().unwrap_or("")));
+        if next.path() == "/oauth/signin" {
+            assert_eq!(page.status, 200, "{}", page.text);
+            let csrf = page.input("csrf");
+            let then = page.input("then");
+            let r = self.post_form(
+                "/oauth/signin",
+                &[
+                    ("csrf", &csrf),
+                    ("then", &then),
+                    ("password", OWNER_PASSWORD),
+                ],
+                &[("origin", BASE)],
+            );
+            assert_eq!(r.status, 303, "{}", r.text);
+            let next = r.location();
+            page = self.get(&format!("{}?{}", next.path(), next.query().unwrap_or("")));
+        }
+        assert_eq!(page.status, 200, "{}", page.text);
+        page
+    }
+
+    /// Approves (or denies) on the consent page; returns the redirect to the client.
+    pub fn decide(&self, consent: &Reply, org: &str, scopes: &[&str], approve: bool) -> url::Url {
+        let csrf = consent.input("csrf");
+        let request = consent.input("request");
+        let mut form = vec![
+            ("csrf", csrf.as_str()),
+            ("request", request.as_str()),
+            ("org", org),
+            ("decision", if approve { "approve" } else { "deny" }),
+        ];
+        for s in scopes {
+            form.push(("scope", s));
+        }
+        let r = self.post_form("/oauth/consent", &form, &[("origin", BASE)]);
+        assert_eq!(r.status, 303, "{}", r.text);
+        r.location()
+    }
+
+    /// The code of a whole approval for `client_id`.
+    pub fn approve(&self, request: &AuthRequest, org: &str, scopes: &[&str]) -> String {
+        let consent = self.to_consent(&request.path());
+        let back = self.decide(&consent, org, scopes, true);
+        let q = query(&back);
+        assert_eq!(q.get("state").map(String::as_str), Some(request.state));
+        assert_eq!(q.get("iss").map(String::as_str), Some(BASE));
+        q.get("code")
+            .cloned()
+            .unwrap_or_else(|| panic!("no code in {back}"))
+    }
+
+    pub fn token(&self, form: &[(&str, &str)]) -> Reply {
+        self.post_form("/oauth/token", form, &[])
+    }
+}
