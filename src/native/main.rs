@@ -98,8 +98,21 @@ enum Command {
         db: PathBuf,
         #[arg(long, default_value = "default")]
         org: String,
+        /// Read the owner's sign-in password from standard input (else LORE_OWNER_PASSWORD,
+        /// else a random one is printed once).
+        #[arg(long)]
+        password_stdin: bool,
         #[arg(long)]
         json: bool,
+    },
+    /// Set the local owner's password for the browser sign-in page (OAuth clients).
+    Password {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        /// Read the password from standard input (else LORE_OWNER_PASSWORD, else a random
+        /// one is printed once).
+        #[arg(long)]
+        password_stdin: bool,
     },
     /// Manage orgs.
     Org {
@@ -281,6 +294,12 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             let lore = open(&db)?;
             let first_run = block_on(admin::init(&lore.ports, &org))?;
+            // A new database gets an owner password for the sign-in page: the one in
+            // LORE_OWNER_PASSWORD, or a random one shown once below.
+            let first_password = match &first_run {
+                InitOutcome::Created(_) => Some(set_owner_password(&lore, false)?),
+                InitOutcome::AlreadyInitialised { .. } => None,
+            };
             let origins = if !allowed_hosts.is_empty() {
                 OriginPolicy {
                     allowed_hosts: Some(allowed_hosts),
@@ -334,6 +353,14 @@ fn run(command: Command) -> anyhow::Result<()> {
                         issued.token
                     );
                 }
+                if let Some(NewPassword::Generated(password)) = &first_password {
+                    eprintln!(
+                        "Owner password for the sign-in page (shown once; change it with `lore password`):\n\n  {password}\n"
+                    );
+                }
+                eprintln!(
+                    "OAuth clients (Claude, ChatGPT, Cursor) connect to {url} and sign in at http://{local}/oauth/signin\n"
+                );
                 if no_auth {
                     tracing::warn!(
                         "--no-auth: requests without a token act as the local owner of org {org:?}"
@@ -343,10 +370,39 @@ fn run(command: Command) -> anyhow::Result<()> {
                 eprintln!("lore listening on {url}");
             })
         }
-        Command::Init { db, org, json } => {
+        Command::Password { db, password_stdin } => {
+            let lore = open(&db)?;
+            match set_owner_password(&lore, password_stdin)? {
+                NewPassword::Generated(p) => {
+                    println!("owner password: {p}\n(shown only once)")
+                }
+                NewPassword::Given => println!("owner password set"),
+            }
+            Ok(())
+        }
+        Command::Init {
+            db,
+            org,
+            password_stdin,
+            json,
+        } => {
             let lore = open(&db)?;
             match block_on(admin::init(&lore.ports, &org))? {
-                InitOutcome::Created(issued) => print_issued(&issued, json),
+                InitOutcome::Created(issued) => {
+                    let password = set_owner_password(&lore, password_stdin)?;
+                    if json {
+                        let mut out = json!({ "org": issued.org, "token": issued.token, "token_id": issued.token_id, "principal": issued.principal });
+                        if let NewPassword::Generated(p) = &password {
+                            out["owner_password"] = json!(p);
+                        }
+                        println!("{out}");
+                    } else {
+                        print_issued(&issued, false);
+                        if let NewPassword::Generated(p) = &password {
+                            println!("owner password (for the sign-in page): {p}");
+                        }
+                    }
+                }
                 InitOutcome::AlreadyInitialised { owner } => {
                     if json {
                         println!(
@@ -437,6 +493,38 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// How the owner's password was chosen.
+enum NewPassword {
+    Given,
+    /// Random, to be shown once.
+    Generated(String),
+}
+
+/// Sets the local owner's sign-in password: from standard input, LORE_OWNER_PASSWORD, or a
+/// random one.
+fn set_owner_password(lore: &Lore, from_stdin: bool) -> anyhow::Result<NewPassword> {
+    let (password, outcome) = if from_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("reading the password from standard input")?;
+        (line.trim_end_matches(['\r', '\n']).to_string(), None)
+    } else if let Some(p) = std::env::var("LORE_OWNER_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
+        (p, None)
+    } else {
+        let mut bytes = [0u8; 18];
+        getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("randomness: {e}"))?;
+        let p = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
+        (p.clone(), Some(p))
+    };
+    block_on(admin::set_owner_password(&lore.ports, &password))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(outcome.map_or(NewPassword::Given, NewPassword::Generated))
 }
 
 /// A public URL is an origin: `http(s)://host[:port]`, without a path.
