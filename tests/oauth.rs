@@ -7,5 +7,7 @@ mod flow;
 #[path = "oauth/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+#[path = "oauth/negative.rs"]
+mod negative;
 #[path = "oauth/resource.rs"]
 mod resource;
