@@ -10,6 +10,7 @@
 //! upstream providers through the HTTP port, so the same code serves natively and at the edge.
 
 pub mod authorize;
+pub mod client_http;
 pub mod clients;
 pub mod form;
 pub mod grants;
