@@ -444,9 +444,9 @@ pub async fn consent_get(cx: &Cx<'_>) -> Response<Vec<u8>> {
     }
     let redirect_host = url::Url::parse(&pending.redirect_uri)
         .ok()
-        .map(|u| match u.host_str() {
-            Some(h) => format!("{}://{h}", u.scheme()),
-            None => format!("{}:", u.scheme()),
+        .map(|u| match u.origin() {
+            origin @ url::Origin::Tuple(..) => origin.ascii_serialization(),
+            url::Origin::Opaque(_) => format!("{}:", u.scheme()),
         })
         .unwrap_or_else(|| pending.redirect_uri.clone());
     let user = principal_name(cx, &principal).await;

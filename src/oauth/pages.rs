@@ -57,7 +57,7 @@ pub fn layout(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-<meta name=\"referrer\" content=\"no-referrer\">\n<title>{} · lore</title>\n<style>{STYLE}</style>\n</head>\n\
+<meta name=\"referrer\" content=\"same-origin\">\n<title>{} · lore</title>\n<style>{STYLE}</style>\n</head>\n\
 <body>\n<main>\n<p class=\"brand\">lore</p>\n{body}\n</main>\n</body>\n</html>\n",
         esc(title)
     )
@@ -78,7 +78,9 @@ pub fn html(status: u16, page: String, set_cookie: Option<&str>) -> Response<Vec
         ),
         ("x-frame-options", "DENY"),
         ("x-content-type-options", "nosniff"),
-        ("referrer-policy", "no-referrer"),
+        // `same-origin`, not `no-referrer`: with the latter a browser sends `Origin: null` on
+        // the page's own form posts, which the CSRF check refuses.
+        ("referrer-policy", "same-origin"),
     ];
     for (name, value) in pairs {
         h.insert(name, http::HeaderValue::from_static(value));
