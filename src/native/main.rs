@@ -124,6 +124,21 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Sign in to a lore server through the browser (OAuth) and keep the token for
+    /// `lore memory run --url`.
+    Login {
+        /// The server's MCP URL, e.g. https://lore.example.com/mcp.
+        #[arg(long, env = "LORE_URL")]
+        url: String,
+        /// Print the sign-in URL without opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Revoke and forget the token `lore login` stored for a server.
+    Logout {
+        #[arg(long, env = "LORE_URL")]
+        url: String,
+    },
     /// Work with memory and tools from the shell.
     Memory {
         #[command(subcommand)]
@@ -441,6 +456,26 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token { command } => token(command),
+        Command::Login { url, no_browser } => {
+            let path = block_on(lore::native::login::login(
+                &UreqClient::default(),
+                &url,
+                !no_browser,
+            ))?;
+            eprintln!(
+                "Signed in to {url}; the token is in {} (readable by you only)",
+                path.display()
+            );
+            Ok(())
+        }
+        Command::Logout { url } => {
+            if block_on(lore::native::login::logout(&UreqClient::default(), &url))? {
+                eprintln!("Signed out of {url}: the token is revoked and forgotten");
+            } else {
+                eprintln!("No stored sign-in for {url}; nothing to do");
+            }
+            Ok(())
+        }
         Command::Memory {
             command:
                 MemoryCommand::Run {
@@ -458,6 +493,13 @@ fn run(command: Command) -> anyhow::Result<()> {
                 bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
             }
             let admin = lore::sdk::admin_tools::find(&tool).is_some() || tool.contains('.');
+            // Without --token, a remote URL uses what `lore login` stored for it.
+            let token = match (&url, token.filter(|t| !t.is_empty())) {
+                (Some(url), None) => {
+                    block_on(lore::native::login::token_for(&UreqClient::default(), url))?
+                }
+                (_, token) => token,
+            };
             let result = match url {
                 Some(url) if admin => block_on(call_remote_admin(
                     &UreqClient::default(),

@@ -5,12 +5,15 @@
 // and a revoked grant stops working. The server log never shows a token, code or password.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { readFileSync, writeFileSync, statSync } from 'node:fs';
+import path from 'node:path';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 
-import { startServer, tempDir, cleanupDir, onlyNative, TARGET, WORKSPACE_TOOLS } from './lib/server.mjs';
+import { startServer, tempDir, cleanupDir, onlyNative, TARGET, WORKSPACE_TOOLS, LORE_BIN } from './lib/server.mjs';
 import { launchBrowser, signInAndConsent, startCallbackServer, startHttpsServer, MemoryProvider } from './lib/oauth.mjs';
 
 const PASSWORD = 'e2e owner password, long enough';
@@ -131,6 +134,88 @@ test('OAuth with dynamic client registration: discovery, registration, browser s
   const provider = new MemoryProvider({ redirectUrl: callback.url, name: 'lore e2e (registered)' });
   await journey(provider, 'dcr');
   assert.match(provider.clientInformation().client_id, /^dcr_/);
+});
+
+/** Runs the lore CLI with `env`; resolves {code, stdout, stderr}. */
+function cli(args, env) {
+  return new Promise((resolve) => {
+    execFile(LORE_BIN, args, { env, timeout: 60_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+test('lore login runs the same code + PKCE flow with a loopback redirect; memory run reuses and refreshes the token; lore logout revokes it', native, async () => {
+  const home = await tempDir();
+  try {
+    const env = { ...process.env, XDG_CONFIG_HOME: home, RUST_LOG: 'warn', NO_COLOR: '1', LORE_TOKEN: '' };
+    const child = spawn(LORE_BIN, ['login', '--url', server.url, '--no-browser'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => { stderr += d; });
+    const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+    const deadline = Date.now() + 20_000;
+    let url = null;
+    while (!url) {
+      url = /(http:\/\/\S+\/oauth\/authorize\?\S+)/.exec(stderr)?.[1];
+      if (!url) {
+        assert.ok(Date.now() < deadline, `lore login printed no sign-in URL:\n${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const authorization = new URL(url);
+    const redirect = authorization.searchParams.get('redirect_uri');
+    assert.match(redirect, /^http:\/\/127\.0\.0\.1:\d+\/callback$/, 'a loopback redirect');
+    assert.equal(authorization.searchParams.get('code_challenge_method'), 'S256');
+    await signInAndConsent(browser, authorization, { password: PASSWORD, callbackPrefix: redirect });
+    assert.equal(await exited, 0, stderr);
+    assert.match(stderr, /Signed in to/);
+
+    // The token sits in a file only the user can read.
+    const file = path.join(home, 'lore', 'credentials.json');
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.equal(statSync(path.dirname(file)).mode & 0o777, 0o700);
+    const stored = JSON.parse(readFileSync(file, 'utf8')).servers[server.url];
+    assert.match(stored.access_token, /^lore_at_/);
+    secrets.push(stored.access_token, stored.refresh_token);
+
+    // lore memory run --url uses it, for MCP tools and the REST admin tools.
+    const saved = await cli(['memory', 'run', 'save_memory', '{"content": "The CLI signed in with OAuth"}', '--url', server.url], env);
+    assert.equal(saved.code, 0, saved.stderr);
+    const found = await cli(['memory', 'run', 'search_memory', '{"query": "CLI signed in"}', '--url', server.url], env);
+    assert.equal(found.code, 0, found.stderr);
+    assert.match(found.stdout, /The CLI signed in with OAuth/);
+    const orgs = await cli(['memory', 'run', 'list_organizations', '{}', '--url', `${server.url}/default`], env);
+    assert.equal(orgs.code, 0, orgs.stderr);
+
+    // An expired token is refreshed (and the refresh token rotated) before the call.
+    const credentials = JSON.parse(readFileSync(file, 'utf8'));
+    credentials.servers[server.url].expires_at_ms = 0;
+    writeFileSync(file, JSON.stringify(credentials));
+    const again = await cli(['memory', 'run', 'search_memory', '{"query": "CLI"}', '--url', server.url], env);
+    assert.equal(again.code, 0, again.stderr);
+    const refreshed = JSON.parse(readFileSync(file, 'utf8')).servers[server.url];
+    assert.notEqual(refreshed.access_token, stored.access_token);
+    assert.notEqual(refreshed.refresh_token, stored.refresh_token);
+    secrets.push(refreshed.access_token, refreshed.refresh_token);
+
+    // lore logout revokes the grant and forgets it.
+    const out = await cli(['logout', '--url', server.url], env);
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(out.stderr, /revoked and forgotten/);
+    assert.equal(JSON.parse(readFileSync(file, 'utf8')).servers[server.url], undefined);
+    const revoked = await fetch(server.url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${refreshed.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    assert.equal(revoked.status, 401);
+    const after = await cli(['memory', 'run', 'search_memory', '{"query": "CLI"}', '--url', server.url], env);
+    assert.notEqual(after.code, 0);
+    assert.match(after.stderr, /401/);
+  } finally {
+    await cleanupDir(home);
+  }
 });
 
 test('the server log shows no token, code or password', native, async () => {
