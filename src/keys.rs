@@ -36,6 +36,8 @@
 //! auth/password/{principal}     PasswordRecord: the argon2 hash of a local sign-in password
 //! identity/{provider}/{sha256(subject)}  principal id of an upstream identity (GitHub, OIDC)
 //! invite/{sha256(identity)}/{org}  Invite: a pending membership for a person not yet signed in
+//! known/{sha256(identity)}      principal id last seen signing in with that identity
+//! o/{org}/invite/{sha256(identity)}  the same Invite, listed under its org
 //! oauth/client/{client id}      RegisteredClient (dynamic client registration, RFC 7591)
 //! oauth/cimd/{sha256(url)}      CachedClientDocument: a fetched client ID metadata document
 //! oauth/request/{id}            PendingAuthorization between /oauth/authorize and consent
@@ -97,6 +99,10 @@ pub fn invite(identity: &str, org: &OrgId) -> String {
 }
 pub fn invites_of(identity: &str) -> String {
     format!("invite/{}/", sha256_hex(&identity.to_ascii_lowercase()))
+}
+/// The principal that signed in with `identity` (`github:login`, `email:address`).
+pub fn known_identity(identity: &str) -> String {
+    format!("known/{}", sha256_hex(&identity.to_ascii_lowercase()))
 }
 pub fn oauth_client(client_id: &str) -> String {
     format!("oauth/client/{client_id}")
@@ -250,6 +256,17 @@ impl OrgKeys {
     }
     pub fn usage_all(&self) -> String {
         format!("{}usage/", self.root)
+    }
+    /// A pending invite of an identity (by its hash) to this org.
+    pub fn invite(&self, identity: &str) -> String {
+        format!(
+            "{}invite/{}",
+            self.root,
+            sha256_hex(&identity.to_ascii_lowercase())
+        )
+    }
+    pub fn invites(&self) -> String {
+        format!("{}invite/", self.root)
     }
     pub fn settings(&self) -> String {
         format!("{}settings", self.root)

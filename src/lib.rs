@@ -55,6 +55,9 @@ pub struct Config {
     /// prefix of the resource URLs tokens are bound to. `None` derives it from each request's
     /// `Host` (`http` on loopback names, `https` otherwise).
     pub public_url: Option<String>,
+    /// Identity providers people sign in with (GitHub, OIDC), besides the local owner's
+    /// password.
+    pub upstream: Vec<oauth::upstream::Provider>,
 }
 
 impl Default for Config {
@@ -66,6 +69,7 @@ impl Default for Config {
             max_body_bytes: DEFAULT_MAX_BODY,
             origins: OriginPolicy::loopback(),
             public_url: None,
+            upstream: Vec::new(),
         }
     }
 }

@@ -11,3 +11,5 @@ mod harness;
 mod negative;
 #[path = "oauth/resource.rs"]
 mod resource;
+#[path = "oauth/upstream.rs"]
+mod upstream;

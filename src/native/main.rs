@@ -337,6 +337,8 @@ fn run(command: Command) -> anyhow::Result<()> {
                 origins,
                 max_body_bytes,
                 public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
+                upstream: lore::oauth::upstream::from_vars(|name| std::env::var(name).ok())
+                    .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
                 ..Config::default()
             };
             drop(lore);

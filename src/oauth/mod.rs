@@ -14,6 +14,7 @@ pub mod client_http;
 pub mod clients;
 pub mod form;
 pub mod grants;
+pub mod invites;
 pub mod manage;
 pub mod metadata;
 pub mod pages;
@@ -198,6 +199,8 @@ pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<
         (["oauth", "consent"], &Method::GET) => authorize::consent_get(&cx).await,
         (["oauth", "consent"], &Method::POST) => authorize::consent_post(&cx, &form()).await,
         (["oauth", "signout"], &Method::POST) => authorize::sign_out(&cx, &form()).await,
+        (["oauth", "upstream", "start"], &Method::POST) => upstream::start(&cx, &form()).await,
+        (["oauth", "upstream", "callback"], &Method::GET) => upstream::callback(&cx).await,
         (["oauth", "tokens"], &Method::GET) => manage::page(&cx).await,
         (["oauth", "tokens", "revoke"], &Method::POST) => manage::revoke(&cx, &form()).await,
         _ => reply::error_json(

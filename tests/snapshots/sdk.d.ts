@@ -863,6 +863,19 @@ interface LoreSdk {
     remove(args: {
       principal_id: string;
     }): Promise<Done>;
+    /** Invite a person by identity (github:{login} or email:{address}) with a role: added now if they signed in before, else when they first sign in. Access: admin. */
+    invite(args: {
+      /** `github:{login}` or `email:{address}` (an address the provider reports as verified). */
+      identity: string;
+      /** `viewer`, `member` (default), `admin`, or `owner`. */
+      role?: string;
+    }): Promise<InviteOutcome>;
+    /** List the org's pending invites. Access: admin. */
+    invites(args?: Record<string, never>): Promise<Invite[]>;
+    /** Withdraw a pending invite. Access: admin. */
+    uninvite(args: {
+      identity: string;
+    }): Promise<Done>;
   };
   tokens: {
     /** List the org's API tokens (never their secrets). Access: admin. */
