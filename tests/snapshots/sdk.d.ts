@@ -314,6 +314,26 @@ interface OrgInfo {
   role: string;
 }
 
+interface Invite {
+  created_at_ms: number;
+  /** `github:{login}` or `email:{address}`, lowercase. */
+  identity: string;
+  /** Who invited (principal id). */
+  invited_by: string;
+  org: string;
+  /** `admin`, `member` or `viewer` (owners grant `owner` too). */
+  role: string;
+}
+
+interface InviteOutcome {
+  identity: string;
+  /** The member's principal id when added. */
+  principal_id?: string;
+  role: string;
+  /** `added` (they had signed in before and are a member now) or `pending`. */
+  status: string;
+}
+
 interface Done {
   ok: boolean;
 }
