@@ -50,15 +50,27 @@ button:focus-visible,a:focus-visible,input:focus-visible{outline:3px solid var(-
 table{width:100%;border-collapse:collapse;font-size:.92rem}
 th,td{text-align:left;padding:.45rem .3rem;border-bottom:1px solid var(--line);vertical-align:top}
 code{font-size:.9em;word-break:break-all}
+main.wide{max-width:56rem}
+.scroll{overflow-x:auto}
+td.when{white-space:nowrap}
 ";
 
 /// A whole page around `body` (already HTML).
 pub fn layout(title: &str, body: &str) -> String {
+    page(title, body, "")
+}
+
+/// A page for a table: a wider column.
+pub fn layout_wide(title: &str, body: &str) -> String {
+    page(title, body, " class=\"wide\"")
+}
+
+fn page(title: &str, body: &str, main_attrs: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
 <meta name=\"referrer\" content=\"same-origin\">\n<title>{} · lore</title>\n<style>{STYLE}</style>\n</head>\n\
-<body>\n<main>\n<p class=\"brand\">lore</p>\n{body}\n</main>\n</body>\n</html>\n",
+<body>\n<main{main_attrs}>\n<p class=\"brand\">lore</p>\n{body}\n</main>\n</body>\n</html>\n",
         esc(title)
     )
 }
@@ -291,13 +303,13 @@ pub fn tokens(csrf: &str, user: &str, grants: &[GrantRow], notice: Option<&str>)
         body.push_str("<p class=\"muted\">No application holds a token of yours.</p>\n");
     } else {
         body.push_str(
-            "<table>\n<caption class=\"muted\">Applications you allowed, and what they may do</caption>\n\
+            "<div class=\"scroll\"><table>\n<caption class=\"muted\">Applications you allowed, and what they may do</caption>\n\
 <thead><tr><th scope=\"col\">Application</th><th scope=\"col\">Org</th><th scope=\"col\">Scopes</th>\
 <th scope=\"col\">Allowed</th><th scope=\"col\">Last refreshed</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead>\n<tbody>\n",
         );
         for g in grants {
             body.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>\
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"when\">{}</td><td class=\"when\">{}</td><td>\
 <form method=\"post\" action=\"/oauth/tokens/revoke\">{}{}\
 <button type=\"submit\" class=\"danger\" aria-label=\"Revoke access of {}\">Revoke</button></form></td></tr>\n",
                 esc(&g.client),
@@ -310,12 +322,12 @@ pub fn tokens(csrf: &str, user: &str, grants: &[GrantRow], notice: Option<&str>)
                 esc(&g.client)
             ));
         }
-        body.push_str("</tbody>\n</table>\n");
+        body.push_str("</tbody>\n</table></div>\n");
     }
     body.push_str(&format!(
         "<form method=\"post\" action=\"/oauth/signout\">{}\
 <div class=\"actions\"><button type=\"submit\" class=\"secondary\">Sign out</button></div></form>\n",
         hidden("csrf", csrf)
     ));
-    layout("Connected applications", &body)
+    layout_wide("Connected applications", &body)
 }
