@@ -22,10 +22,10 @@ use lore::{Config, Lore};
 
 fn call(lore: &Lore, token: &str, tool: &str, args: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": args, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}});
+    "params": {"name": tool, "arguments": args, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }}});
     let request = http::Request::builder()
         .method("POST")
         .uri("/mcp")
@@ -53,15 +53,25 @@ fn main() {
     let mut total = 10_000usize;
     while let Some(a) = args.next() {
         if a == "--memories" {
-            total = args.next().and_then(|n| n.parse().ok()).expect("--memories N");
+            total = args
+                .next()
+                .and_then(|n| n.parse().ok())
+                .expect("--memories N");
         }
     }
-    let corpus: Vec<String> =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/bench/retrieval/corpus.jsonl"))
-            .expect("bench/retrieval/corpus.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["content"].as_str().unwrap().to_string())
-            .collect();
+    let corpus: Vec<String> = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/bench/retrieval/corpus.jsonl"
+    ))
+    .expect("bench/retrieval/corpus.jsonl")
+    .lines()
+    .map(|l| {
+        serde_json::from_str::<Value>(l).unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    })
+    .collect();
     // Distinct texts (a repeated text would be deduplicated, not saved).
     let text = |i: usize| format!("{} (entry {i})", corpus[i % corpus.len()]);
 
@@ -94,7 +104,12 @@ fn main() {
     while i < total {
         let end = (i + 100).min(total);
         let memories: Vec<Value> = (i..end).map(|j| json!({"content": text(j)})).collect();
-        call(&lore, &token, "save_memory", json!({ "memories": memories }));
+        call(
+            &lore,
+            &token,
+            "save_memory",
+            json!({ "memories": memories }),
+        );
         i = end;
     }
     let batched_per_s = (total - singles) as f64 / started.elapsed().as_secs_f64();
@@ -103,17 +118,29 @@ fn main() {
     let started = Instant::now();
     call(&lore, &token, "search_memory", json!({"query": "warm up"}));
     let first_search_ms = started.elapsed().as_secs_f64() * 1e3;
-    let queries: Vec<String> =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/bench/retrieval/queries.jsonl"))
+    let queries: Vec<String> = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/bench/retrieval/queries.jsonl"
+    ))
+    .unwrap()
+    .lines()
+    .map(|l| {
+        serde_json::from_str::<Value>(l).unwrap()["query"]
+            .as_str()
             .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["query"].as_str().unwrap().to_string())
-            .collect();
+            .to_string()
+    })
+    .collect();
     let mut times = Vec::new();
     for round in 0..3 {
         for q in &queries {
             let started = Instant::now();
-            call(&lore, &token, "search_memory", json!({"query": q, "limit": 10}));
+            call(
+                &lore,
+                &token,
+                "search_memory",
+                json!({"query": q, "limit": 10}),
+            );
             if round > 0 {
                 times.push(started.elapsed().as_secs_f64() * 1e3);
             }

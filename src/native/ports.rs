@@ -45,6 +45,32 @@ pub struct UreqClient {
     agent: ureq::Agent,
 }
 
+/// The environment variable naming a PEM file of root certificates to trust instead of the
+/// built-in Mozilla roots (a private CA, or a test's self-signed certificate).
+pub const TLS_CA_FILE: &str = "LORE_TLS_CA_FILE";
+
+/// The root certificates HTTPS calls trust: those in `LORE_TLS_CA_FILE`, else Mozilla's.
+fn root_certs() -> ureq::tls::RootCerts {
+    let Some(path) = std::env::var_os(TLS_CA_FILE).filter(|p| !p.is_empty()) else {
+        return ureq::tls::RootCerts::WebPki;
+    };
+    let certs: Vec<ureq::tls::Certificate<'static>> = std::fs::read(&path)
+        .map(|pem| {
+            ureq::tls::parse_pem(&pem)
+                .filter_map(|item| match item {
+                    Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if certs.is_empty() {
+        tracing::error!(path = %path.to_string_lossy(), "{TLS_CA_FILE} holds no readable PEM certificate; using the built-in roots");
+        return ureq::tls::RootCerts::WebPki;
+    }
+    ureq::tls::RootCerts::new_with_certs(&certs)
+}
+
 impl Default for UreqClient {
     fn default() -> Self {
         let config = ureq::Agent::config_builder()
@@ -52,6 +78,11 @@ impl Default for UreqClient {
             .http_status_as_error(false)
             // A redirect could leave a connection's allowed hosts: callers see the 3xx instead.
             .max_redirects(0)
+            .tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(root_certs())
+                    .build(),
+            )
             .build();
         Self {
             agent: config.into(),

@@ -12,6 +12,7 @@ use crate::error::LoreError;
 use crate::ids::parse_record_id;
 use crate::memory::event::{Event, format_time};
 use crate::memory::{SaveInput, SearchInput};
+use crate::oauth::invites::{self, Invite, InviteArgs, InviteOutcome, UninviteArgs};
 use crate::records::actions::{Action, ListActions};
 use crate::records::behaviors::{Behavior, CreateBehavior, UpdateBehavior};
 use crate::records::connections::{
@@ -336,6 +337,15 @@ pub static METHODS: &[MethodSpec] = &[
     method!("members".remove, Admin, Try, ByPrincipal => Done,
         "Remove a member from the org and revoke their tokens for it.",
         |cx, a| people::remove_member(&cx.lore.ports, cx.caller, a).await?),
+    method!("members".invite, Admin, Try, InviteArgs => InviteOutcome,
+        "Invite a person by identity (github:{login} or email:{address}) with a role: added now if they signed in before, else when they first sign in.",
+        |cx, a| invites::invite(&cx.lore.ports, cx.caller, a).await?),
+    method!("members".invites, Admin, Try, NoArgs => Vec<Invite>,
+        "List the org's pending invites.",
+        |cx, a| invites::list(&cx.lore.ports, cx.caller).await?),
+    method!("members".uninvite, Admin, Try, UninviteArgs => Done,
+        "Withdraw a pending invite.",
+        |cx, a| invites::cancel(&cx.lore.ports, cx.caller, a).await?),
     // tokens
     method!("tokens".list, Admin, Try, NoArgs => Vec<TokenSummary>,
         "List the org's API tokens (never their secrets).",

@@ -63,7 +63,7 @@ function delay(ms) {
  * address), waits until /healthz answers, and returns a handle.
  *
  * opts.db: database file (default: <new temp dir>/lore.db); opts.args: extra CLI args;
- * opts.workers: worker threads (default 2).
+ * opts.workers: worker threads (default 2); opts.env: extra environment variables.
  */
 export async function startServer(opts = {}) {
   if (TARGET === 'worker') {
@@ -75,7 +75,7 @@ export async function startServer(opts = {}) {
   const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];
   const child = spawn(LORE_BIN, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1' },
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1', ...(opts.env ?? {}) },
   });
   live.add(child);
   let stderr = '';
