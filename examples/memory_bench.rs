@@ -9,6 +9,8 @@
 //! Prints one JSON object: the embedder's texts/s alone; `save_memory` memories/s with one
 //! memory per call and with 100 per call; `search_memory` p50/p99 once the org holds them all.
 
+#![allow(clippy::disallowed_methods)] // a native bench: wall time from the OS
+
 use std::time::Instant;
 
 use futures_executor::block_on;
