@@ -61,4 +61,5 @@ done
 timed node bench/vector_wasm.mjs "$WASM" threshold clustered 0 300 2>&1 | tee -a "$OUT/wasm.md"
 timed "$NATIVE" filters clustered 100000 200 2>&1 | tee -a "$OUT/native.md"
 echo "load after: $(cat /proc/loadavg)" >> "$OUT/machine.txt"
-echo "results in $OUT"
+python3 "$HERE/vector_report.py" "$OUT" > "$OUT/report.md"
+echo "results in $OUT (tables for BENCHMARKS.md: report.md)"
