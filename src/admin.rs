@@ -63,6 +63,9 @@ pub(crate) fn issue_token(
         expires_at_ms,
         revoked_at_ms: None,
         label,
+        audience: None,
+        client_id: None,
+        grant: None,
     };
     batch
         .require_absent(keys::token_by_hash(&hash))
@@ -137,6 +140,22 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
             None => Err(LoreError::Conflict(format!("org {org} already exists"))),
         },
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets the sign-in password of the local owner (for the OAuth sign-in page).
+pub async fn set_owner_password(ports: &Ports, password: &str) -> Result<()> {
+    let owner = local_owner_id(ports).await?.ok_or_else(|| {
+        LoreError::Conflict("the database is not initialised; run `lore init` first".into())
+    })?;
+    crate::oauth::password::set(ports, &owner, password).await
+}
+
+/// Whether the local owner has a sign-in password.
+pub async fn owner_password_is_set(ports: &Ports) -> Result<bool> {
+    match local_owner_id(ports).await? {
+        Some(owner) => crate::oauth::password::is_set(ports, &owner).await,
+        None => Ok(false),
     }
 }
 

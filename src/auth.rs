@@ -137,6 +137,13 @@ pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
     {
         return Err(unauthorized("the bearer token has expired"));
     }
+    if let Some(grant) = &record.grant
+        && !crate::oauth::grants::is_live(ports, grant).await?
+    {
+        return Err(unauthorized(
+            "the bearer token was revoked (its grant was withdrawn)",
+        ));
+    }
     let principal = match principal {
         Some(p) => p,
         None => {

@@ -34,6 +34,19 @@
 //! o/{org}/usage/{day}/{tool}/{instance}  usage counters flushed by one core instance
 //! o/{org}/settings              OrgSettings (description, default profile)
 //! member-of/{principal}/{org}   the orgs a principal belongs to (organizations.list)
+//! auth/password/{principal}     PasswordRecord: the argon2 hash of a local sign-in password
+//! identity/{provider}/{sha256(subject)}  principal id of an upstream identity (GitHub, OIDC)
+//! invite/{sha256(identity)}/{org}  Invite: a pending membership for a person not yet signed in
+//! known/{sha256(identity)}      principal id last seen signing in with that identity
+//! o/{org}/invite/{sha256(identity)}  the same Invite, listed under its org
+//! oauth/client/{client id}      RegisteredClient (dynamic client registration, RFC 7591)
+//! oauth/cimd/{sha256(url)}      CachedClientDocument: a fetched client ID metadata document
+//! oauth/request/{id}            PendingAuthorization between /oauth/authorize and consent
+//! oauth/session/{sha256}        BrowserSession of the sign-in, consent and token pages
+//! oauth/code/{sha256}           AuthorizationCode (single use, kept marked after use)
+//! oauth/grant/{id}              Grant: one consent's token family (revoking it ends them all)
+//! oauth/refresh/{sha256}        RefreshToken of a grant (rotated; reuse revokes the grant)
+//! oauth/user-grant/{principal}/{grant}  the grants a principal approved (token page)
 //! ```
 //!
 //! Keys of the cache port (`Ports::cache`), a separate store holding copies, never the truth:
@@ -82,6 +95,56 @@ pub fn member_of_all(principal: &str) -> String {
     format!("member-of/{principal}/")
 }
 
+/// The argon2 password hash of a principal who signs in locally (the local owner).
+pub fn password(principal: &str) -> String {
+    format!("auth/password/{principal}")
+}
+/// The principal an upstream identity (`github`, an OIDC issuer) maps to.
+pub fn identity(provider: &str, subject: &str) -> String {
+    format!("identity/{provider}/{}", sha256_hex(subject))
+}
+/// A pending invite of `identity` (e.g. `github:octocat`, `email:a@b.c`) to `org`.
+pub fn invite(identity: &str, org: &OrgId) -> String {
+    format!(
+        "invite/{}/{org}",
+        sha256_hex(&identity.to_ascii_lowercase())
+    )
+}
+pub fn invites_of(identity: &str) -> String {
+    format!("invite/{}/", sha256_hex(&identity.to_ascii_lowercase()))
+}
+/// The principal that signed in with `identity` (`github:login`, `email:address`).
+pub fn known_identity(identity: &str) -> String {
+    format!("known/{}", sha256_hex(&identity.to_ascii_lowercase()))
+}
+pub fn oauth_client(client_id: &str) -> String {
+    format!("oauth/client/{client_id}")
+}
+pub fn oauth_client_document(url: &str) -> String {
+    format!("oauth/cimd/{}", sha256_hex(url))
+}
+pub fn oauth_request(id: &str) -> String {
+    format!("oauth/request/{id}")
+}
+pub fn oauth_session(secret: &str) -> String {
+    format!("oauth/session/{}", sha256_hex(secret))
+}
+pub fn oauth_code(code: &str) -> String {
+    format!("oauth/code/{}", sha256_hex(code))
+}
+pub fn oauth_grant(id: &str) -> String {
+    format!("oauth/grant/{id}")
+}
+pub fn oauth_refresh(token: &str) -> String {
+    format!("oauth/refresh/{}", sha256_hex(token))
+}
+pub fn oauth_user_grant(principal: &str, grant: &str) -> String {
+    format!("oauth/user-grant/{principal}/{grant}")
+}
+pub fn oauth_user_grants(principal: &str) -> String {
+    format!("oauth/user-grant/{principal}/")
+}
+
 /// Keys under one org. Only [`crate::auth::Caller`] and the operator functions build one, so
 /// the org always comes from an authenticated principal or the local operator.
 #[derive(Debug, Clone)]
@@ -124,6 +187,25 @@ impl OrgKeys {
     }
     pub fn event_seqs(&self) -> String {
         format!("{}evseq/", self.root)
+    }
+    /// The stored embedding of event `ulid` by the model whose id hashes to `model`.
+    pub fn vector(&self, model: &str, ulid: &str) -> String {
+        format!("{}vec/{model}/{ulid}", self.root)
+    }
+    pub fn vectors(&self, model: &str) -> String {
+        format!("{}vec/{model}/", self.root)
+    }
+    /// The head of the org's stored vector index snapshot for one model.
+    pub fn vector_snapshot(&self, model: &str) -> String {
+        format!("{}vsnap/{model}/head", self.root)
+    }
+    /// Part `n` of that snapshot.
+    pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
+        format!("{}vsnap/{model}/part/{n:06}", self.root)
+    }
+    /// The event saved with this normalized text and entity set (duplicate saves return it).
+    pub fn duplicate(&self, text_hash: &str) -> String {
+        format!("{}dup/{text_hash}", self.root)
     }
     pub fn idempotency(&self, key_hash: &str) -> String {
         format!("{}idem/{key_hash}", self.root)
@@ -187,6 +269,17 @@ impl OrgKeys {
     }
     pub fn usage_all(&self) -> String {
         format!("{}usage/", self.root)
+    }
+    /// A pending invite of an identity (by its hash) to this org.
+    pub fn invite(&self, identity: &str) -> String {
+        format!(
+            "{}invite/{}",
+            self.root,
+            sha256_hex(&identity.to_ascii_lowercase())
+        )
+    }
+    pub fn invites(&self) -> String {
+        format!("{}invite/", self.root)
     }
     pub fn settings(&self) -> String {
         format!("{}settings", self.root)

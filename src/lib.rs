@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod embed;
 pub mod error;
 pub mod hooks;
 pub mod ids;
@@ -15,6 +16,7 @@ pub mod keys;
 pub mod mcp;
 pub mod memory;
 pub mod model;
+pub mod oauth;
 pub mod ports;
 pub mod records;
 pub mod schema;
@@ -50,6 +52,13 @@ pub struct Config {
     pub sessions: bool,
     pub max_body_bytes: usize,
     pub origins: OriginPolicy,
+    /// The server's public base URL (`https://lore.example.com`): the OAuth issuer and the
+    /// prefix of the resource URLs tokens are bound to. `None` derives it from each request's
+    /// `Host` (`http` on loopback names, `https` otherwise).
+    pub public_url: Option<String>,
+    /// Identity providers people sign in with (GitHub, OIDC), besides the local owner's
+    /// password.
+    pub upstream: Vec<oauth::upstream::Provider>,
 }
 
 impl Default for Config {
@@ -60,6 +69,8 @@ impl Default for Config {
             sessions: true,
             max_body_bytes: DEFAULT_MAX_BODY,
             origins: OriginPolicy::loopback(),
+            public_url: None,
+            upstream: Vec::new(),
         }
     }
 }
@@ -74,6 +85,12 @@ pub struct Lore {
 }
 
 impl Lore {
+    /// Chooses the rankings `search_memory` fuses; only the retrieval evaluation changes it.
+    #[doc(hidden)]
+    pub fn set_ranking(&self, ranking: memory::Ranking) {
+        self.memory.set_ranking(ranking);
+    }
+
     pub fn new(ports: Ports, config: Config) -> Self {
         let instance = ports.random_hex(6);
         Self::with_usage_instance(ports, config, instance)
@@ -131,6 +148,17 @@ impl Lore {
                 ));
             }
         };
+        if let Some(audience) = credential.token.as_ref().and_then(|t| t.audience.as_ref()) {
+            let base = oauth::base_url(&self.config, headers);
+            if !oauth::audience_allows(audience, base.as_deref(), path_org) {
+                return Err((
+                    LoreError::Unauthorized(format!(
+                        "the token was issued for {audience}, not for this resource; sign in again for this URL"
+                    )),
+                    true,
+                ));
+            }
+        }
         auth::resolve_caller(&self.ports, credential, path_org, &self.config.default_org)
             .await
             .map_err(|e| (e, true))
@@ -168,6 +196,9 @@ impl Lore {
     pub async fn handle(&self, request: Request<Vec<u8>>) -> Response<Vec<u8>> {
         let path = request.uri().path().to_string();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if let Some(response) = oauth::handle(self, &request).await {
+            return response;
+        }
         match segments.as_slice() {
             ["mcp"] => mcp::handle(self, request, None).await,
             ["mcp", org] => mcp::handle(self, request, Some(org)).await,

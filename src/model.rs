@@ -156,6 +156,17 @@ pub struct TokenRecord {
     pub revoked_at_ms: Option<i64>,
     /// A human label, e.g. "laptop" or "ci".
     pub label: Option<String>,
+    /// OAuth access tokens only: the resource they were issued for (RFC 8707 audience, the
+    /// canonical MCP URL). A token presented to another resource is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// OAuth access tokens only: the client they were issued to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// OAuth access tokens only: the grant (refresh token family) they belong to; revoking
+    /// the grant revokes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// Listing of a token under its org: enough to find and revoke it.

@@ -148,6 +148,65 @@ pub mod testing {
         }
     }
 
+    /// A test double of the embedder port for plumbing tests (storage of vectors, snapshots,
+    /// failures, model changes): each lowercase word adds a fixed pseudo-random direction, so
+    /// texts sharing words are close. It knows nothing of meaning; the built-in embedder is
+    /// the one that does. Counts the texts it embedded and can be told to fail.
+    pub struct WordHashEmbedder {
+        pub model: String,
+        pub dims: usize,
+        pub texts: Cell<usize>,
+        pub fail: Cell<bool>,
+    }
+
+    impl WordHashEmbedder {
+        pub fn new(model: &str, dims: usize) -> Self {
+            Self {
+                model: model.into(),
+                dims,
+                texts: Cell::new(0),
+                fail: Cell::new(false),
+            }
+        }
+
+        pub fn vector(&self, text: &str) -> Vec<f32> {
+            let mut v = vec![0f32; self.dims];
+            for word in text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+            {
+                let mut h: u64 = 0xcbf29ce484222325;
+                for b in word.to_lowercase().bytes() {
+                    h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
+                }
+                for x in v.iter_mut() {
+                    h = h
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    *x += ((h >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
+                }
+            }
+            v
+        }
+    }
+
+    #[async_trait::async_trait(?Send)]
+    impl super::Embedder for WordHashEmbedder {
+        fn model_id(&self) -> &str {
+            &self.model
+        }
+        fn dimensions(&self) -> usize {
+            self.dims
+        }
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, super::PortError> {
+            if self.fail.get() {
+                return Err(super::PortError("test embedder told to fail".into()));
+            }
+            self.texts.set(self.texts.get() + texts.len());
+            Ok(texts.iter().map(|t| self.vector(t)).collect())
+        }
+    }
+
     /// A seeded linear congruential generator: repeatable "random" bytes.
     pub struct SeqRandom(pub Cell<u64>);
 

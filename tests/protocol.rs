@@ -161,7 +161,7 @@ fn tools_list_is_a_golden_snapshot() {
                 "readOnlyHint": true,
                 "title": "Search memory"
               },
-              "description": "Search the org's shared memory (facts, decisions, preferences, observations, notes) by keywords, ranked by relevance. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
+              "description": "Search the org's shared memory (facts, decisions, preferences, observations, notes) by meaning and keywords, ranked by relevance: ask in your own words. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
               "inputSchema": {
                 "additionalProperties": false,
                 "properties": {
@@ -1409,10 +1409,11 @@ fn batch_saves_refuse_fields_beside_the_list_and_keys_are_per_principal() {
         "save_memory",
         json!({"content": "Dana owns invoices", "idempotency_key": "k1"}),
     );
+    // The same key with other content: no clash, because keys are per principal.
     let theirs = h.call(
         &h.owner,
         "save_memory",
-        json!({"content": "Dana owns invoices", "idempotency_key": "k1"}),
+        json!({"content": "Priya owns payroll", "idempotency_key": "k1"}),
     );
     assert_ne!(
         mine["structuredContent"]["ids"],
@@ -1515,4 +1516,61 @@ fn batches_follow_the_session_version_and_sessions_expire() {
         &rpc("ping", json!({})),
     );
     assert_eq!(r.status, 404);
+}
+
+#[test]
+fn saving_the_same_text_about_the_same_entities_returns_the_first_id() {
+    let h = Harness::new();
+    let ids = |r: Value| -> Vec<String> {
+        r["structuredContent"]["ids"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = ids(h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "Dana owns billing", "kind": "fact"}),
+    ));
+    // Case and spacing do not make a new memory; neither does a repeat inside one batch.
+    let again = ids(h.call(
+        &h.owner,
+        "save_memory",
+        json!({"memories": [
+            {"content": "  dana   OWNS billing "},
+            {"content": "Sam owns support"},
+            {"content": "Sam owns support"}
+        ]}),
+    ));
+    assert_eq!(again[0], first[0]);
+    assert_ne!(again[1], first[0]);
+    assert_eq!(again[1], again[2]);
+    let found = h.call(&h.owner, "search_memory", json!({"query": "dana billing"}));
+    let results = found["structuredContent"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{found}");
+    // A replacement with the same words is a new memory, and takes the text over.
+    let newer = ids(h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "Dana owns billing", "kind": "decision", "supersedes_event_id": first[0]}),
+    ));
+    assert_ne!(newer[0], first[0]);
+    let repeat = ids(h.call(
+        &h.owner,
+        "save_memory",
+        json!({"content": "Dana owns billing"}),
+    ));
+    assert_eq!(repeat[0], newer[0]);
+    // Another org's identical text is its own memory.
+    let other = block_on(admin::create_org(&h.lore.ports, "other"))
+        .unwrap()
+        .token;
+    let theirs = h.call(
+        &other,
+        "save_memory",
+        json!({"content": "Dana owns billing"}),
+    );
+    assert_ne!(ids(theirs)[0], first[0]);
 }

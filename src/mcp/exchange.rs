@@ -233,10 +233,15 @@ pub fn insufficient_scope(tool: &str) -> RpcError {
         format!("insufficient_scope: {tool} writes, and this token lacks the mcp:write scope"),
         403,
     )
-    .with_data(json!({ "error": "insufficient_scope", "required_scope": "mcp:write", "tool": tool }))
+    .with_data(
+        json!({ "error": "insufficient_scope", "required_scope": "mcp:write", "tool": tool }),
+    )
     .with_header(
         "www-authenticate",
-        "Bearer error=\"insufficient_scope\", scope=\"mcp:read mcp:write\", error_description=\"this tool needs the mcp:write scope\"".into(),
+        crate::oauth::metadata::insufficient_scope_challenge(
+            None,
+            "this tool needs the mcp:write scope",
+        ),
     )
 }
 

@@ -42,7 +42,7 @@ pub struct OriginPolicy {
 pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]", "::1"];
 
 /// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn host_name(host: &str) -> &str {
+pub fn host_name(host: &str) -> &str {
     if host.starts_with('[') {
         return host.find(']').map_or(host, |end| &host[..=end]);
     }
@@ -65,6 +65,11 @@ fn port(authority: &str) -> Option<&str> {
     rest.rsplit_once(':').map(|(_, p)| p)
 }
 
+/// Whether an authority (`host[:port]`) names a loopback host.
+pub fn is_loopback(authority: &str) -> bool {
+    LOOPBACK_HOSTS.contains(&host_name(authority).to_ascii_lowercase().as_str())
+}
+
 impl OriginPolicy {
     /// Accepts only loopback hosts and origins: the default of a server bound to 127.0.0.1.
     pub fn loopback() -> Self {
@@ -79,6 +84,14 @@ impl OriginPolicy {
         self.allowed_hosts
             .as_ref()
             .is_none_or(|hosts| hosts.contains(&name))
+    }
+
+    /// `Err(reason)` when the `Host` header names a host this server does not serve.
+    pub fn check_host(&self, headers: &HeaderMap) -> Result<(), String> {
+        match get(headers, "host") {
+            Some(host) if !self.host_allowed(host) => Err(format!("Host {host:?} is not allowed")),
+            _ => Ok(()),
+        }
     }
 
     /// `Err(reason)` when the request must be refused with 403.

@@ -75,7 +75,7 @@ pub async fn handle(
     }
     // Past the policy check, a request's Origin is an allowed one.
     let origin = headers::get(request.headers(), "origin").map(str::to_string);
-    let reply = match *request.method() {
+    let mut reply = match *request.method() {
         Method::POST => post(lore, &request, path_org).await,
         Method::DELETE => delete(lore, &request, path_org).await,
         Method::OPTIONS if origin.is_some() => Reply {
@@ -99,6 +99,17 @@ pub async fn handle(
         )
         .header("allow", "POST, DELETE"),
     };
+    // A 403 for a missing scope points at the metadata too, so the client can step up.
+    if let Some(url) = resource_metadata(lore, &request, path_org) {
+        for (name, value) in reply.headers.iter_mut() {
+            if name == "www-authenticate"
+                && value.contains("insufficient_scope")
+                && !value.contains("resource_metadata=")
+            {
+                value.push_str(&format!(", resource_metadata=\"{url}\""));
+            }
+        }
+    }
     match origin {
         Some(origin) => reply
             .header("access-control-allow-origin", origin)
@@ -118,7 +129,11 @@ async fn authenticate(
     lore.authenticate(request.headers(), path_org)
         .await
         .map_err(|(e, token_was_sent)| match e {
-            LoreError::Unauthorized(m) => unauthorized(&m, token_was_sent),
+            LoreError::Unauthorized(m) => unauthorized(
+                &m,
+                token_was_sent,
+                resource_metadata(lore, request, path_org).as_deref(),
+            ),
             LoreError::Forbidden(m) => {
                 RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403)
             }
@@ -126,13 +141,22 @@ async fn authenticate(
         })
 }
 
-fn unauthorized(message: &str, token_was_sent: bool) -> RpcError {
-    let mut challenge = String::from("Bearer realm=\"lore\", scope=\"mcp:read mcp:write\"");
-    if token_was_sent {
-        challenge.push_str(", error=\"invalid_token\", error_description=\"");
-        challenge.push_str(&message.replace('"', "'"));
-        challenge.push('"');
-    }
+/// The URL of this endpoint's protected resource metadata (RFC 9728), for challenges.
+fn resource_metadata(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    path_org: Option<&str>,
+) -> Option<String> {
+    let base = crate::oauth::base_url(&lore.config, request.headers())?;
+    let org = path_org.filter(|o| crate::ids::OrgId::parse(o).is_ok());
+    Some(crate::oauth::metadata::resource_metadata_url(&base, org))
+}
+
+fn unauthorized(message: &str, token_was_sent: bool, resource_metadata: Option<&str>) -> RpcError {
+    let challenge = crate::oauth::metadata::unauthorized_challenge(
+        resource_metadata,
+        token_was_sent.then_some(message),
+    );
     RpcError::new(
         jsonrpc::UNAUTHORIZED,
         format!("unauthorized: {message}"),

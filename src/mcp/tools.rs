@@ -140,7 +140,7 @@ pub static TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: SEARCH_MEMORY,
         title: "Search memory",
-        description: "Search the org's shared memory (facts, decisions, preferences, observations, notes) by keywords, ranked by relevance. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
+        description: "Search the org's shared memory (facts, decisions, preferences, observations, notes) by meaning and keywords, ranked by relevance: ask in your own words. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
         access: Access::Read,
         idempotent: true,
         input_schema: search_input,

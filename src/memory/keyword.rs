@@ -154,32 +154,56 @@ impl KeywordIndex {
             && f.until_ms.is_none_or(|u| e.created_at_ms <= u)
     }
 
-    /// BM25-ranked hits for `query`; a query with no indexable words lists the newest events.
-    pub fn search(
+    /// The event id of document `doc`.
+    pub fn doc_id(&self, doc: u32) -> &str {
+        &self.docs[doc as usize].meta.id
+    }
+
+    /// The document number of event `id`, if indexed.
+    pub fn doc_of(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id).map(|&i| i as u32)
+    }
+
+    /// Whether document `doc` passes the caller's filters.
+    pub fn passes_doc(&self, doc: u32, filters: &Filters<'_>) -> bool {
+        self.docs
+            .get(doc as usize)
+            .is_some_and(|d| self.passes(d, filters))
+    }
+
+    /// The hit for document `doc` with `score`.
+    pub fn hit(&self, doc: u32, score: f64) -> Hit<'_> {
+        let meta = &self.docs[doc as usize].meta;
+        Hit {
+            meta,
+            score,
+            superseded_by: self.superseded_by(&meta.id),
+        }
+    }
+
+    /// The newest `limit` documents that pass the filters, newest first.
+    pub fn newest(&self, filters: &Filters<'_>, limit: usize) -> Vec<u32> {
+        (0..self.docs.len() as u32)
+            .rev()
+            .filter(|&i| self.passes_doc(i, filters))
+            .take(limit)
+            .collect()
+    }
+
+    /// The best `limit` documents by BM25 that pass the filters, best first (ties to the newer
+    /// document). Empty when the query has no indexable words.
+    pub fn rank(
         &self,
         tokenizer: &Tokenizer,
         query: &str,
         filters: &Filters<'_>,
         limit: usize,
-    ) -> Vec<Hit<'_>> {
+    ) -> Vec<(u32, f64)> {
         let mut terms = tokenizer.terms(query);
         terms.sort();
         terms.dedup();
-        let hit = |i: usize, score: f64| {
-            let meta = &self.docs[i].meta;
-            Hit {
-                meta,
-                score,
-                superseded_by: self.superseded_by(&meta.id),
-            }
-        };
-        if terms.is_empty() {
-            return (0..self.docs.len())
-                .rev()
-                .filter(|&i| self.passes(&self.docs[i], filters))
-                .take(limit)
-                .map(|i| hit(i, 0.0))
-                .collect();
+        if terms.is_empty() || limit == 0 {
+            return Vec::new();
         }
         let n = self.docs.len() as f64;
         let avg_len = if self.docs.is_empty() {
@@ -203,7 +227,7 @@ impl KeywordIndex {
         }
         let mut ranked: Vec<(u32, f64)> = scores
             .into_iter()
-            .filter(|&(doc, _)| self.passes(&self.docs[doc as usize], filters))
+            .filter(|&(doc, _)| self.passes_doc(doc, filters))
             .collect();
         // Best first; ties go to the newer event, so results are stable and fresh facts win.
         let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
@@ -214,8 +238,27 @@ impl KeywordIndex {
         }
         ranked.sort_by(order);
         ranked
+    }
+
+    /// BM25-ranked hits for `query`; a query with no indexable words lists the newest events.
+    pub fn search(
+        &self,
+        tokenizer: &Tokenizer,
+        query: &str,
+        filters: &Filters<'_>,
+        limit: usize,
+    ) -> Vec<Hit<'_>> {
+        let ranked = self.rank(tokenizer, query, filters, limit);
+        if ranked.is_empty() && tokenizer.terms(query).is_empty() {
+            return self
+                .newest(filters, limit)
+                .into_iter()
+                .map(|doc| self.hit(doc, 0.0))
+                .collect();
+        }
+        ranked
             .into_iter()
-            .map(|(doc, score)| hit(doc as usize, (score * 1e4).round() / 1e4))
+            .map(|(doc, score)| self.hit(doc, (score * 1e4).round() / 1e4))
             .collect()
     }
 }

@@ -1,5 +1,6 @@
-//! Memory: `save_memory` appends events; `search_memory` ranks them by keywords (BM25) with
-//! filters. Superseded events stay stored and are hidden unless asked for.
+//! Memory: `save_memory` appends events (and their embeddings); `search_memory` fuses keyword
+//! ranking (BM25, `keyword.rs`) with vector similarity (`semantic.rs`, `vector/`) under the
+//! same filters. Superseded events stay stored and are hidden unless asked for.
 //!
 //! Every batch of new events also bumps the org's event sequence number (with a precondition,
 //! so concurrent batches are ordered by commit) and records `evseq/{n} → event`. A core instance
@@ -12,6 +13,9 @@ pub mod keyword;
 mod save;
 pub use save::FeedItem;
 mod search;
+pub use search::Ranking;
+pub mod semantic;
+pub mod vector;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -84,11 +88,19 @@ pub struct SearchInput {
     pub include_superseded: bool,
 }
 
-/// An org's index and when this instance last used it.
+/// An org's indexes and when this instance last used them.
 struct CachedIndex {
     index: KeywordIndex,
+    /// The vectors of the index's documents under the current embedder, if there is one.
+    semantic: Option<semantic::Semantic>,
     last_used: u64,
+    /// Tells this entry from one that replaced it after an eviction (work that awaited in
+    /// between must not land in the wrong one).
+    generation: u64,
 }
+
+/// Vectors this instance embedded when saving, kept until its next refresh indexes them.
+const RECENT_VECTORS: usize = 4_096;
 
 /// Per-instance memory state: the keyword indexes of the orgs it has served, and recently
 /// read events.
@@ -97,6 +109,8 @@ pub struct MemoryService {
     indexes: RefCell<HashMap<OrgId, CachedIndex>>,
     clock: Cell<u64>,
     events: RefCell<cache::EventCache>,
+    recent_vectors: RefCell<HashMap<String, Vec<f32>>>,
+    ranking: Cell<search::Ranking>,
 }
 
 impl Default for MemoryService {
@@ -106,6 +120,8 @@ impl Default for MemoryService {
             indexes: RefCell::default(),
             clock: Cell::default(),
             events: RefCell::new(cache::EventCache::new(EVENT_CACHE_BYTES)),
+            recent_vectors: RefCell::default(),
+            ranking: Cell::default(),
         }
     }
 }
@@ -174,27 +190,47 @@ impl MemoryService {
         };
         let tick = self.clock.get() + 1;
         self.clock.set(tick);
-        let mut indexes = self.indexes.borrow_mut();
-        if !indexes.contains_key(org) && indexes.len() >= MAX_CACHED_ORGS {
-            let oldest = indexes
-                .iter()
-                .min_by_key(|(_, c)| c.last_used)
-                .map(|(o, _)| o.clone());
-            if let Some(oldest) = oldest {
-                indexes.remove(&oldest);
+        let (generation, fresh) = {
+            let mut indexes = self.indexes.borrow_mut();
+            if !indexes.contains_key(org) && indexes.len() >= MAX_CACHED_ORGS {
+                let oldest = indexes
+                    .iter()
+                    .min_by_key(|(_, c)| c.last_used)
+                    .map(|(o, _)| o.clone());
+                if let Some(oldest) = oldest {
+                    indexes.remove(&oldest);
+                }
             }
-        }
-        let cached = indexes.entry(org.clone()).or_insert_with(|| CachedIndex {
-            index: KeywordIndex::default(),
-            last_used: tick,
-        });
-        cached.last_used = tick;
-        let mut events = self.events.borrow_mut();
-        for event in fresh {
-            cached.index.insert(&self.tokenizer, &event);
-            events.insert(Rc::new(event));
-        }
-        cached.index.seq = cached.index.seq.max(caught_up);
+            let cached = indexes.entry(org.clone()).or_insert_with(|| CachedIndex {
+                index: KeywordIndex::default(),
+                semantic: None,
+                last_used: tick,
+                generation: tick,
+            });
+            cached.last_used = tick;
+            let generation = cached.generation;
+            let mut events = self.events.borrow_mut();
+            let fresh: Vec<Rc<Event>> = fresh.into_iter().map(Rc::new).collect();
+            for event in &fresh {
+                cached.index.insert(&self.tokenizer, event);
+                events.insert(event.clone());
+            }
+            cached.index.seq = cached.index.seq.max(caught_up);
+            (generation, fresh)
+        };
+        self.refresh_vectors(ports, caller, generation, &fresh)
+            .await;
         Ok(())
+    }
+
+    /// Keeps vectors embedded at save time for this instance's next refresh.
+    fn remember_vectors(&self, vectors: impl IntoIterator<Item = (String, Vec<f32>)>) {
+        let mut recent = self.recent_vectors.borrow_mut();
+        for (ulid, v) in vectors {
+            if recent.len() >= RECENT_VECTORS {
+                recent.clear();
+            }
+            recent.insert(ulid, v);
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! `save_memory`: validate, deduplicate by idempotency key, append the events and bump the
-//! org's event sequence number in one conditional batch.
+//! `save_memory`: validate, deduplicate (by idempotency key, and by the same normalized text
+//! with the same entities), append the events and bump the org's event sequence number in one
+//! conditional batch.
 
 use std::collections::HashMap;
 
@@ -7,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::event::Event;
+use super::semantic;
 use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
@@ -50,6 +52,21 @@ fn fingerprint(m: &MemoryInput, kind: &str) -> String {
     )
 }
 
+/// The duplicate key of a memory: its text lowercased with whitespace collapsed, and its
+/// entity set (order and repeats ignored). Kind and payload do not count: the same sentence
+/// about the same entities is the same memory.
+fn duplicate_hash(content: &str, entity_ids: &[String]) -> String {
+    let text = content
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut entities: Vec<&str> = entity_ids.iter().map(String::as_str).collect();
+    entities.sort_unstable();
+    entities.dedup();
+    sha256_hex(&format!("{text}\n{}", entities.join(",")))
+}
+
 impl MemoryService {
     /// Appends the memories; returns `{ids}` in input order.
     pub async fn save(&self, ports: &Ports, caller: &Caller, input: SaveInput) -> Result<Value> {
@@ -66,8 +83,27 @@ impl MemoryService {
         // Where every storage call yields to other requests (Workers on D1), concurrent saves
         // all read the same sequence number and all but one lose each round; a random, growing
         // pause spreads them out so they do not collide round after round.
+        // Embed once, before the attempts; a failing embedder leaves the vectors to a later
+        // refresh rather than failing the save.
+        let vectors = match &ports.embedder {
+            Some(embedder) => {
+                let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
+                match semantic::embed_all(embedder.as_ref(), &texts).await {
+                    Ok(v) => Some((semantic::model_key(embedder.model_id()), v)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the embedder failed; saving without vectors");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let vectors = vectors.as_ref().map(|(k, v)| (k.as_str(), v.as_slice()));
         for attempt in 0..ATTEMPTS {
-            match self.try_save(ports, caller, &memories, &field_prefix).await {
+            match self
+                .try_save(ports, caller, &memories, &field_prefix, vectors)
+                .await
+            {
                 Err(LoreError::Storage(StorageError::Conflict { .. })) => {
                     ports.clock.sleep(backoff_ms(ports, attempt)).await;
                 }
@@ -85,13 +121,16 @@ impl MemoryService {
         caller: &Caller,
         memories: &[MemoryInput],
         prefix: &str,
+        vectors: Option<(&str, &[Vec<f32>])>,
     ) -> Result<Value> {
+        let mut embedded: Vec<(String, Vec<f32>)> = Vec::new();
         let keys = caller.keys();
         let (seq, stored) = stored_seq(ports, keys).await?;
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
         let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
+        let mut dups_in_batch: HashMap<String, String> = HashMap::new();
         let mut next = seq;
         for (i, m) in memories.iter().enumerate() {
             let field = |name: &str| {
@@ -168,6 +207,37 @@ impl MemoryService {
                 ids.push(record.event_id);
                 continue;
             }
+            // A replacement is always new; otherwise the same text about the same entities
+            // returns the memory saved before (its idempotency key, if any, now points there).
+            let dup_key = m
+                .supersedes_event_id
+                .is_none()
+                .then(|| keys.duplicate(&duplicate_hash(&m.content, &m.entity_ids)));
+            let existing = match &dup_key {
+                Some(k) => match dups_in_batch.get(k) {
+                    Some(id) => Some(id.clone()),
+                    None => ports
+                        .storage
+                        .get(k)
+                        .await?
+                        .map(|b| String::from_utf8_lossy(&b).into_owned()),
+                },
+                None => None,
+            };
+            if let Some(event_id) = existing {
+                if let Some(idem_key) = idem_key {
+                    let record = IdempotencyRecord {
+                        event_id: event_id.clone(),
+                        fingerprint: print,
+                    };
+                    batch
+                        .require_absent(&idem_key)
+                        .put(&idem_key, serde_json::to_vec(&record)?);
+                    in_batch.insert(idem_key, record);
+                }
+                ids.push(event_id);
+                continue;
+            }
             let ulid = new_ulid(ports);
             let event = Event {
                 id: format!("evt_{ulid}"),
@@ -185,6 +255,21 @@ impl MemoryService {
                 .require_absent(keys.event(&ulid))
                 .put(keys.event(&ulid), serde_json::to_vec(&event)?);
             batch.put(keys.event_seq(next), ulid.clone().into_bytes());
+            let dup_key = dup_key.unwrap_or_else(|| {
+                keys.duplicate(&duplicate_hash(&event.content, &event.entity_ids))
+            });
+            // A replacement takes over its text's key, so saving that text again finds it.
+            if m.supersedes_event_id.is_none() {
+                batch.require_absent(&dup_key);
+            }
+            batch.put(&dup_key, event.id.clone().into_bytes());
+            dups_in_batch.insert(dup_key, event.id.clone());
+            if let Some((model, vectors)) = vectors
+                && let Some(v) = vectors.get(i)
+            {
+                batch.put(keys.vector(model, &ulid), semantic::encode(v));
+                embedded.push((ulid.clone(), v.clone()));
+            }
             if let Some(idem_key) = idem_key {
                 let record = IdempotencyRecord {
                     event_id: event.id.clone(),
@@ -203,8 +288,11 @@ impl MemoryService {
                 None => batch.require_absent(keys.events_seq()),
             };
             batch.put(keys.events_seq(), next.to_string().into_bytes());
+        }
+        if !batch.is_empty() {
             ports.storage.commit(batch).await?;
         }
+        self.remember_vectors(embedded);
         Ok(json!({ "ids": ids }))
     }
 }

@@ -1,13 +1,13 @@
 //! `search_memory`: rank the org's index, then read the hits' text from storage.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use serde_json::{Value, json};
 
 use super::event::{Event, format_time, parse_time};
 use super::keyword::Filters;
-use super::{MemoryService, SearchInput};
+use super::{CachedIndex, MemoryService, SearchInput, semantic};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
 use crate::ids::parse_record_id;
@@ -29,7 +29,122 @@ fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
         .transpose()
 }
 
+/// Reciprocal rank fusion constant: a document's fused score is the sum over the rankings of
+/// 1 / (RRF_K + rank). 60 is the value from the original paper and works without tuning.
+const RRF_K: f64 = 60.0;
+
+/// Which rankings `search_memory` fuses. Always `Hybrid` in the product; the retrieval
+/// evaluation switches it to compare each ranking alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ranking {
+    #[default]
+    Hybrid,
+    Keyword,
+    Vector,
+}
+
 impl MemoryService {
+    /// Chooses the rankings searches fuse (for evaluation; the default is `Hybrid`).
+    #[doc(hidden)]
+    pub fn set_ranking(&self, ranking: Ranking) {
+        self.ranking.set(ranking);
+    }
+
+    /// Embeds the query when the org has vectors under the current embedder; `None` when
+    /// there is nothing to compare with or the embedder fails (keyword ranking still answers).
+    async fn query_vector(&self, ports: &Ports, caller: &Caller, query: &str) -> Option<Vec<f32>> {
+        let embedder = ports.embedder.as_ref()?;
+        if query.trim().is_empty() || self.ranking.get() == Ranking::Keyword {
+            return None;
+        }
+        let has_vectors = self.indexes.borrow().get(caller.org()).is_some_and(|c| {
+            c.semantic
+                .as_ref()
+                .is_some_and(|s| !s.is_empty() && s.model == embedder.model_id())
+        });
+        if !has_vectors {
+            return None;
+        }
+        match semantic::embed_all(embedder.as_ref(), &[query.to_string()]).await {
+            Ok(mut v) => v.pop(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not embed the query; keyword ranking only");
+                None
+            }
+        }
+    }
+
+    /// The best `limit` documents for the query: BM25 and vector similarity, each filtered
+    /// before it is cut, fused by reciprocal rank. With only one ranking available its own
+    /// order and score stand; a query with no words lists the newest memories.
+    fn rank(
+        &self,
+        cached: &CachedIndex,
+        query: &str,
+        query_vector: Option<&[f32]>,
+        filters: &Filters<'_>,
+        limit: usize,
+    ) -> Vec<(u32, f64)> {
+        let index = &cached.index;
+        let ranking = self.ranking.get();
+        // Each ranking contributes a deeper list than the page, so fusion can promote a
+        // document that is good in both but best in neither.
+        let depth = (limit * 3).clamp(30, 300);
+        let keyword = if ranking == Ranking::Vector {
+            Vec::new()
+        } else {
+            index.rank(&self.tokenizer, query, filters, depth)
+        };
+        let vector: Vec<(u32, f64)> = match (query_vector, &cached.semantic) {
+            (Some(q), Some(sem)) if ranking != Ranking::Keyword => sem
+                .index
+                .search(q, depth, &|id| {
+                    index.passes_doc(sem.doc_of[id as usize], filters)
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(id, sim)| (sem.doc_of[id as usize], f64::from(sim)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let round = |x: f64, places: f64| (x * places).round() / places;
+        match (keyword.is_empty(), vector.is_empty()) {
+            (true, true) => {
+                if self.tokenizer.terms(query).is_empty() && query_vector.is_none() {
+                    index
+                        .newest(filters, limit)
+                        .into_iter()
+                        .map(|d| (d, 0.0))
+                        .collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            (false, true) => keyword
+                .into_iter()
+                .take(limit)
+                .map(|(d, s)| (d, round(s, 1e4)))
+                .collect(),
+            (true, false) => vector
+                .into_iter()
+                .take(limit)
+                .map(|(d, s)| (d, round(s, 1e4)))
+                .collect(),
+            (false, false) => {
+                let mut fused: HashMap<u32, f64> = HashMap::new();
+                for list in [&keyword, &vector] {
+                    for (rank, (doc, _)) in list.iter().enumerate() {
+                        *fused.entry(*doc).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+                    }
+                }
+                let mut fused: Vec<(u32, f64)> = fused.into_iter().collect();
+                fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+                fused.truncate(limit);
+                fused.into_iter().map(|(d, s)| (d, round(s, 1e6))).collect()
+            }
+        }
+    }
+
     /// Ranked memories of the caller's org.
     pub async fn search(
         &self,
@@ -51,14 +166,22 @@ impl MemoryService {
             until_ms,
             include_superseded: input.include_superseded,
         };
+        // The query's vector, when the org's memories have vectors to compare it with.
+        let query_vector = self.query_vector(ports, caller, &input.query).await;
         // Rank under a short borrow; the reads below await.
         let hits: Vec<(String, f64, Option<String>)> = match self.indexes.borrow().get(caller.org())
         {
-            Some(cached) => cached
-                .index
-                .search(&self.tokenizer, &input.query, &filters, limit)
+            Some(cached) => self
+                .rank(
+                    cached,
+                    &input.query,
+                    query_vector.as_deref(),
+                    &filters,
+                    limit,
+                )
                 .into_iter()
-                .map(|h| {
+                .map(|(doc, score)| {
+                    let h = cached.index.hit(doc, score);
                     (
                         h.meta.id.clone(),
                         h.score,

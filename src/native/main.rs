@@ -10,10 +10,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use lore::admin::{self, InitOutcome, IssuedToken, TokenRequest};
+use lore::embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use lore::mcp::headers::OriginPolicy;
 use lore::model::{Role, Scopes};
 use lore::native::client::{admin_url, call_remote_admin, call_remote_tool};
-use lore::native::ports::{UreqClient, native_ports};
+use lore::native::ports::{EmbedderChoice, UreqClient, native_ports};
 use lore::native::server::{ConnectionLimits, ServeOptions, serve};
 use lore::{Config, Lore};
 
@@ -86,6 +87,13 @@ enum Command {
         /// Open connections at most; further ones are closed at once.
         #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
         max_connections: usize,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
+        /// The public base URL clients reach the server at (e.g. https://lore.example.com):
+        /// the OAuth issuer, and what tokens are bound to. Default: from each request's Host
+        /// (http on loopback names, https otherwise).
+        #[arg(long, env = "LORE_PUBLIC_URL")]
+        public_url: Option<String>,
     },
     /// Create the local owner and the first org, and print an owner token.
     Init {
@@ -93,8 +101,21 @@ enum Command {
         db: PathBuf,
         #[arg(long, default_value = "default")]
         org: String,
+        /// Read the owner's sign-in password from standard input (else LORE_OWNER_PASSWORD,
+        /// else a random one is printed once).
+        #[arg(long)]
+        password_stdin: bool,
         #[arg(long)]
         json: bool,
+    },
+    /// Set the local owner's password for the browser sign-in page (OAuth clients).
+    Password {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        /// Read the password from standard input (else LORE_OWNER_PASSWORD, else a random
+        /// one is printed once).
+        #[arg(long)]
+        password_stdin: bool,
     },
     /// Manage orgs.
     Org {
@@ -105,6 +126,21 @@ enum Command {
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Sign in to a lore server through the browser (OAuth) and keep the token for
+    /// `lore memory run --url`.
+    Login {
+        /// The server's MCP URL, e.g. https://lore.example.com/mcp.
+        #[arg(long, env = "LORE_URL")]
+        url: String,
+        /// Print the sign-in URL without opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Revoke and forget the token `lore login` stored for a server.
+    Logout {
+        #[arg(long, env = "LORE_URL")]
+        url: String,
     },
     /// Work with memory and tools from the shell.
     Memory {
@@ -197,7 +233,60 @@ enum MemoryCommand {
         /// The org (local database; or, for admin tools, a remote URL without one).
         #[arg(long, env = "LORE_ORG")]
         org: Option<String>,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
     },
+}
+
+/// Where embeddings come from: the built-in offline model unless an endpoint is given.
+#[derive(clap::Args)]
+struct EmbeddingsArgs {
+    /// An OpenAI-compatible embeddings endpoint, the full URL (e.g.
+    /// https://api.openai.com/v1/embeddings); default: the built-in offline model.
+    #[arg(long, env = "LORE_EMBEDDINGS_URL")]
+    embeddings_url: Option<String>,
+    /// The endpoint's model (required with --embeddings-url).
+    #[arg(long, env = "LORE_EMBEDDINGS_MODEL")]
+    embeddings_model: Option<String>,
+    /// The endpoint's API key, sent as a bearer token (prefer the environment variable).
+    #[arg(long, env = "LORE_EMBEDDINGS_KEY", hide_env_values = true)]
+    embeddings_key: Option<String>,
+    /// The length of the endpoint's vectors; default: asked of the endpoint at start.
+    #[arg(long, env = "LORE_EMBEDDINGS_DIMENSIONS")]
+    embeddings_dimensions: Option<usize>,
+}
+
+impl EmbeddingsArgs {
+    /// The embedder to use; an endpoint without a configured length is asked for one vector
+    /// now, so a wrong URL, model or key fails at start rather than at the first save.
+    fn choice(&self) -> anyhow::Result<EmbedderChoice> {
+        let Some(url) = &self.embeddings_url else {
+            return Ok(EmbedderChoice::Builtin);
+        };
+        let Some(model) = &self.embeddings_model else {
+            bail!(
+                "LORE_EMBEDDINGS_URL (--embeddings-url) needs LORE_EMBEDDINGS_MODEL (--embeddings-model)"
+            );
+        };
+        let key = self.embeddings_key.clone().filter(|k| !k.is_empty());
+        let dimensions = match self.embeddings_dimensions {
+            Some(0) => bail!("LORE_EMBEDDINGS_DIMENSIONS must be at least 1"),
+            Some(n) => n,
+            None => block_on(OpenAiEmbedder::probe_dimensions(
+                url,
+                model,
+                key.as_deref(),
+                &UreqClient::default(),
+            ))
+            .context("cannot reach the embeddings endpoint (set LORE_EMBEDDINGS_DIMENSIONS to start without asking it)")?,
+        };
+        Ok(EmbedderChoice::OpenAi(OpenAiConfig {
+            url: url.clone(),
+            model: model.clone(),
+            key,
+            dimensions,
+        }))
+    }
 }
 
 fn main() {
@@ -229,9 +318,11 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn open(db: &Path) -> anyhow::Result<Lore> {
-    let ports =
-        native_ports(db).with_context(|| format!("cannot open database {}", db.display()))?;
+/// A core instance over the database at `db`. Commands that never embed (init, orgs, tokens)
+/// pass [`EmbedderChoice::Builtin`], which costs nothing until used.
+fn open(db: &Path, embedder: &EmbedderChoice) -> anyhow::Result<Lore> {
+    let ports = native_ports(db, embedder)
+        .with_context(|| format!("cannot open database {}", db.display()))?;
     Ok(Lore::new(ports, Config::default()))
 }
 
@@ -267,14 +358,23 @@ fn run(command: Command) -> anyhow::Result<()> {
             workers,
             max_body_bytes,
             max_connections,
+            embeddings,
+            public_url,
         } => {
             if no_auth && !addr.ip().is_loopback() {
                 bail!(
                     "--no-auth serves anyone who can connect as the owner; it is refused on {addr}, use a loopback address"
                 );
             }
-            let lore = open(&db)?;
+            let embedder = embeddings.choice()?;
+            let lore = open(&db, &embedder)?;
             let first_run = block_on(admin::init(&lore.ports, &org))?;
+            // A new database gets an owner password for the sign-in page: the one in
+            // LORE_OWNER_PASSWORD, or a random one shown once below.
+            let first_password = match &first_run {
+                InitOutcome::Created(_) => Some(set_owner_password(&lore, false)?),
+                InitOutcome::AlreadyInitialised { .. } => None,
+            };
             let origins = if !allowed_hosts.is_empty() {
                 OriginPolicy {
                     allowed_hosts: Some(allowed_hosts),
@@ -296,6 +396,9 @@ fn run(command: Command) -> anyhow::Result<()> {
                 no_auth,
                 origins,
                 max_body_bytes,
+                public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
+                upstream: lore::oauth::upstream::from_vars(|name| std::env::var(name).ok())
+                    .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
                 ..Config::default()
             };
             drop(lore);
@@ -312,6 +415,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     drain_timeout: Duration::from_secs(10),
                     max_connections,
                 },
+                embedder,
             };
             serve(options, |local| {
                 let url = format!("http://{local}/mcp");
@@ -327,6 +431,14 @@ fn run(command: Command) -> anyhow::Result<()> {
                         issued.token
                     );
                 }
+                if let Some(NewPassword::Generated(password)) = &first_password {
+                    eprintln!(
+                        "Owner password for the sign-in page (shown once; change it with `lore password`):\n\n  {password}\n"
+                    );
+                }
+                eprintln!(
+                    "OAuth clients (Claude, ChatGPT, Cursor) connect to {url} and sign in at http://{local}/oauth/signin\n"
+                );
                 if no_auth {
                     tracing::warn!(
                         "--no-auth: requests without a token act as the local owner of org {org:?}"
@@ -336,10 +448,39 @@ fn run(command: Command) -> anyhow::Result<()> {
                 eprintln!("lore listening on {url}");
             })
         }
-        Command::Init { db, org, json } => {
-            let lore = open(&db)?;
+        Command::Password { db, password_stdin } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            match set_owner_password(&lore, password_stdin)? {
+                NewPassword::Generated(p) => {
+                    println!("owner password: {p}\n(shown only once)")
+                }
+                NewPassword::Given => println!("owner password set"),
+            }
+            Ok(())
+        }
+        Command::Init {
+            db,
+            org,
+            password_stdin,
+            json,
+        } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             match block_on(admin::init(&lore.ports, &org))? {
-                InitOutcome::Created(issued) => print_issued(&issued, json),
+                InitOutcome::Created(issued) => {
+                    let password = set_owner_password(&lore, password_stdin)?;
+                    if json {
+                        let mut out = json!({ "org": issued.org, "token": issued.token, "token_id": issued.token_id, "principal": issued.principal });
+                        if let NewPassword::Generated(p) = &password {
+                            out["owner_password"] = json!(p);
+                        }
+                        println!("{out}");
+                    } else {
+                        print_issued(&issued, false);
+                        if let NewPassword::Generated(p) = &password {
+                            println!("owner password (for the sign-in page): {p}");
+                        }
+                    }
+                }
                 InitOutcome::AlreadyInitialised { owner } => {
                     if json {
                         println!(
@@ -359,14 +500,14 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Org {
             command: OrgCommand::Create { name, db, json },
         } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             print_issued(&block_on(admin::create_org(&lore.ports, &name))?, json);
             Ok(())
         }
         Command::Org {
             command: OrgCommand::List { db, json },
         } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             let orgs = block_on(admin::list_orgs(&lore.ports))?;
             if json {
                 print_json(&serde_json::to_value(&orgs)?);
@@ -378,6 +519,26 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token { command } => token(command),
+        Command::Login { url, no_browser } => {
+            let path = block_on(lore::native::login::login(
+                &UreqClient::default(),
+                &url,
+                !no_browser,
+            ))?;
+            eprintln!(
+                "Signed in to {url}; the token is in {} (readable by you only)",
+                path.display()
+            );
+            Ok(())
+        }
+        Command::Logout { url } => {
+            if block_on(lore::native::login::logout(&UreqClient::default(), &url))? {
+                eprintln!("Signed out of {url}: the token is revoked and forgotten");
+            } else {
+                eprintln!("No stored sign-in for {url}; nothing to do");
+            }
+            Ok(())
+        }
         Command::Memory {
             command:
                 MemoryCommand::Run {
@@ -387,6 +548,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     url,
                     token,
                     org,
+                    embeddings,
                 },
         } => {
             let args: Value =
@@ -395,6 +557,13 @@ fn run(command: Command) -> anyhow::Result<()> {
                 bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
             }
             let admin = lore::sdk::admin_tools::find(&tool).is_some() || tool.contains('.');
+            // Without --token, a remote URL uses what `lore login` stored for it.
+            let token = match (&url, token.filter(|t| !t.is_empty())) {
+                (Some(url), None) => {
+                    block_on(lore::native::login::token_for(&UreqClient::default(), url))?
+                }
+                (_, token) => token,
+            };
             let result = match url {
                 Some(url) if admin => block_on(call_remote_admin(
                     &UreqClient::default(),
@@ -418,7 +587,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                             db.display()
                         );
                     }
-                    let lore = open(&db)?;
+                    let lore = open(&db, &embeddings.choice()?)?;
                     block_on(async {
                         let caller = lore.local_caller(org.as_deref()).await?;
                         lore.call_tool(&caller, &tool, args).await
@@ -430,6 +599,51 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// How the owner's password was chosen.
+enum NewPassword {
+    Given,
+    /// Random, to be shown once.
+    Generated(String),
+}
+
+/// Sets the local owner's sign-in password: from standard input, LORE_OWNER_PASSWORD, or a
+/// random one.
+fn set_owner_password(lore: &Lore, from_stdin: bool) -> anyhow::Result<NewPassword> {
+    let (password, outcome) = if from_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("reading the password from standard input")?;
+        (line.trim_end_matches(['\r', '\n']).to_string(), None)
+    } else if let Some(p) = std::env::var("LORE_OWNER_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
+        (p, None)
+    } else {
+        let mut bytes = [0u8; 18];
+        getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("randomness: {e}"))?;
+        let p = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
+        (p.clone(), Some(p))
+    };
+    block_on(admin::set_owner_password(&lore.ports, &password))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(outcome.map_or(NewPassword::Given, NewPassword::Generated))
+}
+
+/// A public URL is an origin: `http(s)://host[:port]`, without a path.
+fn validate_public_url(url: &str) -> anyhow::Result<String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let parsed = url::Url::parse(trimmed).with_context(|| format!("--public-url {url:?}"))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.path() != "/"
+        || parsed.query().is_some()
+    {
+        bail!("--public-url must be an origin such as https://lore.example.com, without a path");
+    }
+    Ok(trimmed.to_string())
 }
 
 fn token(command: TokenCommand) -> anyhow::Result<()> {
@@ -444,7 +658,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             expires_in_days,
             json,
         } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             let now = lore.ports.clock.now_ms();
             let request = TokenRequest {
                 org,
@@ -466,7 +680,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
         TokenCommand::List { db, org, json } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             let tokens = block_on(admin::list_tokens(&lore.ports, &org))?;
             if json {
                 print_json(&serde_json::to_value(&tokens)?);
@@ -488,7 +702,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
         TokenCommand::Revoke { id, db, org } => {
-            let lore = open(&db)?;
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
             block_on(admin::revoke_token(&lore.ports, &org, &id))?;
             println!("revoked {id}");
             Ok(())

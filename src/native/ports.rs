@@ -1,4 +1,5 @@
-//! Native implementations of the clock, randomness and outbound HTTP ports.
+//! Native implementations of the clock, randomness and outbound HTTP ports, and the choice of
+//! embedder.
 
 use std::io::Read;
 use std::path::Path;
@@ -6,8 +7,10 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use crate::embed::builtin::BuiltinEmbedder;
+use crate::embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use crate::ports::{
-    Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
+    Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
 };
 use crate::storage::StorageError;
 
@@ -42,6 +45,32 @@ pub struct UreqClient {
     agent: ureq::Agent,
 }
 
+/// The environment variable naming a PEM file of root certificates to trust instead of the
+/// built-in Mozilla roots (a private CA, or a test's self-signed certificate).
+pub const TLS_CA_FILE: &str = "LORE_TLS_CA_FILE";
+
+/// The root certificates HTTPS calls trust: those in `LORE_TLS_CA_FILE`, else Mozilla's.
+fn root_certs() -> ureq::tls::RootCerts {
+    let Some(path) = std::env::var_os(TLS_CA_FILE).filter(|p| !p.is_empty()) else {
+        return ureq::tls::RootCerts::WebPki;
+    };
+    let certs: Vec<ureq::tls::Certificate<'static>> = std::fs::read(&path)
+        .map(|pem| {
+            ureq::tls::parse_pem(&pem)
+                .filter_map(|item| match item {
+                    Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if certs.is_empty() {
+        tracing::error!(path = %path.to_string_lossy(), "{TLS_CA_FILE} holds no readable PEM certificate; using the built-in roots");
+        return ureq::tls::RootCerts::WebPki;
+    }
+    ureq::tls::RootCerts::new_with_certs(&certs)
+}
+
 impl Default for UreqClient {
     fn default() -> Self {
         let config = ureq::Agent::config_builder()
@@ -49,6 +78,11 @@ impl Default for UreqClient {
             .http_status_as_error(false)
             // A redirect could leave a connection's allowed hosts: callers see the 3xx instead.
             .max_redirects(0)
+            .tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(root_certs())
+                    .build(),
+            )
             .build();
         Self {
             agent: config.into(),
@@ -108,14 +142,31 @@ impl HttpClient for UreqClient {
     }
 }
 
-/// The native ports over the SQLite file at `db`.
-pub fn native_ports(db: &Path) -> Result<Ports, StorageError> {
+/// Which embedder a native core instance uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum EmbedderChoice {
+    /// The built-in offline model (no network, deterministic).
+    #[default]
+    Builtin,
+    /// An OpenAI-compatible embeddings endpoint (`LORE_EMBEDDINGS_URL`).
+    OpenAi(OpenAiConfig),
+}
+
+/// The native ports over the SQLite file at `db`, embedding with `embedder`.
+pub fn native_ports(db: &Path, embedder: &EmbedderChoice) -> Result<Ports, StorageError> {
+    let http: Rc<dyn HttpClient> = Rc::new(UreqClient::default());
+    let embedder: Rc<dyn Embedder> = match embedder {
+        EmbedderChoice::Builtin => Rc::new(BuiltinEmbedder::new()),
+        EmbedderChoice::OpenAi(config) => {
+            Rc::new(OpenAiEmbedder::new(config.clone(), http.clone()))
+        }
+    };
     Ok(Ports {
         storage: Rc::new(SqliteStorage::open(db)?),
         clock: Rc::new(SystemClock),
         random: Rc::new(OsRandom),
-        http: Some(Rc::new(UreqClient::default())),
-        embedder: None,
+        http: Some(http),
+        embedder: Some(embedder),
         cache: None,
     })
 }

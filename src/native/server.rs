@@ -26,7 +26,7 @@ use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::reply::Reply;
 use crate::{Config, Lore};
 
-use super::ports::native_ports;
+use super::ports::{EmbedderChoice, native_ports};
 
 pub struct ServeOptions {
     pub addr: SocketAddr,
@@ -34,6 +34,7 @@ pub struct ServeOptions {
     pub config: Config,
     pub workers: usize,
     pub limits: ConnectionLimits,
+    pub embedder: EmbedderChoice,
 }
 
 /// What one client may hold of the server.
@@ -66,6 +67,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let stop = stop_rx.clone();
         let db = options.db.clone();
         let config = options.config.clone();
+        let embedder = options.embedder.clone();
         let limits = options.limits;
         let open = open.clone();
         let handle = std::thread::Builder::new()
@@ -75,7 +77,10 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                     .enable_all()
                     .build()?;
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, worker(connections, db, config, stop, limits, open))
+                local.block_on(
+                    &rt,
+                    worker(connections, db, embedder, config, stop, limits, open),
+                )
             })?;
         workers.push(handle);
     }
@@ -148,13 +153,14 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
 async fn worker(
     mut connections: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
     db: PathBuf,
+    embedder: EmbedderChoice,
     config: Config,
     mut stop: watch::Receiver<bool>,
     limits: ConnectionLimits,
     open: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
-    let ports =
-        native_ports(&db).with_context(|| format!("cannot open database {}", db.display()))?;
+    let ports = native_ports(&db, &embedder)
+        .with_context(|| format!("cannot open database {}", db.display()))?;
     let lore = Rc::new(Lore::new(ports, config));
     let active = Rc::new(Cell::new(0usize));
     // An idle worker still writes the usage counts it holds.

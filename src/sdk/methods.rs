@@ -12,6 +12,7 @@ use crate::error::LoreError;
 use crate::ids::parse_record_id;
 use crate::memory::event::{Event, format_time};
 use crate::memory::{SaveInput, SearchInput};
+use crate::oauth::invites::{self, Invite, InviteArgs, InviteOutcome, UninviteArgs};
 use crate::records::actions::{Action, ListActions};
 use crate::records::behaviors::{Behavior, CreateBehavior, UpdateBehavior};
 use crate::records::connections::{
@@ -183,7 +184,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| relationships::delete(&cx.lore.ports, cx.caller, &a.id).await?),
     // memory
     method!("memory".search, Read, Try, SearchInput [crate::mcp::tools::search_input] => MemoryResults,
-        "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by keywords, with filters.",
+        "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters.",
         |cx, a| serde_json::from_value(cx.lore.memory.search(&cx.lore.ports, cx.caller, a).await?)?),
     method!("memory".save, Write, Try, SaveInput [crate::mcp::tools::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",
@@ -336,6 +337,15 @@ pub static METHODS: &[MethodSpec] = &[
     method!("members".remove, Admin, Try, ByPrincipal => Done,
         "Remove a member from the org and revoke their tokens for it.",
         |cx, a| people::remove_member(&cx.lore.ports, cx.caller, a).await?),
+    method!("members".invite, Admin, Try, InviteArgs => InviteOutcome,
+        "Invite a person by identity (github:{login} or email:{address}) with a role: added now if they signed in before, else when they first sign in.",
+        |cx, a| invites::invite(&cx.lore.ports, cx.caller, a).await?),
+    method!("members".invites, Admin, Try, NoArgs => Vec<Invite>,
+        "List the org's pending invites.",
+        |cx, a| invites::list(&cx.lore.ports, cx.caller).await?),
+    method!("members".uninvite, Admin, Try, UninviteArgs => Done,
+        "Withdraw a pending invite.",
+        |cx, a| invites::cancel(&cx.lore.ports, cx.caller, a).await?),
     // tokens
     method!("tokens".list, Admin, Try, NoArgs => Vec<TokenSummary>,
         "List the org's API tokens (never their secrets).",

@@ -11,6 +11,7 @@ use super::nouns::NounMethod;
 use super::{MethodSpec, Tier, may_call};
 use crate::admin::{IssuedToken, TokenSummary};
 use crate::auth::Caller;
+use crate::oauth::invites::{Invite, InviteOutcome};
 use crate::records::Done;
 use crate::records::actions::Action;
 use crate::records::behaviors::Behavior;
@@ -52,6 +53,8 @@ pub static RECORD_TYPES: &[RecordType] = &[
     ("IssuedToken", schema_of::<IssuedToken>),
     ("TokenSummary", schema_of::<TokenSummary>),
     ("OrgInfo", schema_of::<OrgInfo>),
+    ("Invite", schema_of::<Invite>),
+    ("InviteOutcome", schema_of::<InviteOutcome>),
     ("Done", schema_of::<Done>),
     ("SdkMethod", schema_of::<SdkMethod>),
 ];

@@ -19,8 +19,13 @@
 #   TOOLS              where Node and the suite are installed (default: <repo>/.tools)
 #   CONFORMANCE_OUT    where logs and per-check results go (default: a new temp dir, kept)
 #
+# Then (native target) the suite's authorization-server checks, `conformance authorization`,
+# against a `lore serve` with auth on: RFC 8414 metadata, and the authorization code grant,
+# whose browser sign-in and consent `authorize.mjs` completes in headless Chromium. Every
+# check must pass (there is no baseline for them).
+#
 # Exits non-zero when either run misses its baseline: a failure that is not listed, or a
-# listed entry that now passes (stale).
+# listed entry that now passes (stale); or when an authorization check fails.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -82,11 +87,12 @@ OUT="${CONFORMANCE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/lore-conformance.XXXXXX")}"
 mkdir -p "$OUT"
 DATA="$(mktemp -d "${TMPDIR:-/tmp}/lore-conformance-db.XXXXXX")"
 SERVER_PID=""
+AUTH_PID=""
 cleanup() {
-    if [[ -n "$SERVER_PID" ]]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
+    for pid in $SERVER_PID $AUTH_PID; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     rm -rf "$DATA"
 }
 trap cleanup EXIT
@@ -198,11 +204,68 @@ for rev in "${REVISIONS[@]}"; do
     if [[ $rc -eq 0 ]]; then VERDICT[$rev]=pass; else VERDICT[$rev]="FAIL (exit $rc)"; status=1; fi
 done
 
+# --- authorization server ---------------------------------------------------------------------
+AUTH_TOTAL=""
+AUTH_VERDICT="skipped (the $TARGET target has no owner password to sign in with)"
+if [[ "$TARGET" == native ]]; then
+    echo
+    echo "=== conformance $SUITE_VERSION authorization (lore as the authorization server) ==="
+    [[ -d "$REPO/tests/e2e/node_modules/playwright-core" ]] \
+        || npm ci --prefix "$REPO/tests/e2e" --no-audit --no-fund --loglevel=error >&2
+    AUTH_PASSWORD="conformance owner password $(date +%s)"
+    : >"$OUT/server-auth.log"
+    LORE_OWNER_PASSWORD="$AUTH_PASSWORD" "$LORE" serve --addr 127.0.0.1:0 --db "$DATA/auth.db" \
+        --workers 2 >"$OUT/server-auth.log" 2>&1 &
+    AUTH_PID=$!
+    AUTH_BASE=""
+    for _ in $(seq 1 300); do
+        AUTH_BASE="$(sed -n 's/.*lore listening on \(http:[^ ]*\)\/mcp.*/\1/p' "$OUT/server-auth.log" | head -n 1)"
+        [[ -n "$AUTH_BASE" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$AUTH_BASE" ]] || { cat "$OUT/server-auth.log" >&2; die "lore (auth on) did not start"; }
+    # A free port for the suite's callback server, and a client registered for it.
+    CB_PORT="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+    CLIENT_ID="$(node -e '
+      const [base, port] = process.argv.slice(1);
+      fetch(base + "/oauth/register", { method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ client_name: "MCP conformance suite", token_endpoint_auth_method: "none",
+          redirect_uris: ["http://127.0.0.1:" + port + "/callback"] }) })
+        .then((r) => r.json()).then((j) => console.log(j.client_id))
+        .catch((e) => { console.error(e); process.exit(1); });
+    ' "$AUTH_BASE" "$CB_PORT")"
+    log="$OUT/suite-authorization.log"
+    : >"$log"
+    set +e
+    "$SUITE_BIN" authorization --url "$AUTH_BASE" --client-id "$CLIENT_ID" --resource "$AUTH_BASE/mcp" \
+        -p "$CB_PORT" -o "$OUT/checks-authorization" >"$log" 2>&1 &
+    SUITE_PID=$!
+    node "$HERE/authorize.mjs" "$log" "http://127.0.0.1:$CB_PORT/callback" "$AUTH_PASSWORD"
+    browser_rc=$?
+    wait "$SUITE_PID"
+    rc=$?
+    set -e
+    kill "$AUTH_PID" 2>/dev/null || true
+    wait "$AUTH_PID" 2>/dev/null || true
+    if grep -q '^=== SUMMARY ===' "$log"; then sed -n '/^=== SUMMARY ===/,$p' "$log"; else cat "$log"; fi
+    AUTH_TOTAL="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 || true)"
+    # Both scenarios must run and pass: the code grant is skipped without a client id, and a
+    # browser failure leaves it failed.
+    if [[ $rc -eq 0 && $browser_rc -eq 0 ]] && grep -q 'authorization-code-grant: 1 passed, 0 failed' "$log" \
+        && [[ "$AUTH_TOTAL" =~ ^Total:\ [0-9]+\ passed,\ 0\ failed ]]; then
+        AUTH_VERDICT=pass
+    else
+        AUTH_VERDICT="FAIL (suite exit $rc, browser exit $browser_rc)"
+        status=1
+    fi
+fi
+
 echo
 echo "=== conformance summary: $TARGET (suite $SUITE_VERSION, node $NODE_VERSION) ==="
 for rev in "${REVISIONS[@]}"; do
     printf '  %s: %s — baseline %s\n' "$rev" "${TOTAL[$rev]:-no total}" "${VERDICT[$rev]}"
 done
+printf '  authorization: %s — %s\n' "${AUTH_TOTAL:-no total}" "$AUTH_VERDICT"
 echo "  (Totals count every check run, not-scored scenarios included; the baseline verdict"
 echo "   judges only the scenarios the revision scores.)"
 if [[ $status -ne 0 ]]; then

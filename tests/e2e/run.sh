@@ -14,6 +14,9 @@
 #   TOOLS      where tools are installed (default <repo>/.tools).
 #   LORE_PY    the Python with mcp==2.3.0 (default $TOOLS/venv/bin/python).
 #   NODE       the node binary (default: node on PATH; Node >= 20).
+#   LORE_CHROMIUM     the Chromium the OAuth tests drive (default /usr/bin/chromium, installed
+#                     with apt-get when missing).
+#   LORE_OAUTH_SHOTS  a directory for screenshots of the sign-in and consent pages (optional).
 # Extra arguments are passed to `node --test` (e.g. --test-name-pattern=isolation).
 set -euo pipefail
 
@@ -63,6 +66,17 @@ PY
 then
   log "pip install -r requirements.txt"
   "$LORE_PY" -m pip install --quiet --disable-pip-version-check -r "$E2E/requirements.txt" >&2
+fi
+
+# Headless Chromium for the OAuth tests (lore's sign-in and consent pages in a real browser),
+# from Debian's packages; driven by playwright-core from package-lock.json.
+if [ "${LORE_TARGET:-native}" = native ] && [ ! -x "${LORE_CHROMIUM:-/usr/bin/chromium}" ]; then
+  log "apt-get install chromium"
+  if [ "$(id -u)" -eq 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
+  else
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
+  fi
 fi
 
 # What is under test: `lore serve` (LORE_TARGET=native, the default) or the Workers build under

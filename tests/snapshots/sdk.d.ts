@@ -314,6 +314,26 @@ interface OrgInfo {
   role: string;
 }
 
+interface Invite {
+  created_at_ms: number;
+  /** `github:{login}` or `email:{address}`, lowercase. */
+  identity: string;
+  /** Who invited (principal id). */
+  invited_by: string;
+  org: string;
+  /** `admin`, `member` or `viewer` (owners grant `owner` too). */
+  role: string;
+}
+
+interface InviteOutcome {
+  identity: string;
+  /** The member's principal id when added. */
+  principal_id?: string;
+  role: string;
+  /** `added` (they had signed in before and are a member now) or `pending`. */
+  status: string;
+}
+
 interface Done {
   ok: boolean;
 }
@@ -448,7 +468,7 @@ interface LoreSdk {
     }): Promise<Done>;
   };
   memory: {
-    /** Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by keywords, with filters. Access: read. */
+    /** Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters. Access: read. */
     search(args: {
       /** Only memories saved by this principal id. */
       author?: string;
@@ -862,6 +882,19 @@ interface LoreSdk {
     /** Remove a member from the org and revoke their tokens for it. Access: admin. */
     remove(args: {
       principal_id: string;
+    }): Promise<Done>;
+    /** Invite a person by identity (github:{login} or email:{address}) with a role: added now if they signed in before, else when they first sign in. Access: admin. */
+    invite(args: {
+      /** `github:{login}` or `email:{address}` (an address the provider reports as verified). */
+      identity: string;
+      /** `viewer`, `member` (default), `admin`, or `owner`. */
+      role?: string;
+    }): Promise<InviteOutcome>;
+    /** List the org's pending invites. Access: admin. */
+    invites(args?: Record<string, never>): Promise<Invite[]>;
+    /** Withdraw a pending invite. Access: admin. */
+    uninvite(args: {
+      identity: string;
     }): Promise<Done>;
   };
   tokens: {

@@ -1,5 +1,6 @@
 // Shared helpers for the end-to-end tests: start and stop a real `lore serve` on a free
 // loopback port with a fresh temporary database, run the `lore` CLI, and send raw HTTP.
+import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -62,7 +63,7 @@ function delay(ms) {
  * address), waits until /healthz answers, and returns a handle.
  *
  * opts.db: database file (default: <new temp dir>/lore.db); opts.args: extra CLI args;
- * opts.workers: worker threads (default 2).
+ * opts.workers: worker threads (default 2); opts.env: extra environment variables.
  */
 export async function startServer(opts = {}) {
   if (TARGET === 'worker') {
@@ -78,7 +79,7 @@ export async function startServer(opts = {}) {
   const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];
   const child = spawn(LORE_BIN, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1' },
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1', ...(opts.env ?? {}) },
   });
   live.add(child);
   let stderr = '';
@@ -254,6 +255,38 @@ export function rawLegacy(url, token, method, params, { id = 1, version = '2025-
 export function toolText(result) {
   const block = (result.content ?? []).find((c) => c.type === 'text');
   return block ? JSON.parse(block.text) : null;
+}
+
+// Search results. `search_memory` (MCP) and `memory.search` (SDK/REST) are hybrid semantic
+// searches: vector similarity fused with BM25. Like any semantic search they return up to `limit`
+// nearest memories of the org even when those share no word with the query; the memories that
+// contain the query's words rank first. So "the search finds exactly X" means: X is the top
+// result, and X is the only result that mentions the test's unique word. Isolation and
+// supersession checks look at the whole result list instead: a forbidden id appears nowhere.
+
+/** The results whose `content` mentions `word` (case-insensitive substring). */
+export function mentioning(results, word) {
+  const needle = word.toLowerCase();
+  return results.filter((r) => String(r.content ?? '').toLowerCase().includes(needle));
+}
+
+/**
+ * Asserts that a search found exactly the memories `ids` for `word`: they are the top
+ * `ids.length` results (in any order), and no other result mentions `word`.
+ */
+export function assertFinds(results, word, ids, message = '') {
+  const want = [...ids].sort();
+  const shown = JSON.stringify(results.map((r) => [r.id, r.content]));
+  assert.deepEqual(results.slice(0, want.length).map((r) => r.id).sort(), want,
+    `${message} the top results for "${word}" are ${JSON.stringify(want)}: ${shown}`.trim());
+  assert.deepEqual(mentioning(results, word).map((r) => r.id).sort(), want,
+    `${message} the results mentioning "${word}" are ${JSON.stringify(want)}: ${shown}`.trim());
+}
+
+/** Asserts that the memory `id` is nowhere in the results (isolation, supersession). */
+export function assertAbsent(results, id, message = '') {
+  assert.equal(results.some((r) => r.id === id), false,
+    `${message} ${id} must not be among ${JSON.stringify(results.map((r) => r.id))}`.trim());
 }
 
 /**

@@ -23,7 +23,9 @@ use std::rc::Rc;
 use bytes::Bytes;
 use http_body_util::Full;
 use lore::Lore;
-use lore::ports::Ports;
+use lore::embed::builtin::BuiltinEmbedder;
+use lore::embed::openai::OpenAiEmbedder;
+use lore::ports::{Embedder, HttpClient, Ports};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};
 use spin_sdk::http_service;
@@ -88,12 +90,18 @@ async fn instance() -> Result<Lore, String> {
         .await
         .map_err(|e| e.to_string())?;
     let clock = Rc::new(SpinClock);
+    let http: Rc<dyn HttpClient> = Rc::new(SpinHttp);
+    // The built-in model is compiled into the component and parsed only when a request embeds.
+    let embedder: Rc<dyn Embedder> = match config::embeddings().await? {
+        Some(endpoint) => Rc::new(OpenAiEmbedder::new(endpoint, http.clone())),
+        None => Rc::new(BuiltinEmbedder::new()),
+    };
     let ports = Ports {
         storage: Rc::new(storage),
         clock: clock.clone(),
         random: Rc::new(WasiRandom),
-        http: Some(Rc::new(SpinHttp)),
-        embedder: None,
+        http: Some(http.clone()),
+        embedder: Some(embedder),
         cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock))),
     };
     // Usage counts: a fresh instance per request flushes its one count before it ends, into

@@ -6,6 +6,8 @@
 //! | `LORE_ALLOWED_ORIGINS` | browser origins allowed besides the Worker's own (comma-separated) | none |
 //! | `LORE_ALLOWED_HOSTS` | host names accepted in `Host` (comma-separated) | any: Cloudflare routes only the Worker's own hosts here |
 //! | `LORE_MAX_BODY_BYTES` | largest request body | 4 MiB |
+//! | `LORE_PUBLIC_URL` | the Worker's public origin: the OAuth issuer and the prefix of resource URLs | from each request's `Host`, `https` |
+//! | `LORE_GITHUB_CLIENT_ID`, `LORE_OIDC_*` | identity providers for the sign-in page (see `lore::oauth::upstream::from_vars`; secrets as Worker secrets) | none |
 //! | `LORE_NO_AUTH` | `1`: tokenless requests act as the local owner. Honoured only by the test build | off |
 //!
 //! Sessions are always off: an isolate lives for a short while and serves any org, so the edge
@@ -59,5 +61,11 @@ pub fn from_env(env: &Env) -> Result<Config, String> {
         sessions: false,
         max_body_bytes,
         origins,
+        public_url: var(env, "LORE_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string()),
+        // Client ids in [vars], client secrets as Worker secrets (`wrangler secret put`).
+        upstream: lore::oauth::upstream::from_vars(|name| {
+            var(env, name).or_else(|| env.secret(name).ok().map(|s| s.to_string()))
+        })
+        .map_err(|e| format!("identity provider configuration: {e}"))?,
     })
 }

@@ -1,6 +1,6 @@
-//! Operator routes: `lore init`, `lore org create|list` and `lore token create|list|revoke`
-//! for a deployed Worker, whose D1 database no `lore` CLI can open. They call the same
-//! `lore::admin` functions as the CLI.
+//! Operator routes: `lore init` (with the owner's sign-in password), `lore org create|list`
+//! and `lore token create|list|revoke` for a deployed Worker, whose D1 database no `lore` CLI
+//! can open. They call the same `lore::admin` functions as the CLI.
 //!
 //! They exist only while the secret `LORE_OPERATOR_SECRET` is set (`wrangler secret put`), and
 //! answer only `POST /operator/{action}` with `Authorization: Bearer <that secret>`; without the
@@ -25,6 +25,9 @@ const MIN_SECRET_LEN: usize = 32;
 struct InitArgs {
     #[serde(default)]
     org: Option<String>,
+    /// The owner's password for the sign-in page (OAuth clients), at least 12 characters.
+    #[serde(default)]
+    password: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +160,13 @@ async fn run(
             let outcome = admin::init(ports, args.org.as_deref().unwrap_or("default"))
                 .await
                 .map_err(from_lore)?;
+            // Also on an initialised database: this is how a deployed owner sets or changes
+            // the sign-in password.
+            if let Some(password) = &args.password {
+                admin::set_owner_password(ports, password)
+                    .await
+                    .map_err(from_lore)?;
+            }
             ok(to_json(&outcome))
         }
         "org-create" => {

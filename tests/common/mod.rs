@@ -1,0 +1,92 @@
+//! The in-process harness the integration tests share: a `Lore` on given ports, driven through
+//! `Lore::handle` with real MCP requests.
+#![allow(dead_code)]
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use lore::admin::{self, InitOutcome};
+use lore::ports::Ports;
+use lore::{Config, Lore};
+
+pub const V26: &str = "2026-07-28";
+
+pub struct Harness {
+    pub lore: Lore,
+    pub owner: String,
+}
+
+impl Harness {
+    /// A core on `ports` whose store is initialised with org `org` (or already was: then
+    /// `owner` is empty and tests bring their own token).
+    pub fn on(ports: Ports, org: &str) -> Self {
+        let lore = Lore::new(ports, Config::default());
+        let owner = match block_on(admin::init(&lore.ports, org)).unwrap() {
+            InitOutcome::Created(t) => t.token,
+            _ => String::new(),
+        };
+        Self { lore, owner }
+    }
+
+    /// A stateless (2026-07-28) `tools/call`; the `result` object.
+    pub fn call(&self, token: &str, tool: &str, args: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": args, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": V26,
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}});
+        let request = http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", V26)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        let response = block_on(self.lore.handle(request));
+        assert_eq!(response.status(), 200);
+        let bytes = response.into_body();
+        let text = String::from_utf8(bytes).unwrap();
+        let json = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .next_back()
+            .map(str::to_string)
+            .unwrap_or(text);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        v["result"].clone()
+    }
+
+    /// `save_memory`'s ids.
+    pub fn save(&self, token: &str, args: Value) -> Vec<String> {
+        let r = self.call(token, "save_memory", args);
+        assert_eq!(r["isError"], false, "{r}");
+        r["structuredContent"]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// `search_memory`'s results.
+    pub fn search(&self, token: &str, args: Value) -> Vec<Value> {
+        let r = self.call(token, "search_memory", args);
+        assert_eq!(r["isError"], false, "{r}");
+        r["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+pub fn ids(results: &[Value]) -> Vec<String> {
+    results
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}

@@ -1,0 +1,206 @@
+//! Semantic memory plumbing on the in-memory store: vectors stored with their events, the
+//! index snapshot a cold instance loads instead of re-embedding, lazy re-embedding after an
+//! embedder failure or a model change, and filters, supersession and org isolation applied
+//! to vector hits. The embedder here is the port's test double (word hashing); what the
+//! built-in embedder understands is tested with it, in the retrieval evaluation.
+
+mod common;
+
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use serde_json::json;
+
+use common::{Harness, ids};
+use lore::admin;
+use lore::memory::Ranking;
+use lore::ports::testing::{SeqRandom, StepClock, WordHashEmbedder};
+use lore::ports::{Embedder, Ports, Storage};
+use lore::storage::memory::MemoryStorage;
+
+const START_MS: i64 = 1_767_225_600_000;
+
+struct Node {
+    h: Harness,
+    embedder: Rc<WordHashEmbedder>,
+    clock: Rc<StepClock>,
+}
+
+fn node(storage: &Rc<MemoryStorage>, model: &str, dims: usize) -> Node {
+    let embedder = Rc::new(WordHashEmbedder::new(model, dims));
+    let clock = Rc::new(StepClock::starting_at(START_MS));
+    let ports = Ports {
+        storage: storage.clone(),
+        clock: clock.clone(),
+        random: Rc::new(SeqRandom::seeded(7)),
+        http: None,
+        embedder: Some(embedder.clone() as Rc<dyn Embedder>),
+    };
+    Node {
+        h: Harness::on(ports, "acme"),
+        embedder,
+        clock,
+    }
+}
+
+fn memories(from: usize, to: usize) -> serde_json::Value {
+    let list: Vec<_> = (from..to)
+        .map(|i| json!({"content": format!("note {i} about topic{} and area{}", i % 40, i % 7)}))
+        .collect();
+    json!({ "memories": list })
+}
+
+fn stored_keys(storage: &Rc<MemoryStorage>, prefix: &str) -> usize {
+    block_on(storage.scan_all(prefix)).unwrap().len()
+}
+
+#[test]
+fn a_cold_instance_loads_the_snapshot_and_tail_instead_of_re_embedding() {
+    let storage = Rc::new(MemoryStorage::new());
+    let first = node(&storage, "test-model", 48);
+    let owner = first.h.owner.clone();
+    for start in (0..1_100).step_by(100) {
+        first.h.save(&owner, memories(start, start + 100));
+    }
+    assert_eq!(first.embedder.texts.get(), 1_100, "saves embed once each");
+    let query = json!({"query": "topic7 area3", "limit": 5});
+    let before = ids(&first.h.search(&owner, query.clone()));
+    assert_eq!(
+        first.embedder.texts.get(),
+        1_101,
+        "the saving instance reuses its own vectors; only the query is embedded"
+    );
+    assert_eq!(stored_keys(&storage, "o/acme/vec/"), 1_100);
+    assert!(
+        stored_keys(&storage, "o/acme/vsnap/") >= 2,
+        "1,100 vectors are worth a snapshot"
+    );
+
+    // Prove the snapshot is what a cold instance uses: without the per-event vectors, anything
+    // else would have to embed all 1,100 memories again.
+    let mut batch = lore::storage::Batch::new();
+    for (key, _) in block_on(storage.scan_all("o/acme/vec/")).unwrap() {
+        batch.delete(key);
+    }
+    block_on(storage.commit(batch)).unwrap();
+
+    let second = node(&storage, "test-model", 48);
+    assert_eq!(ids(&second.h.search(&owner, query.clone())), before);
+    assert_eq!(
+        second.embedder.texts.get(),
+        1,
+        "a cold instance embeds only the query"
+    );
+    // Newer events than the snapshot come from their stored vectors.
+    second.h.save(&owner, memories(1_100, 1_120));
+    let third = node(&storage, "test-model", 48);
+    let found = third
+        .h
+        .search(&owner, json!({"query": "note 1115 about", "limit": 3}));
+    assert_eq!(third.embedder.texts.get(), 1);
+    assert!(
+        found[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("note 1115 "),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn an_embedder_failure_loses_nothing_and_vectors_follow_when_it_recovers() {
+    let storage = Rc::new(MemoryStorage::new());
+    let n = node(&storage, "test-model", 48);
+    let owner = n.h.owner.clone();
+    n.embedder.fail.set(true);
+    let saved =
+        n.h.save(&owner, json!({"content": "Dana reviews vendor contracts"}));
+    let found = n.h.search(&owner, json!({"query": "vendor contracts"}));
+    assert_eq!(ids(&found), saved, "keyword ranking answers meanwhile");
+    assert_eq!(stored_keys(&storage, "o/acme/vec/"), 0);
+
+    n.embedder.fail.set(false);
+    // The instance waits before asking a failing embedder again.
+    n.h.search(&owner, json!({"query": "vendor contracts"}));
+    assert_eq!(n.embedder.texts.get(), 0);
+    n.clock.0.set(n.clock.0.get() + 31_000);
+    n.h.lore.set_ranking(Ranking::Vector);
+    let found =
+        n.h.search(&owner, json!({"query": "Dana reviews vendor contracts"}));
+    assert_eq!(ids(&found), saved);
+    assert_eq!(stored_keys(&storage, "o/acme/vec/"), 1);
+}
+
+#[test]
+fn a_new_model_re_embeds_lazily_once() {
+    let storage = Rc::new(MemoryStorage::new());
+    let old = node(&storage, "model-a", 48);
+    let owner = old.h.owner.clone();
+    old.h.save(&owner, memories(0, 5));
+    let new = node(&storage, "model-b", 32);
+    new.h.lore.set_ranking(Ranking::Vector);
+    let found = new
+        .h
+        .search(&owner, json!({"query": "note 3 about topic3 and area3"}));
+    assert!(found[0]["content"].as_str().unwrap().starts_with("note 3 "));
+    assert_eq!(new.embedder.texts.get(), 5 + 1);
+    assert_eq!(
+        stored_keys(&storage, "o/acme/vec/"),
+        10,
+        "both models' vectors"
+    );
+    let again = node(&storage, "model-b", 32);
+    again.h.search(&owner, json!({"query": "note"}));
+    assert_eq!(again.embedder.texts.get(), 1);
+}
+
+#[test]
+fn vector_hits_obey_filters_supersession_and_org_boundaries() {
+    let storage = Rc::new(MemoryStorage::new());
+    let n = node(&storage, "test-model", 48);
+    n.h.lore.set_ranking(Ranking::Vector);
+    let owner = n.h.owner.clone();
+    let other = block_on(admin::create_org(&n.h.lore.ports, "other"))
+        .unwrap()
+        .token;
+    let theirs =
+        n.h.save(&other, json!({"content": "alpha beta gamma delta"}));
+    let old = n.h.save(
+        &owner,
+        json!({"content": "alpha beta gamma", "kind": "fact"}),
+    )[0]
+    .clone();
+    let new = n.h.save(
+        &owner,
+        json!({"content": "alpha beta epsilon", "kind": "fact", "supersedes_event_id": old}),
+    )[0]
+    .clone();
+    let note = n.h.save(
+        &owner,
+        json!({"content": "alpha gamma zeta", "kind": "note"}),
+    )[0]
+    .clone();
+
+    let found = ids(&n.h.search(&owner, json!({"query": "alpha beta gamma"})));
+    assert!(!found.contains(&old), "superseded hidden: {found:?}");
+    assert!(found.contains(&new) && found.contains(&note));
+    assert!(
+        !found.contains(&theirs[0]),
+        "another org's memory: {found:?}"
+    );
+
+    let all = ids(&n.h.search(
+        &owner,
+        json!({"query": "alpha beta gamma", "include_superseded": true}),
+    ));
+    assert_eq!(all[0], old, "the closest, shown on request");
+
+    let facts = ids(&n.h.search(
+        &owner,
+        json!({"query": "alpha gamma zeta", "kinds": ["fact"]}),
+    ));
+    assert_eq!(facts, std::slice::from_ref(&new));
+
+    let mine = ids(&n.h.search(&other, json!({"query": "alpha beta gamma"})));
+    assert_eq!(mine, theirs);
+}
