@@ -70,6 +70,7 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
         random: Rc::new(SeqRandom::seeded(7)),
         http: None,
         embedder: Some(embedder),
+        cache: None,
     };
     let h = Harness::on(ports, "acme");
     let mut event_of = HashMap::new();

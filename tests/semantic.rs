@@ -35,6 +35,7 @@ fn node(storage: &Rc<MemoryStorage>, model: &str, dims: usize) -> Node {
         random: Rc::new(SeqRandom::seeded(7)),
         http: None,
         embedder: Some(embedder.clone() as Rc<dyn Embedder>),
+        cache: None,
     };
     Node {
         h: Harness::on(ports, "acme"),

@@ -120,6 +120,7 @@ impl Harness {
             random: Rc::new(SeqRandom::seeded(11)),
             http: Some(http.clone()),
             embedder: None,
+            cache: None,
         };
         let lore = Lore::new(ports, Config::default());
         let owner_token = match block_on(admin::init(&lore.ports, "default")).unwrap() {
