@@ -617,7 +617,7 @@ mod tests {
         let rows: Vec<Vec<Sql>> = (0..10)
             .map(|i| vec![Sql::Str(format!("{i}{}", "x".repeat(100)))])
             .collect();
-        let p = page(&l, rows.clone(), &order, "f", None, 100, 600).unwrap();
+        let p = page(&l, rows.clone(), &order, "f", None, 100, 1150).unwrap();
         assert!(p.truncated);
         assert_eq!(p.rows.len(), 3);
         let rest = page(
