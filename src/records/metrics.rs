@@ -317,8 +317,9 @@ pub async fn query(
     })
 }
 
-/// Evaluates an org metric through the `query_sql` engine, as its author: one row gives the
-/// value; several give a series keyed by the other columns (joined with `/`) and their sum.
+/// Evaluates an org metric through the `query_sql` engine for the caller (who sees what
+/// `query_sql` shows them): one row gives the value; several give a series keyed by the other
+/// columns (joined with `/`) and their sum.
 /// `since`, `until`, `tool` and `group_by` are for the built-in metrics; a SQL metric filters
 /// and groups in its query.
 async fn sql_metric(
