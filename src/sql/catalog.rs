@@ -7,11 +7,14 @@
 //! name another org's data. Rows a caller may not see (other members' actions, for a member)
 //! are never produced.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use gluesql_core::ast::DataType;
 use gluesql_core::data::Value as Sql;
+use serde::Deserialize;
 use serde_json::Value as Json;
+use serde_json::value::RawValue;
 
 use super::Budget;
 use super::value::{data_type_of_schema, from_json, from_map, opt_text, text};
@@ -20,7 +23,6 @@ use crate::error::Result;
 use crate::memory::event::{Event, format_time};
 use crate::ports::Ports;
 use crate::records::actions::Action;
-use crate::records::entities::Entity;
 use crate::records::feeds::{self, Feed, FeedKind};
 use crate::records::metrics::{self, Metric};
 use crate::records::operations::{Operation, OperationBody};
@@ -67,6 +69,39 @@ pub enum Source {
     Typed(Box<EntityType>),
     /// A virtual feed, fetched live at query time and never stored.
     VirtualFeed(Box<Feed>),
+}
+
+/// The columns a query can use: the ones it names, or all of them when it selects `*`. A
+/// column no query part names is loaded as `NULL` without being decoded.
+pub struct Needed<'a> {
+    pub all: bool,
+    pub names: &'a BTreeSet<String>,
+}
+
+impl Needed<'_> {
+    pub fn wants(&self, column: &str) -> bool {
+        self.all || self.names.contains(column)
+    }
+}
+
+/// An entity as stored, borrowed: its properties stay raw until a column needs them.
+#[derive(Deserialize)]
+struct StoredEntity<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(rename = "type", borrow)]
+    type_name: Cow<'a, str>,
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    properties: &'a RawValue,
+    #[serde(borrow)]
+    author: Cow<'a, str>,
+    version: u64,
+    #[serde(borrow)]
+    created_at: Cow<'a, str>,
+    #[serde(borrow)]
+    updated_at: Cow<'a, str>,
 }
 
 /// A table's rows, loaded for one query.
@@ -138,6 +173,7 @@ impl Catalog {
         caller: &Caller,
         name: &str,
         budget: &mut Budget,
+        needed: &Needed<'_>,
     ) -> Result<Table> {
         let source = self
             .find(name)
@@ -155,7 +191,7 @@ impl Catalog {
             }
             _ => (
                 columns(source, &[]),
-                load_rows(ports, caller, name, source, budget).await?,
+                load_rows(ports, caller, name, source, budget, needed).await?,
             ),
         };
         Ok(Table {
@@ -378,22 +414,32 @@ async fn load_rows(
     table: &str,
     source: &Source,
     budget: &mut Budget,
+    needed: &Needed<'_>,
 ) -> Result<Vec<Vec<Sql>>> {
+    let pick = |column: &str, value: &dyn Fn() -> Result<Sql>| -> Result<Sql> {
+        if needed.wants(column) {
+            value()
+        } else {
+            Ok(Sql::Null)
+        }
+    };
     let keys = caller.keys();
     let mut rows = Vec::new();
     match source {
         Source::Entities => {
             scan(ports, &keys.entities(), table, budget, |b| {
-                let e: Entity = parse(b)?;
+                let e: StoredEntity = serde_json::from_slice(b)?;
                 rows.push(vec![
-                    text(&e.id),
-                    text(&e.type_name),
-                    text(&e.name),
-                    from_map(&e.properties),
-                    text(&e.author),
-                    Sql::I64(e.version as i64),
-                    text(&e.created_at),
-                    text(&e.updated_at),
+                    pick("id", &|| Ok(text(&e.id)))?,
+                    pick("type", &|| Ok(text(&e.type_name)))?,
+                    pick("name", &|| Ok(text(&e.name)))?,
+                    pick("properties", &|| {
+                        Ok(from_json(&parse(e.properties.get().as_bytes())?))
+                    })?,
+                    pick("author", &|| Ok(text(&e.author)))?,
+                    pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
+                    pick("created_at", &|| Ok(text(&e.created_at)))?,
+                    pick("updated_at", &|| Ok(text(&e.updated_at)))?,
                 ]);
                 Ok(())
             })
@@ -401,20 +447,30 @@ async fn load_rows(
         }
         Source::Typed(t) => {
             let props = property_columns(t);
+            let any_property = needed.wants("properties")
+                || props.iter().any(|(column, _, _)| needed.wants(column));
             scan(ports, &keys.entities_of_type(&t.name), table, budget, |b| {
-                let e: Entity = parse(b)?;
-                let mut row = vec![text(&e.id), text(&e.name)];
-                row.extend(
-                    props
-                        .iter()
-                        .map(|(_, p, _)| e.properties.get(p).map_or(Sql::Null, from_json)),
-                );
+                let e: StoredEntity = serde_json::from_slice(b)?;
+                let properties: serde_json::Map<String, Json> = if any_property {
+                    parse(e.properties.get().as_bytes())?
+                } else {
+                    serde_json::Map::new()
+                };
+                let mut row = vec![
+                    pick("id", &|| Ok(text(&e.id)))?,
+                    pick("name", &|| Ok(text(&e.name)))?,
+                ];
+                for (column, property, _) in &props {
+                    row.push(pick(column, &|| {
+                        Ok(properties.get(property).map_or(Sql::Null, from_json))
+                    })?);
+                }
                 row.extend([
-                    text(&e.author),
-                    Sql::I64(e.version as i64),
-                    text(&e.created_at),
-                    text(&e.updated_at),
-                    from_map(&e.properties),
+                    pick("author", &|| Ok(text(&e.author)))?,
+                    pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
+                    pick("created_at", &|| Ok(text(&e.created_at)))?,
+                    pick("updated_at", &|| Ok(text(&e.updated_at)))?,
+                    pick("properties", &|| Ok(from_map(&properties)))?,
                 ]);
                 rows.push(row);
                 Ok(())

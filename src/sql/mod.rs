@@ -253,8 +253,14 @@ pub async fn run(
         Guard::new(ports.clock.clone(), deadline, limits.max_row_visits),
         others,
     );
+    let needed = catalog::Needed {
+        all: parsed.wildcard,
+        names: &parsed.identifiers,
+    };
     for name in &to_load {
-        let table = catalog.load(ports, caller, name, &mut budget).await?;
+        let table = catalog
+            .load(ports, caller, name, &mut budget, &needed)
+            .await?;
         store.insert(table);
     }
     for cte in &parsed.ctes {

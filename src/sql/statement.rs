@@ -42,6 +42,8 @@ pub struct ReadQuery {
     pub identifiers: BTreeSet<String>,
     /// Names the query itself defines: select aliases, table aliases and their columns.
     pub aliases: BTreeSet<String>,
+    /// Whether some part selects `*` or joins by `USING`/`NATURAL` (columns named nowhere).
+    pub wildcard: bool,
     /// The main query's own `ORDER BY`.
     pub order_by: Vec<OrderByExpr>,
 }
@@ -109,6 +111,7 @@ pub fn parse(sql: &str) -> Result<ReadQuery> {
         relations: walk.relations,
         identifiers: walk.identifiers,
         aliases: walk.aliases,
+        wildcard: walk.wildcard,
         order_by,
     })
 }
@@ -152,6 +155,7 @@ struct Walk {
     relations: Vec<String>,
     identifiers: BTreeSet<String>,
     aliases: BTreeSet<String>,
+    wildcard: bool,
 }
 
 impl Walk {
@@ -193,7 +197,7 @@ impl Visitor for Walk {
         if let Err(e) = refuse_writes(&query.body) {
             return ControlFlow::Break(e);
         }
-        collect_select_aliases(&query.body, &mut self.aliases);
+        self.wildcard |= collect_select_aliases(&query.body, &mut self.aliases);
         self.depth += 1;
         ControlFlow::Continue(())
     }
@@ -254,21 +258,35 @@ impl Visitor for Walk {
     }
 }
 
-fn collect_select_aliases(body: &SetExpr, aliases: &mut BTreeSet<String>) {
+/// Collects the select aliases of a query body; returns whether it selects `*` or joins by
+/// `USING`/`NATURAL`.
+fn collect_select_aliases(body: &SetExpr, aliases: &mut BTreeSet<String>) -> bool {
     match body {
         SetExpr::Select(select) => {
+            let mut wildcard = false;
             for item in &select.projection {
-                if let SelectItem::ExprWithAlias { alias, .. } = item {
-                    aliases.insert(alias.value.clone());
+                match item {
+                    SelectItem::ExprWithAlias { alias, .. } => {
+                        aliases.insert(alias.value.clone());
+                    }
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => wildcard = true,
+                    SelectItem::UnnamedExpr(_) => {}
                 }
             }
+            for from in &select.from {
+                for join in &from.joins {
+                    let op = format!("{:?}", join.join_operator);
+                    wildcard |= op.contains("Using") || op.contains("Natural");
+                }
+            }
+            wildcard
         }
         SetExpr::Query(q) => collect_select_aliases(&q.body, aliases),
         SetExpr::SetOperation { left, right, .. } => {
-            collect_select_aliases(left, aliases);
-            collect_select_aliases(right, aliases);
+            let l = collect_select_aliases(left, aliases);
+            collect_select_aliases(right, aliases) || l
         }
-        _ => {}
+        _ => true,
     }
 }
 
@@ -367,5 +385,15 @@ mod tests {
         assert!(q.aliases.contains("title") && q.aliases.contains("o"));
         assert_eq!(q.order_by.len(), 1);
         assert_eq!(q.order_by[0].asc, Some(false));
+        assert!(!q.wildcard);
+        assert!(parse("SELECT COUNT(*) FROM entities").is_ok_and(|q| !q.wildcard));
+        for sql in [
+            "SELECT * FROM entities",
+            "SELECT e.* FROM entities e",
+            "SELECT id FROM (SELECT * FROM entities) t",
+            "SELECT e.id FROM entities e JOIN ticket t USING (id)",
+        ] {
+            assert!(parse(sql).unwrap().wildcard, "{sql}");
+        }
     }
 }
