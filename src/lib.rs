@@ -21,6 +21,7 @@ pub mod ports;
 pub mod records;
 pub mod schema;
 pub mod sdk;
+pub mod sql;
 pub mod storage;
 
 #[cfg(feature = "native")]
@@ -59,6 +60,8 @@ pub struct Config {
     /// Identity providers people sign in with (GitHub, OIDC), besides the local owner's
     /// password.
     pub upstream: Vec<oauth::upstream::Provider>,
+    /// The row, time and size budgets of one `query_sql` query.
+    pub sql: sql::Limits,
 }
 
 impl Default for Config {
@@ -71,6 +74,7 @@ impl Default for Config {
             origins: OriginPolicy::loopback(),
             public_url: None,
             upstream: Vec::new(),
+            sql: sql::Limits::default(),
         }
     }
 }
@@ -254,6 +258,11 @@ impl Lore {
                     allowed: sdk::Tier::Admin,
                 };
                 sdk::search::search(&cx, serde_json::from_value(args).map_err(parse_err)?).await
+            }
+            mcp::tools::QUERY_SQL => {
+                let args = serde_json::from_value(args).map_err(parse_err)?;
+                let result = sql::query(&self.ports, caller, &self.config.sql, args).await?;
+                Ok(serde_json::to_value(result)?)
             }
             mcp::tools::SEARCH_MEMORY => {
                 self.memory

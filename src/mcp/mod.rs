@@ -44,6 +44,7 @@ When you learn something worth keeping (a fact, decision, preference or observat
 self-contained sentence; pass supersedes_event_id to replace an outdated memory instead of contradicting it. \
 The org's typed records (entities of its entity types, relationships, feeds, operations) are reached through the lore SDK: \
 discover its methods and their TypeScript signatures with search_sdk. \
+To count, filter, join or list records, call query_sql with one read-only SELECT over the org's tables (entities, events, one table per entity type, ...). \
 Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
 
 fn unsupported_version(requested: &str, status: u16) -> RpcError {

@@ -327,7 +327,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done
 }
 
 /// GETs the feed's path through its connection and returns the item list.
-async fn fetch_items(ports: &Ports, caller: &Caller, feed: &Feed) -> Result<Vec<Value>> {
+pub(crate) async fn fetch_items(ports: &Ports, caller: &Caller, feed: &Feed) -> Result<Vec<Value>> {
     let connection = feed
         .connection
         .clone()

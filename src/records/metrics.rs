@@ -222,17 +222,8 @@ pub async fn define(ports: &Ports, caller: &Caller, args: DefineMetric) -> Resul
         ));
     }
     let sql = args.sql.trim();
-    let first = sql
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if !(first == "select" || first == "with") || sql.len() > 16 * 1024 {
-        return Err(LoreError::invalid(
-            "sql",
-            "a metric is one read-only SELECT (or WITH … SELECT) of at most 16 KiB",
-        ));
-    }
+    // The same checks query_sql makes: one read-only SELECT (or WITH … SELECT).
+    crate::sql::check(sql)?;
     let metric = Metric {
         name: args.name,
         description: args.description,
@@ -271,6 +262,7 @@ fn check_day(field: &str, day: Option<&str>) -> Result<()> {
 pub async fn query(
     ports: &Ports,
     usage: &UsageCounters,
+    sql_limits: &crate::sql::Limits,
     caller: &Caller,
     args: QueryMetric,
 ) -> Result<MetricValue> {
@@ -283,9 +275,7 @@ pub async fn query(
             check_name("name", other)?;
             let key = caller.keys().named("metric", other);
             return match ports.record::<Metric>(&key).await? {
-                Some(_) => Err(LoreError::Unavailable(format!(
-                    "metric {other} is a SQL metric; SQL metrics are evaluated by the query_sql engine, which this build does not include yet"
-                ))),
+                Some(metric) => sql_metric(ports, caller, sql_limits, &metric).await,
                 None => Err(LoreError::not_found(format!(
                     "metric {other:?}; list them with list_metrics"
                 ))),
@@ -324,5 +314,74 @@ pub async fn query(
             .into_iter()
             .map(|(key, value)| Sample { key, value })
             .collect(),
+    })
+}
+
+/// Evaluates an org metric through the `query_sql` engine for the caller (who sees what
+/// `query_sql` shows them): one row gives the value; several give a series keyed by the other
+/// columns (joined with `/`) and their sum.
+/// `since`, `until`, `tool` and `group_by` are for the built-in metrics; a SQL metric filters
+/// and groups in its query.
+async fn sql_metric(
+    ports: &Ports,
+    caller: &Caller,
+    limits: &crate::sql::Limits,
+    metric: &Metric,
+) -> Result<MetricValue> {
+    let (labels, rows, _) = crate::sql::run(ports, caller, limits, &metric.sql, &[])
+        .await
+        .map_err(|e| match e {
+            LoreError::InvalidArgument { message, .. } => LoreError::invalid(
+                "name",
+                format!("metric {}'s query failed: {message}", metric.name),
+            ),
+            other => other,
+        })?;
+    let column = labels
+        .iter()
+        .position(|l| *l == metric.value_column)
+        .ok_or_else(|| {
+            LoreError::invalid(
+                "name",
+                format!(
+                    "metric {}'s query returns the columns {}, not its value column {:?}",
+                    metric.name,
+                    labels.join(", "),
+                    metric.value_column
+                ),
+            )
+        })?;
+    let mut series = Vec::new();
+    let mut total = 0.0;
+    for row in &rows {
+        let value = match crate::sql::value::to_json(&row[column]) {
+            serde_json::Value::Null => 0.0,
+            serde_json::Value::Number(n) => n.as_f64().unwrap_or_default(),
+            other => {
+                return Err(LoreError::invalid(
+                    "name",
+                    format!(
+                        "metric {}'s value column {:?} holds {other}, not a number",
+                        metric.name, metric.value_column
+                    ),
+                ));
+            }
+        };
+        total += value;
+        if rows.len() > 1 {
+            let key = row
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != column)
+                .map(|(_, v)| String::from(v))
+                .collect::<Vec<_>>()
+                .join("/");
+            series.push(Sample { key, value });
+        }
+    }
+    Ok(MetricValue {
+        name: metric.name.clone(),
+        value: total,
+        series,
     })
 }

@@ -596,6 +596,67 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
     assert_eq!(code(not_select), "invalid_argument");
 }
 
+pub async fn sql_reads_the_callers_org_only(s: Rc<dyn Storage>) {
+    let (lore, owner) = setup(s).await;
+    ticket_type(&lore, &owner).await;
+    for (title, priority) in [("a", "high"), ("b", "low"), ("c", "high")] {
+        ok(
+            &lore,
+            &owner,
+            "Ticket.create",
+            json!({"name": title, "properties": {"title": title, "priority": priority}}),
+        )
+        .await;
+    }
+    admin::create_org(&lore.ports, "other").await.unwrap();
+    let other = lore.local_caller(Some("other")).await.unwrap();
+    ticket_type(&lore, &other).await;
+    ok(
+        &lore,
+        &other,
+        "Ticket.create",
+        json!({"name": "theirs", "properties": {"title": "theirs", "priority": "high"}}),
+    )
+    .await;
+    let r = ok(
+        &lore,
+        &owner,
+        "sql.query",
+        json!({"sql": "SELECT priority, COUNT(*) AS n FROM ticket GROUP BY priority ORDER BY priority"}),
+    )
+    .await;
+    assert_eq!(r["rows"], json!([["high", 2], ["low", 1]]));
+    let r = ok(
+        &lore,
+        &other,
+        "sql.query",
+        json!({"sql": "SELECT name FROM entities"}),
+    )
+    .await;
+    assert_eq!(r["rows"], json!([["theirs"]]));
+    ok(
+        &lore,
+        &owner,
+        "metrics.define",
+        json!({"name": "high", "sql": "SELECT COUNT(*) AS value FROM ticket WHERE priority = 'high'"}),
+    )
+    .await;
+    let v = ok(&lore, &owner, "metrics.query", json!({"name": "high"})).await;
+    assert_eq!(v["value"], 2.0);
+    assert_eq!(
+        code(
+            call(
+                &lore,
+                &owner,
+                "sql.query",
+                json!({"sql": "DELETE FROM ticket"})
+            )
+            .await
+        ),
+        "invalid_argument"
+    );
+}
+
 /// Every case in one list: [`CASES`] names them and [`run_case`] runs one by name, for hosts
 /// that drive the suite from outside a Rust test runner (the Workers adapter on D1).
 macro_rules! by_name {
@@ -625,6 +686,7 @@ by_name!(
     orgs_see_none_of_each_other,
     roles_scopes_and_tiers_gate_every_call,
     usage_counters_sum_across_instances,
+    sql_reads_the_callers_org_only,
 );
 
 /// Runs one records case per `#[test]` against a fresh store from `$make` (an
@@ -642,6 +704,7 @@ macro_rules! records_suite {
             orgs_see_none_of_each_other,
             roles_scopes_and_tiers_gate_every_call,
             usage_counters_sum_across_instances,
+            sql_reads_the_callers_org_only,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

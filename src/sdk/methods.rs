@@ -38,6 +38,7 @@ use crate::records::{
     metrics, operations, people, relationships, types,
 };
 use crate::schema::schema_of;
+use crate::sql::{QuerySql, SqlResult};
 
 /// One memory as SDK reads return it.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -303,14 +304,18 @@ pub static METHODS: &[MethodSpec] = &[
         "List metrics: built-in usage counters and the org's own SQL metrics.",
         |cx, a| metrics::list(&cx.lore.ports, cx.caller).await?),
     method!("metrics".query, Read, Try, QueryMetric => MetricValue,
-        "Evaluate a metric (e.g. tool_calls) over a day range, in total or grouped by tool or day.",
-        |cx, a| metrics::query(&cx.lore.ports, &cx.lore.usage, cx.caller, a).await?),
+        "Evaluate a metric: a built-in one (e.g. tool_calls) over a day range, in total or grouped by tool or day, or an org SQL metric through the query_sql engine.",
+        |cx, a| metrics::query(&cx.lore.ports, &cx.lore.usage, &cx.lore.config.sql, cx.caller, a).await?),
     method!("metrics".define, Admin, Try, DefineMetric => Metric,
         "Define an org metric: a named read-only SQL query with a value column.",
         |cx, a| metrics::define(&cx.lore.ports, cx.caller, a).await?),
     method!("metrics".delete, Admin, Try, ByName => Done,
         "Delete an org metric.",
         |cx, a| metrics::delete(&cx.lore.ports, cx.caller, a).await?),
+    // sql
+    method!("sql".query, Read, Try, QuerySql => SqlResult,
+        "Run one read-only SQL SELECT over the org's tables (entities, relationships, events, event_history, entity_types, feeds, operations, actions, metrics, one per entity type, one per virtual feed); paginated like query_sql.",
+        |cx, a| crate::sql::query(&cx.lore.ports, cx.caller, &cx.lore.config.sql, a).await?),
     // agents
     method!("agents".list, Read, Try, NoArgs => Vec<Member>,
         "List the org's registered agents.",

@@ -57,6 +57,7 @@ pub static RECORD_TYPES: &[RecordType] = &[
     ("InviteOutcome", schema_of::<InviteOutcome>),
     ("Done", schema_of::<Done>),
     ("SdkMethod", schema_of::<SdkMethod>),
+    ("SqlResult", schema_of::<crate::sql::SqlResult>),
 ];
 
 /// Names a Noun may not take: the declared record types, the `.d.ts`'s own names, and the

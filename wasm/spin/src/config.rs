@@ -94,6 +94,7 @@ pub async fn from_variables() -> Result<Config, String> {
             .await
             .map(|u| u.trim_end_matches('/').to_string()),
         upstream,
+        sql: lore::sql::Limits::default(),
     })
 }
 

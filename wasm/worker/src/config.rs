@@ -67,5 +67,6 @@ pub fn from_env(env: &Env) -> Result<Config, String> {
             var(env, name).or_else(|| env.secret(name).ok().map(|s| s.to_string()))
         })
         .map_err(|e| format!("identity provider configuration: {e}"))?,
+        sql: lore::sql::Limits::default(),
     })
 }

@@ -1,0 +1,399 @@
+//! The query before it runs: parsed once, refused unless it is one read-only `SELECT` (or
+//! `WITH … SELECT`), and walked for what the engine needs first: the tables it names, the
+//! common table expressions to materialize, the identifiers and aliases (to name an unknown
+//! column before any row is read), and the top-level `ORDER BY` that pagination follows.
+//!
+//! Nothing here rewrites query text: the checks run on the syntax tree, and the store behind
+//! the engine has no write path either.
+
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, OrderByExpr, Query,
+    SelectItem, SetExpr, Statement, TableFactor, Value as Literal, Visit, Visitor,
+};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::error::{LoreError, Result};
+
+/// Longest query text accepted.
+pub const MAX_SQL_BYTES: usize = 16 * 1024;
+/// Largest length `REPEAT`, `LPAD` and `RPAD` may build.
+const MAX_PAD: i64 = 65_536;
+
+/// A common table expression, run before the main query and stored as a table.
+pub struct Cte {
+    pub name: String,
+    /// Column names given in `name(a, b) AS (...)`, if any.
+    pub columns: Vec<String>,
+    pub query: Statement,
+}
+
+/// A checked read-only query.
+pub struct ReadQuery {
+    /// The main query, without its `WITH`.
+    pub main: Statement,
+    pub ctes: Vec<Cte>,
+    /// Every one-part table name in the query, in first-seen order (CTE names included).
+    pub relations: Vec<String>,
+    /// Column names the query uses (the last part of compound names).
+    pub identifiers: BTreeSet<String>,
+    /// Names the query itself defines: select aliases, table aliases and their columns.
+    pub aliases: BTreeSet<String>,
+    /// Whether some part selects `*` or joins by `USING`/`NATURAL` (columns named nowhere).
+    pub wildcard: bool,
+    /// The main query's own `ORDER BY`.
+    pub order_by: Vec<OrderByExpr>,
+}
+
+fn bad(message: impl Into<String>) -> LoreError {
+    LoreError::invalid("sql", message)
+}
+
+/// Parses `sql` and refuses anything but one read-only query.
+pub fn parse(sql: &str) -> Result<ReadQuery> {
+    if sql.len() > MAX_SQL_BYTES {
+        return Err(bad(format!(
+            "the query is {} bytes; the limit is {MAX_SQL_BYTES}",
+            sql.len()
+        )));
+    }
+    let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).map_err(|e| {
+        bad(format!(
+            "{e}; query_sql only reads: it takes one SELECT (joins, aggregates, WITH, ORDER BY)"
+        ))
+    })?;
+    if statements.len() != 1 {
+        return Err(bad(if statements.is_empty() {
+            "the query is empty; give one SELECT".to_string()
+        } else {
+            format!(
+                "query_sql runs one statement per call; this has {}. Nothing was run",
+                statements.len()
+            )
+        }));
+    }
+    let statement = statements.remove(0);
+    let Statement::Query(mut query) = statement else {
+        return Err(bad(format!(
+            "query_sql only reads: {} is refused and nothing was run. Use SELECT (or WITH … SELECT); change data with run_sdk",
+            statement_kind(&statement)
+        )));
+    };
+    refuse_writes(&query.body)?;
+    let mut walk = Walk::default();
+    if let ControlFlow::Break(e) = query.visit(&mut walk) {
+        return Err(e);
+    }
+    let mut ctes = Vec::new();
+    if let Some(with) = query.with.take() {
+        if with.recursive {
+            return Err(bad("WITH RECURSIVE is not supported; use plain WITH"));
+        }
+        for cte in with.cte_tables {
+            ctes.push(Cte {
+                name: cte.alias.name.value,
+                columns: cte.alias.columns.into_iter().map(|c| c.value).collect(),
+                query: Statement::Query(cte.query),
+            });
+        }
+    }
+    let order_by = query
+        .order_by
+        .as_ref()
+        .map(|o| o.exprs.clone())
+        .unwrap_or_default();
+    Ok(ReadQuery {
+        main: Statement::Query(query),
+        ctes,
+        relations: walk.relations,
+        identifiers: walk.identifiers,
+        aliases: walk.aliases,
+        wildcard: walk.wildcard,
+        order_by,
+    })
+}
+
+/// `INSERT`, `CREATE TABLE`, `DROP INDEX`...: the statement's leading keywords.
+fn statement_kind(statement: &Statement) -> String {
+    let text = statement.to_string();
+    let mut words = text.split_whitespace().map(str::to_ascii_uppercase);
+    let first = words.next().unwrap_or_default();
+    match first.as_str() {
+        "CREATE" | "DROP" | "ALTER" => {
+            let second = words
+                .find(|w| !["OR", "REPLACE", "TEMPORARY", "TEMP", "UNIQUE"].contains(&w.as_str()))
+                .unwrap_or_default();
+            format!("{first} {second}")
+        }
+        _ => first,
+    }
+}
+
+fn refuse_writes(body: &SetExpr) -> Result<()> {
+    match body {
+        SetExpr::Select(select) if select.into.is_some() => Err(bad(
+            "SELECT INTO writes a table and is refused; query_sql only reads",
+        )),
+        SetExpr::Insert(_) | SetExpr::Update(_) => Err(bad(
+            "query_sql only reads: INSERT and UPDATE are refused and nothing was run",
+        )),
+        SetExpr::Query(q) => refuse_writes(&q.body),
+        SetExpr::SetOperation { left, right, .. } => {
+            refuse_writes(left)?;
+            refuse_writes(right)
+        }
+        _ => Ok(()),
+    }
+}
+
+#[derive(Default)]
+struct Walk {
+    depth: usize,
+    relations: Vec<String>,
+    identifiers: BTreeSet<String>,
+    aliases: BTreeSet<String>,
+    wildcard: bool,
+}
+
+impl Walk {
+    fn relation(&mut self, name: &ObjectName) -> ControlFlow<LoreError> {
+        if name.0.len() != 1 {
+            return ControlFlow::Break(bad(format!(
+                "{name} names a schema or database; tables here have one-part names (entities, events, ...) and hold only this org's rows"
+            )));
+        }
+        let table = name.0[0].value.clone();
+        if !self.relations.contains(&table) {
+            self.relations.push(table);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Visitor for Walk {
+    type Break = LoreError;
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<LoreError> {
+        if let Some(with) = &query.with {
+            if self.depth > 0 {
+                return ControlFlow::Break(bad(
+                    "WITH is supported at the start of the query only, not inside a subquery",
+                ));
+            }
+            for cte in &with.cte_tables {
+                self.aliases.insert(cte.alias.name.value.clone());
+                self.aliases
+                    .extend(cte.alias.columns.iter().map(|c| c.value.clone()));
+            }
+        }
+        if !query.locks.is_empty() {
+            return ControlFlow::Break(bad(
+                "FOR UPDATE / FOR SHARE lock rows and are refused; query_sql only reads",
+            ));
+        }
+        if let Err(e) = refuse_writes(&query.body) {
+            return ControlFlow::Break(e);
+        }
+        self.wildcard |= collect_select_aliases(&query.body, &mut self.aliases);
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &Query) -> ControlFlow<LoreError> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<LoreError> {
+        match factor {
+            TableFactor::Table {
+                name, args, alias, ..
+            } => {
+                if args.is_some() {
+                    return ControlFlow::Break(bad(format!(
+                        "{name}(...) is a table function; query_sql reads the org's tables only"
+                    )));
+                }
+                if let Some(a) = alias {
+                    self.aliases.insert(a.name.value.clone());
+                    self.aliases
+                        .extend(a.columns.iter().map(|c| c.value.clone()));
+                }
+                self.relation(name)
+            }
+            TableFactor::Derived { alias, .. } => {
+                if let Some(a) = alias {
+                    self.aliases.insert(a.name.value.clone());
+                    self.aliases
+                        .extend(a.columns.iter().map(|c| c.value.clone()));
+                }
+                ControlFlow::Continue(())
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<LoreError> {
+        match expr {
+            Expr::Identifier(ident) => {
+                self.identifiers.insert(ident.value.clone());
+            }
+            Expr::CompoundIdentifier(idents) => {
+                if let Some(last) = idents.last() {
+                    self.identifiers.insert(last.value.clone());
+                }
+            }
+            Expr::Function(f) => {
+                let name = f.name.to_string().to_ascii_uppercase();
+                if ["REPEAT", "LPAD", "RPAD"].contains(&name.as_str()) {
+                    return check_pad(&name, &f.args);
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Collects the select aliases of a query body; returns whether it selects `*` or joins by
+/// `USING`/`NATURAL`.
+fn collect_select_aliases(body: &SetExpr, aliases: &mut BTreeSet<String>) -> bool {
+    match body {
+        SetExpr::Select(select) => {
+            let mut wildcard = false;
+            for item in &select.projection {
+                match item {
+                    SelectItem::ExprWithAlias { alias, .. } => {
+                        aliases.insert(alias.value.clone());
+                    }
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => wildcard = true,
+                    SelectItem::UnnamedExpr(_) => {}
+                }
+            }
+            for from in &select.from {
+                for join in &from.joins {
+                    let op = format!("{:?}", join.join_operator);
+                    wildcard |= op.contains("Using") || op.contains("Natural");
+                }
+            }
+            wildcard
+        }
+        SetExpr::Query(q) => collect_select_aliases(&q.body, aliases),
+        SetExpr::SetOperation { left, right, .. } => {
+            let l = collect_select_aliases(left, aliases);
+            collect_select_aliases(right, aliases) || l
+        }
+        _ => true,
+    }
+}
+
+/// `REPEAT(s, n)`, `LPAD(s, n)`, `RPAD(s, n)` build strings of any size: `n` must be a literal
+/// up to [`MAX_PAD`].
+fn check_pad(name: &str, args: &FunctionArguments) -> ControlFlow<LoreError> {
+    let FunctionArguments::List(list) = args else {
+        return ControlFlow::Continue(());
+    };
+    let length = list.args.get(1).and_then(|a| match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(Literal::Number(n, _)))) => {
+            n.to_string().parse::<i64>().ok()
+        }
+        _ => None,
+    });
+    match length {
+        Some(n) if n <= MAX_PAD => ControlFlow::Continue(()),
+        _ => ControlFlow::Break(bad(format!(
+            "{name} takes a literal length of at most {MAX_PAD}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(sql: &str) -> String {
+        match parse(sql) {
+            Err(LoreError::InvalidArgument { message, .. }) => message,
+            Err(other) => panic!("{sql}: unexpected {other:?}"),
+            Ok(_) => panic!("{sql} was accepted"),
+        }
+    }
+
+    #[test]
+    fn only_one_read_only_query_is_accepted() {
+        for (sql, says) in [
+            (
+                "INSERT INTO entities (id) VALUES ('x')",
+                "INSERT is refused",
+            ),
+            ("UPDATE entities SET name = 'x'", "UPDATE is refused"),
+            ("DELETE FROM entities", "DELETE is refused"),
+            ("CREATE TABLE t (a INT)", "CREATE TABLE is refused"),
+            (
+                "CREATE INDEX i ON entities (name)",
+                "CREATE INDEX is refused",
+            ),
+            ("DROP TABLE entities", "DROP TABLE is refused"),
+            (
+                "ALTER TABLE entities ADD COLUMN x INT",
+                "ALTER TABLE is refused",
+            ),
+            ("TRUNCATE entities", "TRUNCATE is refused"),
+            ("BEGIN", "is refused"),
+            (
+                "SELECT 1; DELETE FROM entities",
+                "one statement per call; this has 2",
+            ),
+            ("SELECT 1; SELECT 2", "this has 2"),
+            ("", "empty"),
+            ("SELECT * INTO t FROM entities", "SELECT INTO"),
+            ("SELECT * FROM entities FOR UPDATE", "FOR UPDATE"),
+            ("SELECT * FROM other.entities", "one-part names"),
+            ("SELECT * FROM \"o/acme\".entities", "one-part names"),
+            ("SELECT * FROM SERIES(1000000000)", "table function"),
+            (
+                "WITH RECURSIVE t AS (SELECT 1) SELECT * FROM t",
+                "RECURSIVE",
+            ),
+            (
+                "SELECT * FROM (WITH t AS (SELECT 1) SELECT * FROM t) x",
+                "WITH is supported",
+            ),
+            ("SELECT REPEAT('x', 1000000000)", "REPEAT takes"),
+            ("SELECT LPAD('x', n) FROM t", "LPAD takes"),
+        ] {
+            let message = refused(sql);
+            assert!(message.contains(says), "{sql}: {message}");
+        }
+    }
+
+    #[test]
+    fn finds_tables_ctes_identifiers_and_order() {
+        let q = parse(
+            "WITH open AS (SELECT id, name AS title FROM ticket WHERE status = 'open') \
+             SELECT o.title, r.type FROM open o JOIN relationships r ON r.from_id = o.id \
+             WHERE EXISTS (SELECT 1 FROM events e WHERE e.kind = 'fact') ORDER BY title DESC",
+        )
+        .unwrap();
+        assert_eq!(q.relations, ["ticket", "open", "relationships", "events"]);
+        assert_eq!(q.ctes.len(), 1);
+        assert_eq!(q.ctes[0].name, "open");
+        assert!(q.identifiers.contains("status") && q.identifiers.contains("from_id"));
+        assert!(q.aliases.contains("title") && q.aliases.contains("o"));
+        assert_eq!(q.order_by.len(), 1);
+        assert_eq!(q.order_by[0].asc, Some(false));
+        assert!(!q.wildcard);
+        assert!(parse("SELECT COUNT(*) FROM entities").is_ok_and(|q| !q.wildcard));
+        for sql in [
+            "SELECT * FROM entities",
+            "SELECT e.* FROM entities e",
+            "SELECT id FROM (SELECT * FROM entities) t",
+            "SELECT e.id FROM entities e JOIN ticket t USING (id)",
+        ] {
+            assert!(parse(sql).unwrap().wildcard, "{sql}");
+        }
+    }
+}
