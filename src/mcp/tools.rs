@@ -28,6 +28,8 @@ pub struct ToolSpec {
 pub const SAVE_MEMORY: &str = "save_memory";
 pub const SEARCH_MEMORY: &str = "search_memory";
 pub const SEARCH_SDK: &str = "search_sdk";
+pub const QUERY_SDK: &str = "query_sdk";
+pub const RUN_SDK: &str = "run_sdk";
 
 const MAX_CONTENT: usize = 32_768;
 
@@ -135,6 +137,54 @@ fn search_sdk_output() -> Value {
     })
 }
 
+fn query_sdk_input() -> Value {
+    crate::schema::schema_of::<crate::sandbox::QuerySdk>()
+}
+
+fn run_sdk_input() -> Value {
+    crate::schema::schema_of::<crate::sandbox::RunSdk>()
+}
+
+fn script_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "result": {"description": "What the script returned."},
+            "logs": {"type": "array", "items": {"type": "string"}, "description": "Lines from ctx.log."},
+            "calls": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "method": {"type": "string"},
+                    "ok": {"type": "boolean"},
+                    "error_code": {"type": "string"},
+                    "elapsed_ms": {"type": "integer"}
+                },
+                "required": ["method", "ok", "elapsed_ms"]
+            }, "description": "Each SDK call the script made, in completion order."},
+            "elapsed_ms": {"type": "integer"},
+            "action_id": {"type": "string", "description": "The run's record in the actions log (actions.get)."},
+            "writes": {"type": "integer", "description": "Storage writes committed (run_sdk)."},
+            "side_effect_preview": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "method": {"type": "string"},
+                    "access": {"type": "string"},
+                    "args": {},
+                    "placeholder_id": {"type": "string"}
+                },
+                "required": ["method", "access", "args", "placeholder_id"]
+            }, "description": "Dry runs: the writes the script would have made, none dispatched."}
+        },
+        "required": ["result", "logs", "calls", "elapsed_ms"]
+    })
+}
+
+macro_rules! script_help {
+    () => {
+        " Scripts are TypeScript: the body of an async function with `ctx` and `client` (also `$`) in scope, e.g. `const page = await client.entities.list({ type: 'ticket' }); return page.items.length;`, or a module `export default async (ctx, client) => ...`. Find methods with search_sdk. Helpers: ctx.args, ctx.log(...), await ctx.sleep(ms) (30 s each), ctx.now(). Caps: 200 SDK calls, 180 s, 1 MB of result and logs, an interpreter step budget; a failed script returns {code, message, line, column, cap?, limit?}."
+    };
+}
+
 /// Every tool of the workspace profile, in `tools/list` order.
 pub static TOOLS: &[ToolSpec] = &[
     ToolSpec {
@@ -156,6 +206,18 @@ pub static TOOLS: &[ToolSpec] = &[
         output_schema: search_sdk_output,
     },
     ToolSpec {
+        name: QUERY_SDK,
+        title: "Query with an SDK script",
+        description: concat!(
+            "Read the org's data with a short TypeScript script that calls the lore SDK; only read methods may be called.",
+            script_help!()
+        ),
+        access: Access::Read,
+        idempotent: true,
+        input_schema: query_sdk_input,
+        output_schema: script_output,
+    },
+    ToolSpec {
         name: SAVE_MEMORY,
         title: "Save memory",
         description: "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids.",
@@ -163,6 +225,18 @@ pub static TOOLS: &[ToolSpec] = &[
         idempotent: false,
         input_schema: save_input,
         output_schema: save_output,
+    },
+    ToolSpec {
+        name: RUN_SDK,
+        title: "Run an SDK script",
+        description: concat!(
+            "Change the org's data with a short TypeScript script that calls the lore SDK (read, write, and admin methods for admins). Its writes commit together when it succeeds; a throw or a cap writes nothing. dry_run: true runs the reads, answers writes with placeholders, writes nothing and returns side_effect_preview.",
+            script_help!()
+        ),
+        access: Access::Write,
+        idempotent: false,
+        input_schema: run_sdk_input,
+        output_schema: script_output,
     },
 ];
 
