@@ -296,7 +296,7 @@ fn every_cap_names_itself_and_its_limit() {
     assert_eq!(tickets(&h), 0, "a capped run writes nothing");
     assert_eq!(
         cap_of(&query(&h, "while (true) {}")),
-        ("steps".into(), 50_000_000)
+        ("steps".into(), 20_000_000)
     );
     assert_eq!(
         cap_of(&query(&h, "await ctx.sleep(31000)")),

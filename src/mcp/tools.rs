@@ -21,6 +21,8 @@ pub struct ToolSpec {
     pub description: &'static str,
     pub access: Access,
     pub idempotent: bool,
+    /// Whether it may delete or overwrite data (`run_sdk` scripts may).
+    pub destructive: bool,
     input_schema: fn() -> Value,
     output_schema: fn() -> Value,
 }
@@ -193,6 +195,7 @@ pub static TOOLS: &[ToolSpec] = &[
         description: "Search the org's shared memory (facts, decisions, preferences, observations, notes) by meaning and keywords, ranked by relevance: ask in your own words. Filter by kinds, entity_ids, author, since/until. Memories replaced by a newer one are hidden unless include_superseded is true. Search before you answer.",
         access: Access::Read,
         idempotent: true,
+        destructive: false,
         input_schema: search_input,
         output_schema: search_output,
     },
@@ -202,6 +205,7 @@ pub static TOOLS: &[ToolSpec] = &[
         description: "Find lore SDK methods (entities, relationships, memory, feeds, operations, templates, metrics, ...), the typed Noun namespaces of the org's entity types, and the script helpers, by name, namespace or free text. Returns TypeScript signatures, descriptions and the access each needs (read, write, admin); mode \"read\" returns only read methods. Only methods you may call are listed.",
         access: Access::Read,
         idempotent: true,
+        destructive: false,
         input_schema: search_sdk_input,
         output_schema: search_sdk_output,
     },
@@ -214,6 +218,7 @@ pub static TOOLS: &[ToolSpec] = &[
         ),
         access: Access::Read,
         idempotent: true,
+        destructive: false,
         input_schema: query_sdk_input,
         output_schema: script_output,
     },
@@ -223,6 +228,7 @@ pub static TOOLS: &[ToolSpec] = &[
         description: "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids.",
         access: Access::Write,
         idempotent: false,
+        destructive: false,
         input_schema: save_input,
         output_schema: save_output,
     },
@@ -235,6 +241,7 @@ pub static TOOLS: &[ToolSpec] = &[
         ),
         access: Access::Write,
         idempotent: false,
+        destructive: true,
         input_schema: run_sdk_input,
         output_schema: script_output,
     },
@@ -280,7 +287,7 @@ impl ToolSpec {
             .with_annotations(
                 ToolAnnotations::with_title(self.title)
                     .read_only(read_only)
-                    .destructive(false)
+                    .destructive(self.destructive)
                     .idempotent(self.idempotent)
                     .open_world(false),
             )

@@ -3,7 +3,7 @@
 // bound from a small input. It returns [ctx, sdk]; nothing it defines stays global.
 (function (host) {
   'use strict';
-  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, args, maxString, maxArray, maxDepth } = host;
+  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, countOf, args, maxString, maxArray, maxDepth } = host;
   const freeze = Object.freeze;
   const isArray = Array.isArray;
   const StringProto = String.prototype;
@@ -70,7 +70,7 @@
     const search = typeof pattern === 'string' ? pattern.length : 1;
     const worst = (text.length / Math.max(1, search) + 1) * (replacement.length + 2);
     if (text.length + worst > maxString) {
-      const hits = typeof pattern === 'string' ? text.split(pattern).length - 1 : text.length + 1;
+      const hits = typeof pattern === 'string' ? countOf(text, pattern) : text.length + 1;
       str(text.length + hits * (replacement.length * 2 + 1));
     }
   };

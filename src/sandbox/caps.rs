@@ -20,7 +20,7 @@ pub struct ScriptCaps {
     pub recursion: usize,
     /// Values on the interpreter's stack.
     pub value_stack: usize,
-    /// Promise jobs (microtasks) one run may schedule.
+    /// Promise jobs (microtasks) per run.
     pub jobs: u64,
     /// Source text of the script.
     pub source_bytes: usize,
@@ -43,10 +43,10 @@ impl Default for ScriptCaps {
             sdk_calls: 200,
             wall_ms: 180_000,
             sleep_ms: 30_000,
-            steps: 50_000_000,
+            steps: 20_000_000,
             recursion: 256,
             value_stack: 64 * 1024,
-            jobs: 1_000_000,
+            jobs: 100_000,
             source_bytes: 256 * 1024,
             nesting: 128,
             string_chars: 8 << 20,

@@ -381,7 +381,7 @@ pub async fn run_with_caps(
                     if dry_run {
                         out["side_effect_preview"] = serde_json::to_value(&*run.preview.borrow())?;
                     } else {
-                        out["writes"] = json!(writes.saturating_sub(0));
+                        out["writes"] = json!(writes);
                     }
                     return Ok(out);
                 }

@@ -128,8 +128,10 @@ impl EngineClock for HostClock {
     }
 }
 
-/// Promise jobs (microtasks), first in first out, counted against the jobs cap. Other job
-/// kinds never arise: scripts have no timers but `ctx.sleep`, which the run loop owns.
+/// Promise jobs (microtasks), first in first out, counted against the jobs cap: an endless
+/// promise chain holds every promise it made, so it must end long before the step budget
+/// does. Other job kinds never arise: scripts have no timers but `ctx.sleep`, which the run
+/// loop owns.
 pub struct JobQueue {
     pub jobs: RefCell<VecDeque<Job>>,
     pub run: Cell<u64>,
@@ -206,7 +208,8 @@ pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
     let bootstrap = context.eval(Source::from_bytes(include_str!("bootstrap.js")))?;
     let args = JsValue::from_json(&h.args, context)?;
     let o = JsObject::with_null_proto();
-    let entries: [(&str, usize, NativeFunction); 8] = [
+    let entries: [(&str, usize, NativeFunction); 9] = [
+        ("countOf", 2, NativeFunction::from_fn_ptr(count_of)),
         ("regexRisk", 1, NativeFunction::from_fn_ptr(regex_risk)),
         ("call", 2, NativeFunction::from_fn_ptr(sdk_call)),
         ("sleep", 1, NativeFunction::from_fn_ptr(sleep)),
@@ -465,6 +468,17 @@ pub fn pattern_is_risky(p: &[char]) -> bool {
             '(' => {
                 groups.push(false);
                 last_group_risky = false;
+                // `(?:`, `(?=`, `(?!`, `(?<=`, `(?<!`, `(?<name>`: skip the group's prefix.
+                if p.get(i + 1) == Some(&'?') {
+                    i += 2;
+                    if p.get(i) == Some(&'<') && !matches!(p.get(i + 1), Some('=' | '!')) {
+                        while i < p.len() && p[i] != '>' {
+                            i += 1;
+                        }
+                    }
+                    i += 1;
+                    continue;
+                }
             }
             ')' => {
                 let inner = groups.pop().unwrap_or(false);
@@ -496,8 +510,10 @@ pub fn pattern_is_risky(p: &[char]) -> bool {
                 if unbounded && last_group_risky {
                     return true;
                 }
-                if let Some(g) = groups.last_mut() {
-                    *g = true;
+                if unbounded || c == '?' {
+                    if let Some(g) = groups.last_mut() {
+                        *g = true;
+                    }
                 }
                 last_group_risky = false;
             }
@@ -506,6 +522,23 @@ pub fn pattern_is_risky(p: &[char]) -> bool {
         i += 1;
     }
     false
+}
+
+/// `countOf(text, search)`: non-overlapping occurrences of `search` in `text`.
+fn count_of(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let arg = |i: usize| {
+        args.get(i)
+            .and_then(JsValue::as_string)
+            .map(|s| s.to_std_string_escaped())
+            .unwrap_or_default()
+    };
+    let (text, search) = (arg(0), arg(1));
+    let n = if search.is_empty() {
+        text.chars().count() + 1
+    } else {
+        text.matches(search.as_str()).count()
+    };
+    Ok(JsValue::from(n as f64))
 }
 
 /// `jsonDepth(text)`: the bracket depth of JSON text (strings skipped), without recursion.
@@ -663,4 +696,51 @@ pub fn stack_position(stack: &str) -> Option<(u32, u32)> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn risky(p: &str) -> bool {
+        pattern_is_risky(&p.chars().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn patterns_that_backtrack_exponentially_are_risky() {
+        for p in [
+            "(a+)+$",
+            "^(a|aa)*$",
+            "(x*)*z",
+            "(\\w+\\s?)*$",
+            "((ab)*c)+",
+            "(a{2,})+",
+            "(.*a){20}",
+            "(a)\\1",
+            "(?<x>a)\\k<x>",
+        ] {
+            assert!(risky(p), "{p}");
+        }
+        for p in [
+            "^[a-z]+@[a-z]+\\.com$",
+            "(ab)+",
+            "(a|b)",
+            "\\d{4}-\\d{2}",
+            "[(a+)+]",
+            "(a+)",
+            "(?:foo|bar)baz",
+            "(a{2})+",
+        ] {
+            assert!(!risky(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn stack_positions_are_found() {
+        assert_eq!(
+            stack_position("Error: x\n    at <anonymous> (script.js:6:12)"),
+            Some((6, 12))
+        );
+        assert_eq!(stack_position("no position"), None);
+    }
 }

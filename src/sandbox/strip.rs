@@ -192,20 +192,35 @@ fn line_col(text: &str, offset: u32) -> Position {
 }
 
 /// For a module with a default export: the byte range of `export default ` before its
-/// declaration, which the module form replaces with `return `.
-fn default_export(source: &str) -> Option<(usize, usize)> {
+/// declaration, which the module form replaces with `return `. Imports and other exports are
+/// refused: a script reaches nothing but the SDK it is given.
+fn default_export(source: &str) -> Result<Option<(usize, usize)>, StripError> {
     use oxc::span::GetSpan;
     let allocator = Allocator::default();
     let parsed = Parser::new(&allocator, source, SourceType::ts()).parse();
     if !parsed.diagnostics.is_empty() {
-        return None;
+        return Ok(None);
     }
-    parsed.program.body.iter().find_map(|s| match s {
-        Statement::ExportDefaultDeclaration(d) => {
-            Some((d.span.start as usize, d.declaration.span().start as usize))
+    let mut found = None;
+    for statement in &parsed.program.body {
+        match statement {
+            Statement::ExportDefaultDeclaration(d) => {
+                found = Some((d.span.start as usize, d.declaration.span().start as usize));
+            }
+            Statement::ImportDeclaration(_)
+            | Statement::ExportAllDeclaration(_)
+            | Statement::ExportNamedDeclaration(_)
+            | Statement::TSExportAssignment(_)
+            | Statement::TSImportEqualsDeclaration(_) => {
+                return Err(StripError::Syntax {
+                    message: "imports and named exports are not available in lore scripts: use the `client` (or `$`) you are given, and `export default` the function".into(),
+                    position: Some(line_col(source, statement.span().start)),
+                });
+            }
+            _ => {}
         }
-        _ => None,
-    })
+    }
+    Ok(found)
 }
 
 /// Strips the types of `source` (TypeScript, either form).
@@ -220,7 +235,7 @@ pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
     // Both forms become one function expression the engine evaluates: the body form is the
     // script's async function; the module form is a function that runs the module's top level
     // and returns its default export.
-    let (form, text) = match default_export(source) {
+    let (form, text) = match default_export(source)? {
         Some((start, declaration)) => (
             Form::Module,
             format!(
