@@ -510,10 +510,10 @@ pub fn pattern_is_risky(p: &[char]) -> bool {
                 if unbounded && last_group_risky {
                     return true;
                 }
-                if unbounded || c == '?' {
-                    if let Some(g) = groups.last_mut() {
-                        *g = true;
-                    }
+                if (unbounded || c == '?')
+                    && let Some(g) = groups.last_mut()
+                {
+                    *g = true;
                 }
                 last_group_risky = false;
             }
@@ -654,7 +654,7 @@ fn to_json_at(
         .borrow()
         .clone()
         .ok_or_else(|| JsNativeError::typ().with_message("Object.keys is not available"))?;
-    let keys = keys_fn.call(&JsValue::undefined(), &[value.clone()], context)?;
+    let keys = keys_fn.call(&JsValue::undefined(), std::slice::from_ref(value), context)?;
     let keys = keys
         .as_object()
         .and_then(|o| JsArray::from_object(o.clone()).ok())

@@ -33,6 +33,7 @@ pub enum Form {
 }
 
 /// A script ready for the engine.
+#[derive(Debug)]
 pub struct Stripped {
     pub js: String,
     pub form: Form,
@@ -251,7 +252,7 @@ pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
     let allocator = Allocator::default();
     let parsed = Parser::new(&allocator, &text, source_type).parse();
     if let Some(error) = parsed.diagnostics.first() {
-        let offset = error.labels.as_ref().first().map(|l| l.offset() as u32);
+        let offset = error.labels.as_ref().first().map(|l| l.offset());
         let position = offset.map(|o| {
             let p = line_col(&text, o);
             Position {
