@@ -432,7 +432,7 @@ fn regex_risk(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValu
     Ok(JsValue::from(pattern_is_risky(&source)))
 }
 
-/// See [`regex_risk`].
+/// Whether a regex source can backtrack exponentially (see `regexRisk` in the bootstrap).
 pub fn pattern_is_risky(p: &[char]) -> bool {
     // Per open group: whether its body so far holds a quantifier or an alternation.
     let mut groups: Vec<bool> = vec![false];
