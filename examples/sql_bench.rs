@@ -94,6 +94,7 @@ fn main() {
         random: Rc::new(OsRandom),
         http: None,
         embedder: None,
+        cache: None,
     };
     let mut config = Config::default();
     // The bench measures speed, not the guard rails.

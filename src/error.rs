@@ -33,6 +33,9 @@ pub enum LoreError {
     Storage(#[from] StorageError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A `query_sdk`/`run_sdk` script failed: thrown, reached a cap, or did not parse.
+    #[error("script failed: {0}")]
+    Script(Box<crate::sandbox::ScriptFailure>),
 }
 
 impl LoreError {
@@ -61,6 +64,7 @@ impl LoreError {
             Self::Conflict(_) => "conflict",
             Self::Storage(StorageError::Conflict { .. }) => "conflict",
             Self::Storage(_) | Self::Internal(_) => "internal",
+            Self::Script(f) => f.code,
         }
     }
 
@@ -73,12 +77,16 @@ impl LoreError {
             "not_found" => 404,
             "conflict" => 409,
             "unavailable" => 501,
+            "cap_exceeded" | "syntax_error" | "script_error" => 422,
             _ => 500,
         }
     }
 
     /// The error as a JSON object: `{code, message, field?}`.
     pub fn to_json(&self) -> serde_json::Value {
+        if let Self::Script(failure) = self {
+            return serde_json::to_value(failure).unwrap_or_default();
+        }
         let mut v = serde_json::json!({ "code": self.code(), "message": self.to_string() });
         if let Self::InvalidArgument { field, .. } = self {
             v["field"] = serde_json::Value::String(field.clone());

@@ -19,6 +19,7 @@ pub mod model;
 pub mod oauth;
 pub mod ports;
 pub mod records;
+pub mod sandbox;
 pub mod schema;
 pub mod sdk;
 pub mod sql;
@@ -83,7 +84,7 @@ impl Default for Config {
 pub struct Lore {
     pub ports: Ports,
     pub config: Config,
-    pub(crate) memory: MemoryService,
+    pub(crate) memory: std::rc::Rc<MemoryService>,
     pub(crate) schemas: records::types::SchemaCache,
     pub(crate) usage: records::metrics::UsageCounters,
 }
@@ -108,7 +109,26 @@ impl Lore {
         Self {
             ports,
             config,
-            memory: MemoryService::default(),
+            memory: std::rc::Rc::new(MemoryService::default()),
+            schemas: records::types::SchemaCache::default(),
+            usage: records::metrics::UsageCounters::new(instance),
+        }
+    }
+
+    /// The core as a script run sees it (`sandbox`): the same configuration, `ports` (whose
+    /// storage buffers the run's writes), fresh schema and usage caches (a run's uncommitted
+    /// types must not be cached), and this instance's memory index unless `private_memory`
+    /// (once a run has buffered writes, its searches must not feed the shared index).
+    pub(crate) fn script_copy(&self, ports: Ports, private_memory: bool) -> Lore {
+        let instance = ports.random_hex(6);
+        Lore {
+            ports,
+            config: self.config.clone(),
+            memory: if private_memory {
+                std::rc::Rc::new(MemoryService::default())
+            } else {
+                self.memory.clone()
+            },
             schemas: records::types::SchemaCache::default(),
             usage: records::metrics::UsageCounters::new(instance),
         }
@@ -263,6 +283,30 @@ impl Lore {
                 let args = serde_json::from_value(args).map_err(parse_err)?;
                 let result = sql::query(&self.ports, caller, &self.config.sql, args).await?;
                 Ok(serde_json::to_value(result)?)
+            }
+            mcp::tools::QUERY_SDK => {
+                let a: sandbox::QuerySdk = serde_json::from_value(args).map_err(parse_err)?;
+                sandbox::run(
+                    self,
+                    caller,
+                    sandbox::Surface::Query,
+                    &a.code,
+                    a.args,
+                    false,
+                )
+                .await
+            }
+            mcp::tools::RUN_SDK => {
+                let a: sandbox::RunSdk = serde_json::from_value(args).map_err(parse_err)?;
+                sandbox::run(
+                    self,
+                    caller,
+                    sandbox::Surface::Run,
+                    &a.code,
+                    a.args,
+                    a.dry_run,
+                )
+                .await
             }
             mcp::tools::SEARCH_MEMORY => {
                 self.memory

@@ -492,6 +492,120 @@ fn tools_list_is_a_golden_snapshot() {
             {
               "annotations": {
                 "destructiveHint": false,
+                "idempotentHint": true,
+                "openWorldHint": false,
+                "readOnlyHint": true,
+                "title": "Query with an SDK script"
+              },
+              "description": "Read the org's data with a short TypeScript script that calls the lore SDK; only read methods may be called. Scripts are TypeScript: the body of an async function with `ctx` and `client` (also `$`) in scope, e.g. `const page = await client.entities.list({ type: 'ticket' }); return page.items.length;`, or a module `export default async (ctx, client) => ...`. Find methods with search_sdk. Helpers: ctx.args, ctx.log(...), await ctx.sleep(ms) (30 s each), ctx.now(). Caps: 200 SDK calls, 180 s, 1 MB of result and logs, an interpreter step budget; a failed script returns {code, message, line, column, cap?, limit?}.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "description": "`query_sdk` arguments.",
+                "properties": {
+                  "args": {
+                    "description": "Available to the script as `ctx.args`."
+                  },
+                  "code": {
+                    "description": "TypeScript: the body of an async function with `ctx`, `client` and `$` in scope\n(`return await client.entities.list({})`), or a module with\n`export default async (ctx, client) => ...`. Only read methods may be called.",
+                    "maxLength": 262144,
+                    "minLength": 1,
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "code"
+                ],
+                "type": "object"
+              },
+              "name": "query_sdk",
+              "outputSchema": {
+                "properties": {
+                  "action_id": {
+                    "description": "The run's record in the actions log (actions.get).",
+                    "type": "string"
+                  },
+                  "calls": {
+                    "description": "Each SDK call the script made, in completion order.",
+                    "items": {
+                      "properties": {
+                        "elapsed_ms": {
+                          "type": "integer"
+                        },
+                        "error_code": {
+                          "type": "string"
+                        },
+                        "method": {
+                          "type": "string"
+                        },
+                        "ok": {
+                          "type": "boolean"
+                        }
+                      },
+                      "required": [
+                        "method",
+                        "ok",
+                        "elapsed_ms"
+                      ],
+                      "type": "object"
+                    },
+                    "type": "array"
+                  },
+                  "elapsed_ms": {
+                    "type": "integer"
+                  },
+                  "logs": {
+                    "description": "Lines from ctx.log.",
+                    "items": {
+                      "type": "string"
+                    },
+                    "type": "array"
+                  },
+                  "result": {
+                    "description": "What the script returned."
+                  },
+                  "side_effect_preview": {
+                    "description": "Dry runs: the writes the script would have made, none dispatched.",
+                    "items": {
+                      "properties": {
+                        "access": {
+                          "type": "string"
+                        },
+                        "args": {},
+                        "method": {
+                          "type": "string"
+                        },
+                        "placeholder_id": {
+                          "type": "string"
+                        }
+                      },
+                      "required": [
+                        "method",
+                        "access",
+                        "args",
+                        "placeholder_id"
+                      ],
+                      "type": "object"
+                    },
+                    "type": "array"
+                  },
+                  "writes": {
+                    "description": "Storage writes committed (run_sdk).",
+                    "type": "integer"
+                  }
+                },
+                "required": [
+                  "result",
+                  "logs",
+                  "calls",
+                  "elapsed_ms"
+                ],
+                "type": "object"
+              },
+              "title": "Query with an SDK script"
+            },
+            {
+              "annotations": {
+                "destructiveHint": false,
                 "idempotentHint": false,
                 "openWorldHint": false,
                 "readOnlyHint": false,
@@ -635,6 +749,125 @@ fn tools_list_is_a_golden_snapshot() {
                 "type": "object"
               },
               "title": "Save memory"
+            },
+            {
+              "annotations": {
+                "destructiveHint": true,
+                "idempotentHint": false,
+                "openWorldHint": false,
+                "readOnlyHint": false,
+                "title": "Run an SDK script"
+              },
+              "description": "Change the org's data with a short TypeScript script that calls the lore SDK (read, write, and admin methods for admins). Its writes commit together when it succeeds; a throw or a cap writes nothing. dry_run: true runs the reads, answers writes with placeholders, writes nothing and returns side_effect_preview. Scripts are TypeScript: the body of an async function with `ctx` and `client` (also `$`) in scope, e.g. `const page = await client.entities.list({ type: 'ticket' }); return page.items.length;`, or a module `export default async (ctx, client) => ...`. Find methods with search_sdk. Helpers: ctx.args, ctx.log(...), await ctx.sleep(ms) (30 s each), ctx.now(). Caps: 200 SDK calls, 180 s, 1 MB of result and logs, an interpreter step budget; a failed script returns {code, message, line, column, cap?, limit?}.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "description": "`run_sdk` arguments.",
+                "properties": {
+                  "args": {
+                    "description": "Available to the script as `ctx.args`."
+                  },
+                  "code": {
+                    "description": "TypeScript, as for query_sdk; read, write and (for admins) admin methods may be called.\nWrites are committed together when the script succeeds; a throw or a cap writes nothing.",
+                    "maxLength": 262144,
+                    "minLength": 1,
+                    "type": "string"
+                  },
+                  "dry_run": {
+                    "default": false,
+                    "description": "Run reads, answer writes with a placeholder, write nothing, and return the writes in\nside_effect_preview.",
+                    "type": "boolean"
+                  }
+                },
+                "required": [
+                  "code"
+                ],
+                "type": "object"
+              },
+              "name": "run_sdk",
+              "outputSchema": {
+                "properties": {
+                  "action_id": {
+                    "description": "The run's record in the actions log (actions.get).",
+                    "type": "string"
+                  },
+                  "calls": {
+                    "description": "Each SDK call the script made, in completion order.",
+                    "items": {
+                      "properties": {
+                        "elapsed_ms": {
+                          "type": "integer"
+                        },
+                        "error_code": {
+                          "type": "string"
+                        },
+                        "method": {
+                          "type": "string"
+                        },
+                        "ok": {
+                          "type": "boolean"
+                        }
+                      },
+                      "required": [
+                        "method",
+                        "ok",
+                        "elapsed_ms"
+                      ],
+                      "type": "object"
+                    },
+                    "type": "array"
+                  },
+                  "elapsed_ms": {
+                    "type": "integer"
+                  },
+                  "logs": {
+                    "description": "Lines from ctx.log.",
+                    "items": {
+                      "type": "string"
+                    },
+                    "type": "array"
+                  },
+                  "result": {
+                    "description": "What the script returned."
+                  },
+                  "side_effect_preview": {
+                    "description": "Dry runs: the writes the script would have made, none dispatched.",
+                    "items": {
+                      "properties": {
+                        "access": {
+                          "type": "string"
+                        },
+                        "args": {},
+                        "method": {
+                          "type": "string"
+                        },
+                        "placeholder_id": {
+                          "type": "string"
+                        }
+                      },
+                      "required": [
+                        "method",
+                        "access",
+                        "args",
+                        "placeholder_id"
+                      ],
+                      "type": "object"
+                    },
+                    "type": "array"
+                  },
+                  "writes": {
+                    "description": "Storage writes committed (run_sdk).",
+                    "type": "integer"
+                  }
+                },
+                "required": [
+                  "result",
+                  "logs",
+                  "calls",
+                  "elapsed_ms"
+                ],
+                "type": "object"
+              },
+              "title": "Run an SDK script"
             }
           ]
         }"#]]

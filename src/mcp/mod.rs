@@ -43,7 +43,8 @@ Before answering a question about the org, its people, decisions or preferences,
 When you learn something worth keeping (a fact, decision, preference or observation), call save_memory with one \
 self-contained sentence; pass supersedes_event_id to replace an outdated memory instead of contradicting it. \
 The org's typed records (entities of its entity types, relationships, feeds, operations) are reached through the lore SDK: \
-discover its methods and their TypeScript signatures with search_sdk. \
+discover its methods and their TypeScript signatures with search_sdk, read with a short TypeScript script in query_sdk, \
+and change data with run_sdk (dry_run: true previews the writes first). \
 To count, filter, join or list records, call query_sql with one read-only SELECT over the org's tables (entities, events, one table per entity type, ...). \
 Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
 

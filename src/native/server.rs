@@ -72,6 +72,8 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let open = open.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lore-worker-{n}"))
+            // Scripts run on these threads: give them the stack the sandbox is sized for.
+            .stack_size(crate::sandbox::STACK_BYTES)
             .spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()

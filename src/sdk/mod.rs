@@ -216,6 +216,54 @@ pub async fn call(
     Err(unknown_method(path))
 }
 
+/// Whether `path` names a static read method (scripts keep the shared memory index for those).
+pub fn is_read(path: &str) -> bool {
+    find(path).is_some_and(|(_, spec)| spec.tier == Tier::Read && !spec.is("operations.run"))
+}
+
+/// Resolves, authorizes and validates a call without running it (dry runs): returns the tier
+/// the call needs. `operations.run` and Noun verbs bound to operations need the operation's.
+pub async fn check_call(
+    lore: &Lore,
+    caller: &Caller,
+    path: &str,
+    args: &Value,
+    allowed: Tier,
+) -> Result<Tier> {
+    let empty = Value::Object(Default::default());
+    let args = if args.is_null() { &empty } else { args };
+    let cx = Cx {
+        lore,
+        caller,
+        allowed,
+    };
+    if let Some((index, spec)) = find(path) {
+        authorize(caller, spec.tier, allowed, path)?;
+        crate::schema::check(validator(index), args, "")?;
+        if spec.is("operations.run") {
+            let a: crate::records::operations::RunOperation = parse_args(args.clone())?;
+            let op = crate::records::operations::get(&lore.ports, caller, &a.name).await?;
+            authorize(caller, op.access, allowed, path)?;
+            return Ok(op.access);
+        }
+        return Ok(spec.tier);
+    }
+    if path
+        .split('.')
+        .next()
+        .is_some_and(|ns| ns.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        let (_, methods) = nouns::catalog(&cx).await?;
+        let method = methods
+            .iter()
+            .find(|m| m.path() == path)
+            .ok_or_else(|| unknown_method(path))?;
+        authorize(caller, method.tier, allowed, path)?;
+        return Ok(method.tier);
+    }
+    Err(unknown_method(path))
+}
+
 fn unknown_method(path: &str) -> LoreError {
     let namespace = path.split('.').next().unwrap_or_default();
     let same_ns: Vec<String> = methods::METHODS

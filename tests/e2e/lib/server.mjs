@@ -18,7 +18,7 @@ export const LORE_BIN = process.env.LORE_BIN || path.join(targetDir, 'debug', 'l
 export const LORE_PY = process.env.LORE_PY || path.join(REPO_ROOT, '.tools', 'venv', 'bin', 'python');
 
 /** The tools of the workspace profile on `tools/list`, sorted by name. */
-export const WORKSPACE_TOOLS = ['query_sql', 'save_memory', 'search_memory', 'search_sdk'];
+export const WORKSPACE_TOOLS = ['query_sdk', 'query_sql', 'run_sdk', 'save_memory', 'search_memory', 'search_sdk'];
 
 /**
  * What the tests run against: `native` (`lore serve`, the default) or `worker` (the Workers

@@ -1,0 +1,752 @@
+//! The script sandbox (SPEC 4): `query_sdk` and `run_sdk` run short TypeScript scripts in a
+//! fresh Boa realm with no host access but the SDK bridge.
+//!
+//! - [`strip`] turns TypeScript into JavaScript (oxc) and maps positions back;
+//! - [`realm`] builds the realm: hooks, job queue, `ctx`, the SDK object, value conversion;
+//! - [`overlay`] buffers a run's writes and commits them as one batch;
+//! - [`caps`] holds the limits and names them in errors;
+//! - this module runs the event loop: JavaScript runs in synchronous slices (the script, then
+//!   its promise jobs), and between slices the host awaits the SDK calls and sleeps the script
+//!   started, all at once, woken by their wakers; each completion settles its promise.
+//!
+//! Every SDK call goes through [`crate::sdk::call`] with the surface's tier (`query_sdk`:
+//! read; `run_sdk`: admin, which `authorize` narrows to the caller's role), against a copy of
+//! the core whose storage is the run's [`overlay::Overlay`]. A run that succeeds commits its
+//! writes and its Action in one batch; a run that throws or reaches a cap writes only its
+//! Action. A dry run dispatches reads and answers writes with a placeholder, listing them in
+//! `side_effect_preview`.
+
+pub mod caps;
+pub mod overlay;
+pub mod realm;
+pub mod strip;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+
+use boa_engine::builtins::promise::PromiseState;
+use boa_engine::job::JobExecutor;
+use boa_engine::object::builtins::JsPromise;
+use boa_engine::{Context, JsError, JsValue, Source, js_string};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::Lore;
+use crate::auth::Caller;
+use crate::error::LoreError;
+use crate::records::actions::{Action, Step};
+use crate::sdk::Tier;
+use caps::{Cap, ScriptCaps};
+use realm::{Host, JobQueue, Op, OpKind};
+use strip::{Form, StripError, Stripped};
+
+/// The native stack a thread that runs scripts needs. The caps bound every path by which a
+/// script recurses natively (nested calls through built-ins, source nesting, value depth);
+/// the hostile-script suite checks that each stays within this much stack. Reserved, not
+/// committed: pages are touched only as deep as a run goes.
+pub const STACK_BYTES: usize = 256 << 20;
+
+/// `query_sdk` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuerySdk {
+    /// TypeScript: the body of an async function with `ctx`, `client` and `$` in scope
+    /// (`return await client.entities.list({})`), or a module with
+    /// `export default async (ctx, client) => ...`. Only read methods may be called.
+    #[schemars(length(min = 1, max = 262144))]
+    pub code: String,
+    /// Available to the script as `ctx.args`.
+    pub args: Option<Value>,
+}
+
+/// `run_sdk` arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSdk {
+    /// TypeScript, as for query_sdk; read, write and (for admins) admin methods may be called.
+    /// Writes are committed together when the script succeeds; a throw or a cap writes nothing.
+    #[schemars(length(min = 1, max = 262144))]
+    pub code: String,
+    /// Available to the script as `ctx.args`.
+    pub args: Option<Value>,
+    /// Run reads, answer writes with a placeholder, write nothing, and return the writes in
+    /// side_effect_preview.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Which tool runs the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    Query,
+    Run,
+}
+
+impl Surface {
+    fn tier(self) -> Tier {
+        match self {
+            Self::Query => Tier::Read,
+            Self::Run => Tier::Admin,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Self::Query => "query_sdk",
+            Self::Run => "run_sdk",
+        }
+    }
+}
+
+/// One SDK call of a run, as the result and the Action show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub method: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    pub elapsed_ms: u64,
+}
+
+/// A write a dry run did not make.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviewWrite {
+    pub method: String,
+    pub access: &'static str,
+    pub args: Value,
+    pub placeholder_id: String,
+}
+
+/// A script that failed: the tool result's structured error (SPEC 4.2).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScriptFailure {
+    /// `cap_exceeded`, `syntax_error`, `script_error`, `conflict`, or the code of the SDK
+    /// error the script did not catch (`needs_write`, `not_found`, ...).
+    pub code: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    pub calls_made: usize,
+    pub elapsed_ms: u64,
+    pub logs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+}
+
+impl std::fmt::Display for ScriptFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)?;
+        if let Some(line) = self.line {
+            write!(f, " (line {line}")?;
+            if let Some(col) = self.column {
+                write!(f, ", column {col}")?;
+            }
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a failure is before positions and counts are added.
+struct Failure {
+    code: &'static str,
+    message: String,
+    js_position: Option<(u32, u32)>,
+    ts_position: Option<strip::Position>,
+    cap: Option<Cap>,
+}
+
+impl Failure {
+    fn cap(cap: Cap, caps: &ScriptCaps) -> Self {
+        Self {
+            code: "cap_exceeded",
+            message: format!(
+                "the script reached the {} cap ({} {}): {}",
+                cap.as_str(),
+                cap.limit(caps),
+                cap.unit(),
+                cap.hint()
+            ),
+            js_position: None,
+            ts_position: None,
+            cap: Some(cap),
+        }
+    }
+    fn plain(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            js_position: None,
+            ts_position: None,
+            cap: None,
+        }
+    }
+}
+
+type OpFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, LoreError>> + 'a>>;
+
+/// State of one run shared by the loop and the call futures.
+struct Run<'a> {
+    lore: &'a Lore,
+    caller: &'a Caller,
+    surface: Surface,
+    dry_run: bool,
+    overlay: Rc<overlay::Overlay>,
+    /// The core as the script sees it: the real caches, storage through the overlay.
+    shared: Lore,
+    /// The same with a private memory index, once the run has buffered writes (the instance's
+    /// index must never see events that may not commit).
+    private: RefCell<Option<Rc<Lore>>>,
+    calls: RefCell<Vec<CallRecord>>,
+    preview: RefCell<Vec<PreviewWrite>>,
+    previews: Cell<usize>,
+}
+
+impl<'a> Run<'a> {
+    async fn dispatch(&self, path: String, args: Value) -> Result<Value, LoreError> {
+        let clock = self.lore.ports.clock.clone();
+        let started = clock.now_ms();
+        let result = self.dispatch_inner(&path, args).await;
+        let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
+        self.calls.borrow_mut().push(CallRecord {
+            method: path,
+            ok: result.is_ok(),
+            error_code: result.as_ref().err().map(|e| e.code().to_string()),
+            elapsed_ms,
+        });
+        result
+    }
+
+    async fn dispatch_inner(&self, path: &str, args: Value) -> Result<Value, LoreError> {
+        let allowed = self.surface.tier();
+        if self.dry_run {
+            let tier = crate::sdk::check_call(self.lore, self.caller, path, &args, allowed).await?;
+            if tier > Tier::Read {
+                let n = self.previews.get() + 1;
+                self.previews.set(n);
+                let placeholder_id = format!("dry_run_{n}");
+                self.preview.borrow_mut().push(PreviewWrite {
+                    method: path.to_string(),
+                    access: tier.as_str(),
+                    args: args.clone(),
+                    placeholder_id: placeholder_id.clone(),
+                });
+                return Ok(json!({ "dry_run": true, "id": placeholder_id, "method": path }));
+            }
+            let json = crate::sdk::call(self.lore, self.caller, path, args, allowed).await?;
+            return Ok(serde_json::from_str(json.get())?);
+        }
+        let lore: Rc<Lore>;
+        let core = if self.overlay.write_count() > 0 || !crate::sdk::is_read(path) {
+            let mut private = self.private.borrow_mut();
+            lore = private
+                .get_or_insert_with(|| {
+                    Rc::new(self.shared.script_copy(self.shared.ports.clone(), true))
+                })
+                .clone();
+            drop(private);
+            &*lore
+        } else {
+            &self.shared
+        };
+        let json = crate::sdk::call(core, self.caller, path, args, allowed).await?;
+        if self.overlay.over_cap() {
+            return Err(LoreError::Internal("buffered_writes".into()));
+        }
+        Ok(serde_json::from_str(json.get())?)
+    }
+}
+
+/// Runs a script for `caller` through `surface`; `Ok` is the tool's structured result.
+pub async fn run(
+    lore: &Lore,
+    caller: &Caller,
+    surface: Surface,
+    code: &str,
+    args: Option<Value>,
+    dry_run: bool,
+) -> Result<Value, LoreError> {
+    run_with_caps(
+        lore,
+        caller,
+        surface,
+        code,
+        args,
+        dry_run,
+        ScriptCaps::default(),
+    )
+    .await
+}
+
+/// [`run`] with explicit caps (tests use small ones).
+pub async fn run_with_caps(
+    lore: &Lore,
+    caller: &Caller,
+    surface: Surface,
+    code: &str,
+    args: Option<Value>,
+    dry_run: bool,
+    caps: ScriptCaps,
+) -> Result<Value, LoreError> {
+    let clock = lore.ports.clock.clone();
+    let started = clock.now_ms();
+    let overlay = Rc::new(overlay::Overlay::new(
+        lore.ports.storage.clone(),
+        caps.buffered_writes,
+    ));
+    let mut ports = lore.ports.clone();
+    ports.storage = overlay.clone();
+    let run = Run {
+        lore,
+        caller,
+        surface,
+        dry_run,
+        overlay: overlay.clone(),
+        shared: lore.script_copy(ports, false),
+        private: RefCell::new(None),
+        calls: RefCell::default(),
+        preview: RefCell::default(),
+        previews: Cell::new(0),
+    };
+    let mut seed = [0u8; 8];
+    lore.ports.random.fill(&mut seed);
+    let host = Rc::new(Host {
+        caps: caps.clone(),
+        clock: clock.clone(),
+        started_ms: started,
+        pending: RefCell::new(VecDeque::new()),
+        logs: RefCell::default(),
+        output_bytes: Cell::new(0),
+        calls_started: Cell::new(0),
+        cap_hit: Cell::new(None),
+        rng: Cell::new(u64::from_le_bytes(seed) | 1),
+        args: args.unwrap_or_else(|| json!({})),
+        object_keys: RefCell::new(None),
+    });
+    let outcome = execute(&run, &host, code).await;
+    let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
+    let calls = run.calls.borrow().clone();
+    let logs = host.logs.borrow().clone();
+    let mut action = Action {
+        id: String::new(),
+        principal: caller.principal().id.clone(),
+        source: surface.name().into(),
+        mode: "try".into(),
+        dry_run,
+        status: "ok".into(),
+        code_hash: Some(crate::keys::sha256_hex(code)),
+        steps: calls
+            .iter()
+            .map(|c| Step {
+                method: c.method.clone(),
+                ok: c.ok,
+                error_code: c.error_code.clone(),
+                elapsed_ms: c.elapsed_ms,
+            })
+            .collect(),
+        error: None,
+        created_at: crate::records::now_text(&lore.ports),
+    };
+    let ulid = crate::ids::new_ulid(&lore.ports);
+    action.id = format!("act_{ulid}");
+    let action_key = caller.keys().action(&ulid);
+    let failure = match outcome {
+        Ok(result) => {
+            let mut batch = if dry_run {
+                crate::storage::Batch::new()
+            } else {
+                overlay.into_batch()
+            };
+            let writes = batch.writes.len();
+            batch.put(&action_key, crate::records::to_bytes(&action));
+            match lore.ports.storage.commit(batch).await {
+                Ok(()) => {
+                    let mut out = json!({
+                        "result": result,
+                        "logs": logs,
+                        "calls": calls,
+                        "elapsed_ms": elapsed_ms,
+                        "action_id": action.id,
+                    });
+                    if dry_run {
+                        out["side_effect_preview"] = serde_json::to_value(&*run.preview.borrow())?;
+                    } else {
+                        out["writes"] = json!(writes);
+                    }
+                    return Ok(out);
+                }
+                Err(crate::storage::StorageError::Conflict { key }) => Failure::plain(
+                    "conflict",
+                    format!(
+                        "another writer changed data this script read ({key}) before its writes could commit; nothing was written, run it again"
+                    ),
+                ),
+                Err(e) => Failure::plain(
+                    "internal",
+                    format!("the script's writes could not commit: {e}"),
+                ),
+            }
+        }
+        Err(f) => f,
+    };
+    let (line, column) = match (failure.ts_position, failure.js_position) {
+        (Some(p), _) => (Some(p.line), Some(p.column)),
+        (None, Some((l, c))) => (Some(l), Some(c)),
+        _ => (None, None),
+    };
+    let mut failure = ScriptFailure {
+        code: failure.code,
+        message: failure.message,
+        line,
+        column,
+        cap: failure.cap.map(Cap::as_str),
+        limit: failure.cap.map(|c| c.limit(&caps)),
+        calls_made: calls.len(),
+        elapsed_ms,
+        logs,
+        action_id: None,
+    };
+    action.status = "error".into();
+    action.error = Some(json!({
+        "code": failure.code,
+        "message": failure.message,
+        "cap": failure.cap,
+    }));
+    match lore
+        .ports
+        .storage
+        .put(&action_key, crate::records::to_bytes(&action))
+        .await
+    {
+        Ok(()) => failure.action_id = Some(action.id),
+        Err(e) => tracing::warn!(error = %e, "could not record the script's action"),
+    }
+    Err(LoreError::Script(Box::new(failure)))
+}
+
+/// Strips, evaluates and drives the script to completion; `Ok` is its returned value.
+async fn execute(run: &Run<'_>, host: &Rc<Host>, code: &str) -> Result<Value, Failure> {
+    let caps = &host.caps;
+    let stripped = strip::strip(code, caps).map_err(|e| match e {
+        StripError::Cap(cap) => Failure::cap(cap, caps),
+        StripError::Syntax { message, position } => Failure {
+            code: "syntax_error",
+            message: format!("the script does not parse: {message}"),
+            js_position: None,
+            ts_position: position,
+            cap: None,
+        },
+    })?;
+    let queue = Rc::new(JobQueue {
+        jobs: RefCell::default(),
+        run: Cell::new(0),
+        max: caps.jobs,
+        refused: Cell::new(false),
+    });
+    let mut context = realm::new_context(host.clone(), queue.clone())
+        .map_err(|e| Failure::plain("internal", format!("the script engine did not start: {e}")))?;
+    let context = &mut context;
+    let (ctx, sdk) = realm::install(context).map_err(|e| {
+        Failure::plain("internal", format!("the script runtime did not start: {e}"))
+    })?;
+    let top = start(context, &stripped, &ctx, &sdk, &queue, host)
+        .map_err(|e| js_failure(e, context, host, &queue, &stripped))?;
+    drive(run, context, host, &queue, &stripped, top).await
+}
+
+/// Evaluates the script and calls its function; returns the promise of its result.
+fn start(
+    context: &mut Context,
+    stripped: &Stripped,
+    ctx: &JsValue,
+    sdk: &JsValue,
+    queue: &Rc<JobQueue>,
+    host: &Rc<Host>,
+) -> Result<JsPromise, JsError> {
+    let mut function = context.eval(Source::from_bytes(stripped.js.as_bytes()))?;
+    if stripped.form == Form::Module {
+        let Some(module) = function.as_callable() else {
+            return Err(boa_engine::JsNativeError::typ()
+                .with_message("the module did not evaluate to a function")
+                .into());
+        };
+        function = module.call(&JsValue::undefined(), &[], context)?;
+        queue.clone().run_jobs(context)?;
+        if host.cap_hit.get().is_some() || context.instructions_remaining() == 0 {
+            return Err(boa_engine::JsNativeError::range()
+                .with_message("cap reached while loading the module")
+                .into());
+        }
+    }
+    let Some(function) = function.as_callable() else {
+        return Err(boa_engine::JsNativeError::typ()
+            .with_message("the module's default export must be a function: export default async (ctx, client) => ...")
+            .into());
+    };
+    let value = function.call(
+        &JsValue::undefined(),
+        &[ctx.clone(), sdk.clone(), sdk.clone()],
+        context,
+    )?;
+    match value
+        .as_object()
+        .and_then(|o| JsPromise::from_object(o.clone()).ok())
+    {
+        Some(p) => Ok(p),
+        None => JsPromise::resolve(value, context),
+    }
+}
+
+/// The event loop: run jobs, check caps and the result, await host operations, repeat.
+async fn drive(
+    run: &Run<'_>,
+    context: &mut Context,
+    host: &Rc<Host>,
+    queue: &Rc<JobQueue>,
+    stripped: &Stripped,
+    top: JsPromise,
+) -> Result<Value, Failure> {
+    let caps = &host.caps;
+    let clock = run.lore.ports.clock.clone();
+    let mut inflight: Vec<(Op, OpFuture<'_>)> = Vec::new();
+    let mut deadline: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
+    loop {
+        if let Err(e) = queue.clone().run_jobs(context) {
+            return Err(js_failure(e, context, host, queue, stripped));
+        }
+        if let Some(f) = limit_failure(context, host, queue) {
+            return Err(f);
+        }
+        match top.state() {
+            PromiseState::Fulfilled(v) => {
+                let mut size = host.output_bytes.get();
+                return realm::to_json(&v, host, context, &mut size).map_err(|e| {
+                    limit_failure(context, host, queue)
+                        .unwrap_or_else(|| js_failure(e, context, host, queue, stripped))
+                });
+            }
+            PromiseState::Rejected(e) => {
+                return Err(js_failure(
+                    JsError::from_opaque(e),
+                    context,
+                    host,
+                    queue,
+                    stripped,
+                ));
+            }
+            PromiseState::Pending => {}
+        }
+        if clock.now_ms() >= host.deadline_ms() {
+            return Err(Failure::cap(Cap::WallClock, caps));
+        }
+        while let Some(op) = host.pending.borrow_mut().pop_front() {
+            let future: OpFuture<'_> = match &op.kind {
+                OpKind::Call { path, args } => Box::pin(run.dispatch(path.clone(), args.clone())),
+                OpKind::Sleep { ms } => {
+                    let sleep = clock.sleep(*ms);
+                    Box::pin(async move {
+                        sleep.await;
+                        Ok(Value::Null)
+                    })
+                }
+            };
+            inflight.push((op, future));
+        }
+        if inflight.is_empty() {
+            return Err(Failure::cap(Cap::NeverSettles, caps));
+        }
+        // Wait until at least one operation completes, or the wall clock runs out.
+        let done: Vec<(Op, Result<Value, LoreError>)> = std::future::poll_fn(|cx| {
+            let mut done = Vec::new();
+            let mut i = 0;
+            while i < inflight.len() {
+                if let Poll::Ready(r) = inflight[i].1.as_mut().poll(cx) {
+                    let (op, _) = inflight.swap_remove(i);
+                    done.push((op, r));
+                } else {
+                    i += 1;
+                }
+            }
+            if !done.is_empty() {
+                return Poll::Ready(done);
+            }
+            // Nothing is ready: only now arm the wall-clock timer (a host whose timers are
+            // instant, as in tests, would otherwise jump to the deadline at once).
+            let timer = deadline.get_or_insert_with(|| {
+                let remaining = (host.deadline_ms() - clock.now_ms()).max(0) as u64;
+                clock.sleep(remaining)
+            });
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(done);
+            }
+            Poll::Pending
+        })
+        .await;
+        if done.is_empty() {
+            deadline = None; // the timer fired: the next turn checks the clock
+            if clock.now_ms() >= host.deadline_ms() {
+                return Err(Failure::cap(Cap::WallClock, caps));
+            }
+            continue;
+        }
+        for (op, result) in done {
+            if run.overlay.over_cap() {
+                return Err(Failure::cap(Cap::BufferedWrites, caps));
+            }
+            let settled = match result {
+                Ok(v) => JsValue::from_json(&v, context)
+                    .and_then(|v| op.resolve.call(&JsValue::undefined(), &[v], context)),
+                Err(e) => {
+                    let error = sdk_error(&e, context);
+                    op.reject.call(&JsValue::undefined(), &[error], context)
+                }
+            };
+            if let Err(e) = settled {
+                return Err(js_failure(e, context, host, queue, stripped));
+            }
+        }
+    }
+}
+
+/// An SDK error as the script sees it: an `Error` with `code` (and `field`).
+fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
+    let error: JsError = boa_engine::JsNativeError::error()
+        .with_message(e.to_string())
+        .into();
+    let value = error.into_opaque(context).unwrap_or_default();
+    if let Some(o) = value.as_object() {
+        let _ = o.set(js_string!("code"), js_string!(e.code()), false, context);
+        if let LoreError::InvalidArgument { field, .. } = e {
+            let _ = o.set(
+                js_string!("field"),
+                boa_engine::JsString::from(field.as_str()),
+                false,
+                context,
+            );
+        }
+    }
+    value
+}
+
+/// The cap failure the engine or host recorded, if any.
+fn limit_failure(context: &Context, host: &Host, queue: &JobQueue) -> Option<Failure> {
+    if let Some(cap) = host.cap_hit.get() {
+        return Some(Failure::cap(cap, &host.caps));
+    }
+    if context.instructions_remaining() == 0 {
+        return Some(Failure::cap(Cap::Steps, &host.caps));
+    }
+    if queue.refused.get() {
+        return Some(Failure::cap(Cap::Jobs, &host.caps));
+    }
+    None
+}
+
+/// A JavaScript error as a failure: caps first, then engine limits, then what was thrown.
+fn js_failure(
+    e: JsError,
+    context: &mut Context,
+    host: &Host,
+    queue: &JobQueue,
+    stripped: &Stripped,
+) -> Failure {
+    if let Some(f) = limit_failure(context, host, queue) {
+        return f;
+    }
+    if let Some(engine) = e.as_engine() {
+        let text = engine.to_string();
+        if text.contains("RuntimeLimit") {
+            return Failure::cap(Cap::Recursion, &host.caps);
+        }
+        return Failure::plain("script_error", format!("the script engine stopped: {text}"));
+    }
+    let value = e.into_opaque(context).unwrap_or_default();
+    let mut code = "script_error";
+    let mut message = String::new();
+    let mut position = None;
+    if let Some(o) = value.as_object() {
+        let text = |v: JsValue, _: &mut Context| {
+            v.as_string()
+                .map(|s| s.to_std_string_escaped())
+                .or_else(|| (!v.is_undefined()).then(|| v.display().to_string()))
+        };
+        let name = o
+            .get(js_string!("name"), context)
+            .ok()
+            .and_then(|v| text(v, context));
+        let msg = o
+            .get(js_string!("message"), context)
+            .ok()
+            .and_then(|v| text(v, context));
+        if let Some(c) = o
+            .get(js_string!("code"), context)
+            .ok()
+            .and_then(|v| text(v, context))
+        {
+            code = static_code(&c);
+        }
+        if msg.as_deref().is_some_and(|m| m.contains("RuntimeLimit")) {
+            return Failure::cap(Cap::Recursion, &host.caps);
+        }
+        message = match (name, msg) {
+            (Some(n), Some(m)) => format!("{n}: {m}"),
+            (None, Some(m)) => m,
+            (Some(n), None) => n,
+            _ => value.display().to_string(),
+        };
+        if let Some(stack) = o
+            .get(js_string!("stack"), context)
+            .ok()
+            .and_then(|v| text(v, context))
+        {
+            position = realm::stack_position(&stack);
+        }
+    } else if !value.is_undefined() {
+        message = format!("the script threw {}", value.display());
+    }
+    if message.contains("Maximum call stack") || message.contains("exceeded the recursion") {
+        return Failure::cap(Cap::Recursion, &host.caps);
+    }
+    if message.is_empty() {
+        message = "the script threw undefined".into();
+    }
+    let ts_position = position.and_then(|(l, c)| stripped.original(l, c));
+    Failure {
+        code,
+        message,
+        js_position: None,
+        ts_position,
+        cap: None,
+    }
+}
+
+/// The SDK error codes a script's uncaught error may carry; anything else is `script_error`.
+fn static_code(code: &str) -> &'static str {
+    const CODES: &[&str] = &[
+        "invalid_argument",
+        "not_found",
+        "forbidden",
+        "needs_write",
+        "needs_admin",
+        "insufficient_scope",
+        "unavailable",
+        "unauthorized",
+        "conflict",
+        "internal",
+    ];
+    CODES
+        .iter()
+        .find(|c| **c == code)
+        .copied()
+        .unwrap_or("script_error")
+}

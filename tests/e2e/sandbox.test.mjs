@@ -1,0 +1,159 @@
+// Issue 4 end to end: TypeScript scripts through `query_sdk` and `run_sdk`, driven by the real
+// `@modelcontextprotocol/sdk` client against `lore serve` (or the Workers build): reads, writes
+// that commit together, sleeps, Promise.all, a throw that writes nothing, dry runs, caps that
+// name themselves, and a second org answered while hostile scripts run.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+
+import { startServer, initDb, createOrg, tempDir, cleanupDir, TARGET } from './lib/server.mjs';
+import { connectSdk1 } from './lib/clients.mjs';
+
+let dir;
+let server;
+let acme;
+let other;
+let client;
+
+before(async () => {
+  dir = await tempDir();
+  if (TARGET === 'worker') {
+    server = await startServer();
+    acme = await createOrg(server, 'acme');
+  } else {
+    const db = path.join(dir, 'lore.db');
+    acme = await initDb(db, 'acme');
+    server = await startServer({ db });
+  }
+  other = await createOrg(server, 'globex');
+  ({ client } = await connectSdk1(`${server.base}/mcp/acme`, acme.token));
+  const made = await run(client, "await client.templates.create({name: 'ticket', schema: {type: 'object', properties: {points: {type: 'integer'}}}}); return 'ok'");
+  assert.equal(made.structuredContent?.result, 'ok', JSON.stringify(made));
+});
+after(async () => {
+  await client?.close();
+  if (server) await server.stop();
+  await cleanupDir(dir);
+});
+
+function run(c, code, extra = {}) {
+  return c.callTool({ name: 'run_sdk', arguments: { code, ...extra } });
+}
+function query(c, code, extra = {}) {
+  return c.callTool({ name: 'query_sdk', arguments: { code, ...extra } });
+}
+function ok(result) {
+  assert.notEqual(result.isError, true, JSON.stringify(result));
+  return result.structuredContent;
+}
+function failure(result) {
+  assert.equal(result.isError, true, JSON.stringify(result));
+  return JSON.parse(result.content[0].text).error;
+}
+async function ticketCount(c = client) {
+  return ok(await query(c, "return (await client.entities.list({type: 'ticket'})).items.length")).result;
+}
+
+test('query_sdk and run_sdk are on tools/list with their schemas', async () => {
+  const { tools } = await client.listTools();
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  assert.deepEqual(byName.query_sdk.inputSchema.required, ['code']);
+  assert.equal(byName.query_sdk.annotations.readOnlyHint, true);
+  assert.equal(byName.run_sdk.annotations.readOnlyHint, false);
+  assert.equal(byName.run_sdk.annotations.destructiveHint, true);
+  assert.ok(byName.run_sdk.inputSchema.properties.dry_run);
+  assert.ok(byName.run_sdk.outputSchema.properties.side_effect_preview);
+});
+
+test('a TypeScript script reads, writes, sleeps and uses Promise.all', async () => {
+  const wrote = ok(await run(client, `
+    interface Ticket { id: string; name: string; properties: { points?: number } }
+    const made: Ticket[] = [];
+    for (const [name, points] of [['a', 1], ['b', 2]] as const) {
+      made.push(await client.entities.create({ type: 'ticket', name, properties: { points } }));
+    }
+    await ctx.sleep(50);
+    const [one, two] = await Promise.all(made.map((t) => client.entities.get({ id: t.id })));
+    ctx.log('created', made.length);
+    return { names: [one.name, two.name], points: one.properties.points + two.properties.points };
+  `));
+  assert.deepEqual(wrote.result, { names: ['a', 'b'], points: 3 });
+  assert.deepEqual(wrote.logs, ['created 2']);
+  assert.ok(wrote.elapsed_ms >= 50, `slept: ${wrote.elapsed_ms}`);
+  assert.equal(await ticketCount(), 2);
+});
+
+test('a throw writes nothing and points at the TypeScript line', async () => {
+  const before = await ticketCount();
+  const e = failure(await run(client, "const n: number = 1;\nawait client.entities.create({type: 'ticket', name: 'doomed'});\nthrow new Error('no ' + n);"));
+  assert.equal(e.code, 'script_error');
+  assert.match(e.message, /no 1/);
+  assert.equal(e.line, 3);
+  assert.equal(e.calls_made, 1);
+  assert.equal(await ticketCount(), before);
+});
+
+test('a dry run previews its writes and dispatches none', async () => {
+  const before = await ticketCount();
+  const out = ok(await run(client, "const t = await client.entities.create({type: 'ticket', name: 'maybe'}); return t.id", { dry_run: true }));
+  assert.equal(out.result, 'dry_run_1');
+  assert.equal(out.side_effect_preview.length, 1);
+  assert.equal(out.side_effect_preview[0].method, 'entities.create');
+  assert.equal(await ticketCount(), before);
+});
+
+test('query_sdk refuses writes with a stable code', async () => {
+  const e = failure(await query(client, "await client.entities.create({type: 'ticket', name: 'x'})"));
+  assert.equal(e.code, 'needs_write');
+});
+
+test('caps end scripts with an error that names the cap and limit', async () => {
+  const cases = [
+    ['while (true) {}', 'steps'],
+    ['for (let i = 0; i < 201; i++) await client.templates.list({})', 'sdk_calls'],
+    ['await ctx.sleep(31000)', 'sleep'],
+    ["return 'x'.repeat(3000000)", 'output'],
+    ["let s = 'x'; for (;;) s += s;", 'string_length'],
+    ['await new Promise(() => {})', 'never_settles'],
+  ];
+  for (const [code, cap] of cases) {
+    const e = failure(await query(client, code));
+    assert.equal(e.code, 'cap_exceeded', `${code}: ${JSON.stringify(e)}`);
+    assert.equal(e.cap, cap, code);
+    assert.equal(typeof e.limit, 'number');
+    assert.match(e.message, new RegExp(cap));
+  }
+  const e = failure(await run(client, "for (let i = 0; i < 300; i++) await client.entities.create({type: 'ticket', name: 'n' + i})"));
+  assert.equal(e.cap, 'sdk_calls');
+  assert.equal(e.limit, 200);
+});
+
+test('another org is answered while hostile scripts run', async () => {
+  const { client: theirs } = await connectSdk1(`${server.base}/mcp/globex`, other.token, 'lore-e2e-globex');
+  try {
+    const hostile = [
+      'while (true) {}',
+      "let s = 'x'; for (;;) s += s;",
+      "return /(a+)+$/.test('a'.repeat(40) + 'b')",
+      'let o = {}; for (let i = 0; i < 100000; i++) o = {o}; return JSON.stringify(o)',
+    ].map((code) => query(client, code));
+    const answers = [];
+    for (let i = 0; i < 5; i++) {
+      answers.push(ok(await query(theirs, 'return (await client.organizations.get({})).id')).result);
+    }
+    assert.deepEqual(answers, Array(5).fill('globex'));
+    for (const r of await Promise.all(hostile)) assert.equal(failure(r).code, 'cap_exceeded');
+    const crossOrg = failure(await query(theirs, "return (await client.entities.list({type: 'ticket'})).items"));
+    assert.notEqual(crossOrg.code, undefined);
+  } finally {
+    await theirs.close();
+  }
+});
+
+test('every run is an Action readable through the SDK', async () => {
+  const out = ok(await query(client, 'return 42'));
+  const action = ok(await query(client, `return await client.actions.get({id: '${out.action_id}'})`)).result;
+  assert.equal(action.source, 'query_sdk');
+  assert.equal(action.status, 'ok');
+  assert.match(action.code_hash, /^[0-9a-f]{64}$/);
+});

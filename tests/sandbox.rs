@@ -1,0 +1,385 @@
+//! `query_sdk` and `run_sdk` in-process through `tools/call`, on the in-memory store with a
+//! clock whose sleeps advance it: reads, writes, atomic runs, dry runs, both script forms,
+//! positions of errors in the TypeScript, the caps, and the Action each run leaves.
+
+mod common;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use common::Harness;
+use lore::admin::{self, TokenRequest};
+use lore::model::{Role, Scopes};
+use lore::ports::testing::SeqRandom;
+use lore::ports::{Clock, Ports};
+use lore::storage::memory::MemoryStorage;
+
+/// A clock that ticks a millisecond per read, and whose `sleep` moves it forward at once: the
+/// wall clock and `ctx.sleep` caps can be tested without waiting.
+pub struct JumpClock(pub Rc<Cell<i64>>);
+
+impl Clock for JumpClock {
+    fn now_ms(&self) -> i64 {
+        self.0.set(self.0.get() + 1);
+        self.0.get()
+    }
+    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+        self.0.set(self.0.get() + ms as i64);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+fn harness() -> Harness {
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(JumpClock(Rc::new(Cell::new(1_767_225_600_000)))),
+        random: Rc::new(SeqRandom::seeded(7)),
+        http: None,
+        embedder: None,
+        cache: None,
+    };
+    let h = Harness::on(ports, "acme");
+    let r = run(
+        &h,
+        "await client.templates.create({name: 'ticket', schema: {type: 'object', properties: {title: {type: 'string'}, points: {type: 'integer'}}}}); return 'ok';",
+        None,
+    );
+    assert_eq!(r["structuredContent"]["result"], "ok", "{r}");
+    h
+}
+
+fn token(h: &Harness, role: Role, scopes: &str) -> String {
+    let request = TokenRequest {
+        org: "acme".into(),
+        role: Some(role),
+        scopes: Scopes::parse(scopes).unwrap(),
+        principal: None,
+        name: None,
+        expires_at_ms: None,
+    };
+    block_on(admin::create_token(&h.lore.ports, request))
+        .unwrap()
+        .token
+}
+
+fn run(h: &Harness, code: &str, args: Option<Value>) -> Value {
+    let mut a = json!({"code": code});
+    if let Some(args) = args {
+        a["args"] = args;
+    }
+    h.call(&h.owner, "run_sdk", a)
+}
+
+fn query(h: &Harness, code: &str) -> Value {
+    h.call(&h.owner, "query_sdk", json!({"code": code}))
+}
+
+fn ok(r: &Value) -> &Value {
+    assert_eq!(r["isError"], false, "{r}");
+    &r["structuredContent"]
+}
+
+/// The structured error of a failed run.
+fn failed(r: &Value) -> Value {
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    serde_json::from_str::<Value>(text).unwrap()["error"].clone()
+}
+
+fn tickets(h: &Harness) -> usize {
+    let r = query(
+        h,
+        "return (await client.entities.list({type: 'ticket'})).items.length",
+    );
+    ok(&r)["result"].as_u64().unwrap() as usize
+}
+
+#[test]
+fn a_query_reads_through_the_sdk_with_types_stripped() {
+    let h = harness();
+    ok(&run(
+        &h,
+        "await client.entities.create({type: 'ticket', name: 'A', properties: {points: 3}}); return 1",
+        None,
+    ));
+    let r = query(
+        &h,
+        "interface Page { items: { name: string }[] }\nconst page: Page = await client.entities.list({ type: 'ticket' });\nctx.log('found', page.items.length);\nreturn page.items.map((t): string => t.name);",
+    );
+    let out = ok(&r);
+    assert_eq!(out["result"], json!(["A"]));
+    assert_eq!(out["logs"], json!(["found 1"]));
+    assert_eq!(out["calls"][0]["method"], "entities.list");
+    assert!(out["action_id"].as_str().unwrap().starts_with("act_"));
+}
+
+#[test]
+fn the_module_form_and_the_dollar_alias_work() {
+    let h = harness();
+    let r = query(
+        &h,
+        "type T = number;\nexport default async (ctx: any, client: any) => {\n  const n: T = (await client.templates.list({})).length;\n  return { n, args: ctx.args };\n};",
+    );
+    assert_eq!(ok(&r)["result"]["n"], 1);
+    let r = query(&h, "return (await $.Ticket.list({})).items.length");
+    assert_eq!(ok(&r)["result"], 0);
+}
+
+#[test]
+fn a_run_writes_reads_its_own_writes_and_commits_once() {
+    let h = harness();
+    let r = run(
+        &h,
+        "const t = await client.entities.create({type: 'ticket', name: 'first'});\nconst again = await client.entities.get({id: t.id});\nconst page = await client.entities.list({type: 'ticket'});\nreturn {same: again.name, listed: page.items.length, id: t.id};",
+        None,
+    );
+    let out = ok(&r);
+    assert_eq!(out["result"]["same"], "first");
+    assert_eq!(out["result"]["listed"], 1);
+    assert!(out["writes"].as_u64().unwrap() >= 2);
+    assert_eq!(tickets(&h), 1);
+}
+
+#[test]
+fn a_throw_writes_nothing_and_is_recorded() {
+    let h = harness();
+    let r = run(
+        &h,
+        "await client.entities.create({type: 'ticket', name: 'doomed'});\nawait client.memory.save({content: 'never saved'});\nthrow new Error('changed my mind');",
+        None,
+    );
+    let e = failed(&r);
+    assert_eq!(e["code"], "script_error", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("changed my mind"));
+    assert_eq!(e["line"], 3, "{e}");
+    assert_eq!(e["calls_made"], 2);
+    assert_eq!(tickets(&h), 0, "a failed run writes nothing");
+    let found = h.search(&h.owner, json!({"query": "never saved"}));
+    assert!(found.is_empty(), "{found:?}");
+    let action = ok(&query(
+        &h,
+        &format!(
+            "return await client.actions.get({{id: '{}'}})",
+            e["action_id"].as_str().unwrap()
+        ),
+    ))["result"]
+        .clone();
+    assert_eq!(action["status"], "error");
+    assert_eq!(action["source"], "run_sdk");
+    assert_eq!(action["steps"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn an_uncaught_sdk_error_keeps_its_code_and_a_caught_one_does_not_fail_the_run() {
+    let h = harness();
+    let e = failed(&run(
+        &h,
+        "await client.entities.get({id: 'ent_01JNOTTHERE000000000000000'});",
+        None,
+    ));
+    assert_eq!(e["code"], "not_found", "{e}");
+    let r = run(
+        &h,
+        "try { await client.entities.get({id: 'nope'}) } catch (e) { return e.code }",
+        None,
+    );
+    assert_eq!(ok(&r)["result"], "invalid_argument");
+}
+
+#[test]
+fn query_sdk_may_only_read() {
+    let h = harness();
+    let e = failed(&query(
+        &h,
+        "await client.entities.create({type: 'ticket', name: 'x'})",
+    ));
+    assert_eq!(e["code"], "needs_write", "{e}");
+    let viewer = token(&h, Role::Viewer, "mcp:read");
+    let r = h.call(
+        &viewer,
+        "query_sdk",
+        json!({"code": "return (await client.templates.list({})).length"}),
+    );
+    assert_eq!(ok(&r)["result"], 1);
+    let member = token(&h, Role::Member, "mcp:read mcp:write");
+    let e = failed(&h.call(
+        &member,
+        "run_sdk",
+        json!({"code": "await client.templates.create({name: 'x', schema: {type: 'object'}})"}),
+    ));
+    assert_eq!(e["code"], "needs_admin", "{e}");
+}
+
+#[test]
+fn a_dry_run_previews_writes_and_dispatches_none() {
+    let h = harness();
+    let r = h.call(
+        &h.owner,
+        "run_sdk",
+        json!({"dry_run": true, "code": "const before = (await client.entities.list({type: 'ticket'})).items.length;\nconst t = await client.entities.create({type: 'ticket', name: 'maybe'});\nawait client.memory.save({content: 'maybe'});\nreturn {before, id: t.id};"}),
+    );
+    let out = ok(&r);
+    assert_eq!(out["result"]["before"], 0);
+    assert_eq!(out["result"]["id"], "dry_run_1");
+    let preview = out["side_effect_preview"].as_array().unwrap();
+    assert_eq!(preview.len(), 2, "{preview:?}");
+    assert_eq!(preview[0]["method"], "entities.create");
+    assert_eq!(preview[0]["args"]["name"], "maybe");
+    assert_eq!(preview[1]["method"], "memory.save");
+    assert_eq!(tickets(&h), 0);
+    // A dry run still checks the method path and the access tier.
+    let e = failed(&h.call(
+        &h.owner,
+        "run_sdk",
+        json!({"dry_run": true, "code": "await client.entities.explode({})"}),
+    ));
+    assert_eq!(e["code"], "not_found", "{e}");
+}
+
+#[test]
+fn syntax_and_runtime_errors_point_at_the_typescript() {
+    let h = harness();
+    let e = failed(&query(&h, "const a: number = 1;\n\nconst b = a +;\n"));
+    assert_eq!(e["code"], "syntax_error", "{e}");
+    assert_eq!(e["line"], 3, "{e}");
+    let e = failed(&query(
+        &h,
+        "type X = { a: number };\nconst x: X = { a: 1 };\n\n\nconst y: any = null;\nreturn y.field;",
+    ));
+    assert_eq!(e["code"], "script_error", "{e}");
+    assert_eq!(e["line"], 6, "{e}");
+}
+
+#[test]
+fn sleep_promise_all_and_the_host_clock() {
+    let h = harness();
+    let r = query(
+        &h,
+        "const t0 = Date.now();\nawait ctx.sleep(1000);\nconst [a, b] = await Promise.all([client.templates.list({}), client.entities.list({})]);\nconst r = Math.random();\nreturn {slept: Date.now() - t0 >= 1000, a: a.length, b: b.items.length, r: r >= 0 && r < 1, now: typeof ctx.now()};",
+    );
+    assert_eq!(
+        ok(&r)["result"],
+        json!({"slept": true, "a": 1, "b": 0, "r": true, "now": "string"})
+    );
+}
+
+fn cap_of(r: &Value) -> (String, u64) {
+    let e = failed(r);
+    assert_eq!(e["code"], "cap_exceeded", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains(e["cap"].as_str().unwrap())
+    );
+    (
+        e["cap"].as_str().unwrap().to_string(),
+        e["limit"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn every_cap_names_itself_and_its_limit() {
+    let h = harness();
+    assert_eq!(
+        cap_of(&run(
+            &h,
+            "for (let i = 0; i < 300; i++) await client.entities.create({type: 'ticket', name: 'n' + i});",
+            None
+        )),
+        ("sdk_calls".into(), 200)
+    );
+    assert_eq!(tickets(&h), 0, "a capped run writes nothing");
+    assert_eq!(
+        cap_of(&query(&h, "while (true) {}")),
+        ("steps".into(), 20_000_000)
+    );
+    assert_eq!(
+        cap_of(&query(&h, "await ctx.sleep(31000)")),
+        ("sleep".into(), 30_000)
+    );
+    assert_eq!(
+        cap_of(&query(
+            &h,
+            "for (let i = 0; i < 7; i++) await ctx.sleep(29000)"
+        )),
+        ("wall_clock".into(), 180_000)
+    );
+    assert_eq!(
+        cap_of(&query(
+            &h,
+            "return 'x'.repeat(2000000) + 'y'.repeat(2000000) + 'z'"
+        ))
+        .0,
+        "output"
+    );
+    assert_eq!(
+        cap_of(&query(
+            &h,
+            "for (let i = 0; i < 20000; i++) ctx.log('a'.repeat(100))"
+        ))
+        .0,
+        "output"
+    );
+    assert_eq!(
+        cap_of(&query(&h, "await new Promise(() => {})")).0,
+        "never_settles"
+    );
+    assert_eq!(
+        cap_of(&query(
+            &h,
+            "function f(n) { return f(n + 1) + 1 }\nreturn f(0)"
+        ))
+        .0,
+        "recursion"
+    );
+    assert_eq!(
+        cap_of(&query(&h, "return 'x'.repeat(1e9)")).0,
+        "string_length"
+    );
+    assert_eq!(
+        cap_of(&query(&h, "return new Array(1e8).fill(0).length")).0,
+        "array_length"
+    );
+}
+
+#[test]
+fn eval_and_function_are_refused() {
+    let h = harness();
+    for code in [
+        "return eval('1 + 1')",
+        "return Function('return 1')()",
+        "return (0, eval)('1')",
+        "return new (Object.getPrototypeOf(async function () {}).constructor)('return 1')",
+    ] {
+        let e = failed(&query(&h, code));
+        assert!(
+            e["message"].as_str().unwrap().contains("disabled"),
+            "{code}: {e}"
+        );
+    }
+}
+
+#[test]
+fn actions_list_shows_each_run() {
+    let h = harness();
+    ok(&query(&h, "return 1"));
+    let r = query(
+        &h,
+        "return (await client.actions.list({})).items.map((a: any) => [a.source, a.status, a.dry_run])",
+    );
+    let items = ok(&r)["result"].as_array().unwrap().clone();
+    assert!(
+        items.contains(&json!(["query_sdk", "ok", false])),
+        "{items:?}"
+    );
+    assert!(
+        items.contains(&json!(["run_sdk", "ok", false])),
+        "{items:?}"
+    );
+}

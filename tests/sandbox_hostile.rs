@@ -1,0 +1,344 @@
+//! Hostile scripts: each must end as a clean, structured error (most of them a named cap)
+//! while the server keeps serving — after every case a second org's client gets its answer.
+//! The cases run on a thread with the stack the native server gives the threads that run
+//! scripts ([`lore::sandbox::STACK_BYTES`]); a case that overflowed it would abort this test.
+
+mod common;
+
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use common::Harness;
+use lore::ports::Ports;
+use lore::ports::testing::{SeqRandom, StepClock};
+use lore::storage::memory::MemoryStorage;
+
+enum Expect {
+    /// `cap_exceeded` with this cap.
+    Cap(&'static str),
+    /// A failure with this code.
+    Code(&'static str),
+    /// Success with this result.
+    Result(Value),
+}
+use Expect::{Cap, Code, Result};
+
+fn deep_parens(n: usize) -> String {
+    format!("return {}1{};", "(".repeat(n), ")".repeat(n))
+}
+
+fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
+    let c = |s: &str| s.to_string();
+    vec![
+        ("endless loop", c("while (true) {}"), Cap("steps")),
+        (
+            "nested endless loops",
+            c("for (;;) { for (let i = 0; ; i++) {} }"),
+            Cap("steps"),
+        ),
+        (
+            "endless loop of awaits",
+            c("while (true) { await null }"),
+            Cap("jobs"),
+        ),
+        (
+            "endless awaited promises",
+            c("for (;;) await Promise.resolve(1)"),
+            Cap("jobs"),
+        ),
+        (
+            "endless microtask chain",
+            c("const f = () => Promise.resolve().then(f); f(); await new Promise(() => {})"),
+            Cap("jobs"),
+        ),
+        (
+            "endless allocation",
+            c("const a = []; for (;;) a.push({ n: a.length })"),
+            Cap("steps"),
+        ),
+        (
+            "catch the step cap and go on",
+            c("for (;;) { try { while (true) {} } catch (e) {} }"),
+            Cap("steps"),
+        ),
+        (
+            "repeat a billion",
+            c("return 'x'.repeat(1e9).length"),
+            Cap("string_length"),
+        ),
+        (
+            "doubling with +=",
+            c("let s = 'x'; for (;;) s += s;"),
+            Cap("string_length"),
+        ),
+        (
+            "doubling with +",
+            c("let s = 'x'; for (;;) s = s + s;"),
+            Cap("string_length"),
+        ),
+        (
+            "doubling in a template",
+            c("let s = 'x'; for (;;) s = `${s}${s}`;"),
+            Cap("string_length"),
+        ),
+        (
+            "doubling a property",
+            c("const o = {s: 'x'}; for (;;) o.s += o.s;"),
+            Cap("string_length"),
+        ),
+        (
+            "doubling with concat",
+            c("let s = 'x'; for (;;) s = s.concat(s);"),
+            Cap("string_length"),
+        ),
+        (
+            "pad to a billion",
+            c("return 'ab'.padStart(1e9).length"),
+            Cap("string_length"),
+        ),
+        (
+            "join with a huge separator",
+            c("return new Array(100000).join('x'.repeat(100000)).length"),
+            Cap("string_length"),
+        ),
+        (
+            "replaceAll blow-up",
+            c("return 'a'.repeat(1000000).replaceAll('a', 'b'.repeat(1000)).length"),
+            Cap("string_length"),
+        ),
+        (
+            "fill a hundred million",
+            c("return new Array(1e8).fill(0).length"),
+            Cap("array_length"),
+        ),
+        (
+            "Array.from a length",
+            c("return Array.from({length: 1e8}).length"),
+            Cap("array_length"),
+        ),
+        (
+            "huge ArrayBuffer",
+            c("return new ArrayBuffer(1e9).byteLength"),
+            Code("script_error"),
+        ),
+        (
+            "deep JSON.stringify",
+            c(
+                "let o = {}; for (let i = 0; i < 100000; i++) o = {o}; return JSON.stringify(o).length",
+            ),
+            Cap("value_depth"),
+        ),
+        (
+            "deep JSON.parse",
+            c("return JSON.parse('['.repeat(100000) + ']'.repeat(100000))"),
+            Cap("value_depth"),
+        ),
+        (
+            "deep result",
+            c("let o = {}; for (let i = 0; i < 100000; i++) o = {o}; return o"),
+            Cap("value_depth"),
+        ),
+        (
+            "deep SDK arguments",
+            c(
+                "let o = {}; for (let i = 0; i < 100000; i++) o = {o}; return await client.entities.list({where: o})",
+            ),
+            Cap("value_depth"),
+        ),
+        ("300 nested parentheses", deep_parens(300), Cap("nesting")),
+        (
+            "deep nested array literal",
+            format!("return {}{};", "[".repeat(2000), "]".repeat(2000)),
+            Cap("nesting"),
+        ),
+        (
+            "long prefix operator run",
+            format!("return {}1;", "-".repeat(100_000)),
+            Cap("nesting"),
+        ),
+        (
+            "catastrophic regex test",
+            c("return /(a+)+$/.test('a'.repeat(40) + 'b')"),
+            Cap("regex"),
+        ),
+        (
+            "catastrophic regex through match",
+            c("return ('a'.repeat(40) + '!').match(/^(a|aa)*$/)"),
+            Cap("regex"),
+        ),
+        (
+            "catastrophic regex through replace",
+            c("return ('x'.repeat(30) + 'y').replace(/(x*)*z/, '')"),
+            Cap("regex"),
+        ),
+        (
+            "plain recursion",
+            c("function f(n) { return f(n + 1) + 1 } return f(0)"),
+            Cap("recursion"),
+        ),
+        (
+            "recursion through a built-in",
+            c("function f() { return [1].map(f) } return f()"),
+            Cap("recursion"),
+        ),
+        (
+            "recursion through getters",
+            c("const o = { get x() { return this.x } }; return o.x"),
+            Cap("recursion"),
+        ),
+        // Boa answers a string conversion that re-enters itself with "" rather than recursing.
+        (
+            "recursion through toString",
+            c("const o = { toString() { return String(this) } }; return String(o)"),
+            Result(json!("")),
+        ),
+        (
+            "recursion through a template",
+            c("const o = { toString() { return `<${this}>` } }; return typeof String(o)"),
+            Result(json!("string")),
+        ),
+        (
+            "giant result",
+            c("return 'x'.repeat(4000000)"),
+            Cap("output"),
+        ),
+        (
+            "giant logs",
+            c("for (let i = 0; i < 100000; i++) ctx.log('y'.repeat(100))"),
+            Cap("output"),
+        ),
+        (
+            "a promise that never settles",
+            c("await new Promise(() => {})"),
+            Cap("never_settles"),
+        ),
+        (
+            "a flood of SDK calls",
+            c("await Promise.all(Array.from({length: 300}, () => client.templates.list({})))"),
+            Cap("sdk_calls"),
+        ),
+        (
+            "a sleep past the cap",
+            c("await ctx.sleep(60000)"),
+            Cap("sleep"),
+        ),
+        ("eval", c("return eval('1')"), Code("script_error")),
+        (
+            "Function through a constructor chain",
+            c("return ({}).constructor.constructor('return globalThis')()"),
+            Code("script_error"),
+        ),
+        (
+            "tampering with ctx and the SDK",
+            c(
+                "try { ctx.sleep = null } catch (e) {}\ntry { Object.setPrototypeOf(client, {}) } catch (e) {}\ntry { client.templates = 1 } catch (e) {}\ntry { Object.defineProperty($, 'templates', {value: 1}) } catch (e) {}\nObject.prototype.then = undefined;\nreturn [typeof ctx.sleep, (await client.templates.list({})).length]",
+            ),
+            Result(json!(["function", 0])),
+        ),
+        (
+            "tampering with built-ins the host uses",
+            c(
+                "Object.keys = () => ['x'];\nJSON.stringify = () => 'x';\nArray.prototype.map = null;\nreturn {a: 1, b: [1, 2]}",
+            ),
+            Result(json!({"a": 1, "b": [1, 2]})),
+        ),
+        (
+            "reaching another org's entity by id",
+            format!("return await client.entities.get({{id: '{other_entity}'}})"),
+            Code("not_found"),
+        ),
+        (
+            "naming the guards",
+            c("const __lore_add = (a, b) => a; return 1"),
+            Code("syntax_error"),
+        ),
+        (
+            "an import",
+            c("import fs from 'fs';\nexport default async () => 1"),
+            Code("syntax_error"),
+        ),
+    ]
+}
+
+#[test]
+fn hostile_scripts_end_cleanly_and_other_orgs_keep_being_served() {
+    let worker = std::thread::Builder::new()
+        .stack_size(lore::sandbox::STACK_BYTES)
+        .spawn(run_cases)
+        .unwrap();
+    worker
+        .join()
+        .expect("the hostile scripts took the thread down");
+}
+
+fn run_cases() {
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+        random: Rc::new(SeqRandom::seeded(3)),
+        http: None,
+        embedder: None,
+        cache: None,
+    };
+    let h = Harness::on(ports, "acme");
+    let other = block_on(lore::admin::create_org(&h.lore.ports, "globex"))
+        .unwrap()
+        .token;
+    let made = h.call(&other, "run_sdk", json!({"code": "await client.templates.create({name: 'secret', schema: {type: 'object'}}); return (await client.entities.create({type: 'secret', name: 'plans'})).id"}));
+    assert_eq!(made["isError"], false, "{made}");
+    let other_entity = made["structuredContent"]["result"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cases = cases(&other_entity);
+    assert!(cases.len() >= 25);
+    let mut failures = Vec::new();
+    for (name, code, expect) in &cases {
+        let r = h.call(&h.owner, "run_sdk", json!({"code": code}));
+        let outcome = if r["isError"] == true {
+            let text = r["content"][0]["text"].as_str().unwrap_or_default();
+            let e: Value = serde_json::from_str::<Value>(text)
+                .map(|v| v["error"].clone())
+                .unwrap_or(Value::Null);
+            Err(e)
+        } else {
+            Ok(r["structuredContent"]["result"].clone())
+        };
+        let good = match (expect, &outcome) {
+            (Cap(cap), Err(e)) => {
+                e["code"] == "cap_exceeded"
+                    && e["cap"] == *cap
+                    && e["message"].as_str().is_some_and(|m| m.contains(cap))
+            }
+            (Code(code), Err(e)) => e["code"] == *code,
+            (Result(v), Ok(got)) => got == v,
+            _ => false,
+        };
+        if !good {
+            failures.push(format!("{name}: {outcome:?}"));
+        }
+        // The other org is answered after every case, and sees its own data only.
+        let r = h.call(&other, "query_sdk", json!({"code": "return (await client.entities.list({})).items.map((e: any) => e.name)"}));
+        assert_eq!(
+            r["structuredContent"]["result"],
+            json!(["plans"]),
+            "after {name}: {r}"
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+    // Nothing any hostile run did was written.
+    let r = h.call(
+        &h.owner,
+        "query_sdk",
+        json!({"code": "return (await client.entities.list({})).items.length"}),
+    );
+    assert_eq!(r["structuredContent"]["result"], 0, "{r}");
+}
