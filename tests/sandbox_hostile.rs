@@ -34,6 +34,32 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
     vec![
         ("endless loop", c("while (true) {}"), Cap("steps")),
         (
+            "a function bound 200,000 times, then called",
+            c(
+                "let f = function () { return 1 }; for (let i = 0; i < 200000; i++) f = f.bind(null); return f();",
+            ),
+            Cap("recursion"),
+        ),
+        (
+            "a prototype chain 200,000 deep",
+            c(
+                "let o = {}; for (let i = 0; i < 200000; i++) o = Object.create(o); return o.missing === undefined;",
+            ),
+            Result(json!(true)),
+        ),
+        (
+            "arrays nested 200,000 deep, then String()",
+            c("let a = []; for (let i = 0; i < 200000; i++) a = [a]; return String(a).length;"),
+            Cap("recursion"),
+        ),
+        (
+            "a bound chain within the limit still runs",
+            c(
+                "let f = function () { return 7 }; for (let i = 0; i < 100; i++) f = f.bind(null); return f();",
+            ),
+            Result(json!(7)),
+        ),
+        (
             "nested endless loops",
             c("for (;;) { for (let i = 0; ; i++) {} }"),
             Cap("steps"),

@@ -3,7 +3,7 @@
 // bound from a small input. It returns [ctx, sdk]; nothing it defines stays global.
 (function (host) {
   'use strict';
-  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, countOf, args, maxString, maxArray, maxDepth } = host;
+  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, countOf, args, maxString, maxArray, maxDepth, maxRecursion } = host;
   const freeze = Object.freeze;
   const isArray = Array.isArray;
   const StringProto = String.prototype;
@@ -100,6 +100,21 @@
     value: freeze(function from_(items, ...rest) {
       if (items != null && typeof items === 'object' && !(Symbol.iterator in items)) arr(Number(items.length) || 0);
       return apply(from, this, [items, ...rest]);
+    }),
+    writable: false,
+    configurable: false,
+  });
+  // Calling a function bound n times nests n native calls: count the chain as recursion.
+  const FunctionProto = Function.prototype;
+  const bind = FunctionProto.bind;
+  const boundDepth = new WeakMap();
+  Object.defineProperty(FunctionProto, 'bind', {
+    value: freeze(function bind_(...a) {
+      const depth = (boundDepth.get(this) || 0) + 1;
+      if (depth > maxRecursion) cap('recursion');
+      const bound = apply(bind, this, a);
+      boundDepth.set(bound, depth);
+      return bound;
     }),
     writable: false,
     configurable: false,

@@ -267,6 +267,12 @@ pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
         false,
         context,
     )?;
+    o.set(
+        js_string!("maxRecursion"),
+        h.caps.recursion as f64,
+        false,
+        context,
+    )?;
     let bootstrap = bootstrap
         .as_callable()
         .ok_or_else(|| JsNativeError::typ().with_message("bootstrap is not a function"))?
@@ -413,6 +419,7 @@ fn cap(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue
         "string_length" => Cap::StringLength,
         "array_length" => Cap::ArrayLength,
         "regex" => Cap::Regex,
+        "recursion" => Cap::Recursion,
         _ => Cap::ValueDepth,
     };
     Err(h.hit(cap))
