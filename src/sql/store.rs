@@ -4,7 +4,7 @@
 //! It implements the read traits only. The write traits are there because the executor's
 //! signature asks for them, with no method of their own: every write GlueSQL could attempt
 //! fails with its "not supported" error, and none is ever reached, since anything but a
-//! `SELECT` is refused before execution. Every row GlueSQL reads passes [`Guard::visit`], which
+//! `SELECT` is refused before execution. Every row GlueSQL reads passes `Guard::visit`, which
 //! stops the query past its row or time budget.
 
 use std::cell::Cell;
