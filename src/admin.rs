@@ -320,17 +320,11 @@ pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Resu
             .await?;
     }
     // Also when it was already revoked: a retry after a failed delete clears the entry.
-    if let Some(cache) = &ports.cache {
-        cache
-            .delete(&keys::cached_credential(&entry.hash))
-            .await
-            .map_err(|e| {
-                LoreError::Internal(format!(
-                    "token {token_id} is revoked, but its cached credential could not be \
-                     deleted ({e}); it stops working within {} s, or revoke it again",
-                    crate::auth::CREDENTIAL_TTL_SECS
-                ))
-            })?;
-    }
+    crate::auth::forget_cached_credential(ports, &entry.hash)
+        .await
+        .map_err(|e| match e {
+            LoreError::Internal(why) => LoreError::Internal(format!("token {token_id}: {why}")),
+            other => other,
+        })?;
     Ok(())
 }

@@ -102,6 +102,24 @@ struct CachedCredential {
     principal: Principal,
 }
 
+/// Drops the cached copy of the credential whose secret hashes to `hash`, so that a revocation
+/// written to storage holds on every instance at once. Every revocation path calls it after
+/// writing the record; without a cache port there is nothing to drop.
+pub async fn forget_cached_credential(ports: &Ports, hash: &str) -> Result<()> {
+    let Some(cache) = &ports.cache else {
+        return Ok(());
+    };
+    cache
+        .delete(&keys::cached_credential(hash))
+        .await
+        .map_err(|e| {
+            LoreError::Internal(format!(
+                "the token is revoked, but its cached credential could not be deleted ({e}); \
+                 it stops working within {CREDENTIAL_TTL_SECS} s, or revoke it again"
+            ))
+        })
+}
+
 /// Verifies a bearer secret: known, not revoked, not expired, principal exists. With a cache
 /// port, a credential verified by any instance in the last [`CREDENTIAL_TTL_SECS`] is read from
 /// the cache instead of storage (two reads saved); expiry is checked either way.

@@ -339,16 +339,7 @@ async fn revoke_token(cx: &Cx<'_>, client: &Client, token: &str) -> Result<(), O
             tracing::info!(token_id = %record.id, client_id = %client.client_id, "access token revoked");
         }
         // Every instance stops accepting it at once: drop the shared verified copy too.
-        if let Some(cache) = &cx.lore.ports.cache {
-            cache
-                .delete(&keys::cached_credential(&keys::sha256_hex(token)))
-                .await
-                .map_err(|e| {
-                    OAuthError::from(crate::error::LoreError::Internal(format!(
-                        "the token is revoked, but its cached copy could not be deleted ({e})"
-                    )))
-                })?;
-        }
+        crate::auth::forget_cached_credential(&cx.lore.ports, &keys::sha256_hex(token)).await?;
     }
     Ok(())
 }
