@@ -264,6 +264,22 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// `query` checked and quantized for a search of `k`; `None` when nothing can be found
+    /// (`k` is 0 or the index is empty).
+    fn quantized_query(
+        &self,
+        query: &[f32],
+        k: usize,
+    ) -> Result<Option<(Vec<i8>, f32)>, VectorError> {
+        self.check(query)?;
+        if k == 0 || self.is_empty() {
+            return Ok(None);
+        }
+        let mut q = vec![0; self.dims];
+        let scale = quantize_into(query, &mut q);
+        Ok(Some((q, scale)))
+    }
+
     /// The `k` allowed entries most similar to `query`, best first, as `(id, similarity)`.
     ///
     /// The filter applies before the limit: the result holds `k` entries whenever the filter
@@ -277,12 +293,9 @@ impl VectorIndex {
         k: usize,
         filter: &dyn Fn(u32) -> bool,
     ) -> Result<Vec<(u32, f32)>, VectorError> {
-        self.check(query)?;
-        if k == 0 || self.is_empty() {
+        let Some((q, scale)) = self.quantized_query(query, k)? else {
             return Ok(Vec::new());
-        }
-        let mut q = vec![0; self.dims];
-        let scale = quantize_into(query, &mut q);
+        };
         let hits = match self.plan(k, filter) {
             Plan::Exact => self.scan(&q, scale, k, filter),
             Plan::Graph { ef } => {
@@ -306,12 +319,9 @@ impl VectorIndex {
         k: usize,
         filter: &dyn Fn(u32) -> bool,
     ) -> Result<Vec<(u32, f32)>, VectorError> {
-        self.check(query)?;
-        if k == 0 || self.is_empty() {
+        let Some((q, scale)) = self.quantized_query(query, k)? else {
             return Ok(Vec::new());
-        }
-        let mut q = vec![0; self.dims];
-        let scale = quantize_into(query, &mut q);
+        };
         Ok(self
             .scan(&q, scale, k, filter)
             .into_iter()
