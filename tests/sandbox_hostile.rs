@@ -5,6 +5,11 @@
 
 mod common;
 
+/// The memory cap counts through the allocator, as in `lore serve`.
+#[global_allocator]
+static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
+    lore::sandbox::meter::Metered(std::alloc::System);
+
 use std::rc::Rc;
 
 use futures_executor::block_on;
@@ -33,6 +38,35 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
     let c = |s: &str| s.to_string();
     vec![
         ("endless loop", c("while (true) {}"), Cap("steps")),
+        (
+            "arrays of a million numbers kept until memory runs out",
+            c("const a = []; for (;;) a.push(new Array(1000000).fill(0));"),
+            Cap("memory"),
+        ),
+        (
+            "small objects kept in a loop until memory runs out",
+            c("const a = []; for (let i = 0; ; i++) a.push({ i, s: 'item ' + i });"),
+            Cap("memory"),
+        ),
+        (
+            "a map callback that keeps a large object per element",
+            c(
+                "const big = new Array(1000000).fill(0); return big.map((_, i) => ({ i, tags: ['a', 'b', 'c'] })).length;",
+            ),
+            Cap("memory"),
+        ),
+        (
+            "garbage made and dropped in a loop is not held against the script",
+            c(
+                "let n = 0; for (let i = 0; i < 12; i++) { const a = new Array(1000000).fill(i); n += a.length; } return n;",
+            ),
+            Result(json!(12_000_000u64)),
+        ),
+        (
+            "a long string split into characters",
+            c("return 'x'.repeat(4000000).split('').length;"),
+            Cap("array_length"),
+        ),
         (
             "a function bound 200,000 times, then called",
             c(
@@ -75,14 +109,15 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
             Cap("jobs"),
         ),
         (
+            // Each promise is resolved with the next, still pending one: the chain only grows.
             "endless microtask chain",
             c("const f = () => Promise.resolve().then(f); f(); await new Promise(() => {})"),
-            Cap("jobs"),
+            Cap("memory"),
         ),
         (
             "endless allocation",
             c("const a = []; for (;;) a.push({ n: a.length })"),
-            Cap("steps"),
+            Cap("memory"),
         ),
         (
             "catch the step cap and go on",
@@ -300,6 +335,10 @@ fn hostile_scripts_end_cleanly_and_other_orgs_keep_being_served() {
 }
 
 fn run_cases() {
+    assert!(
+        lore::sandbox::meter::installed(),
+        "the memory cases need the metered allocator"
+    );
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
         clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
@@ -318,10 +357,16 @@ fn run_cases() {
         .as_str()
         .unwrap()
         .to_string();
-    let cases = cases(&other_entity);
+    let mut cases = cases(&other_entity);
     assert!(cases.len() >= 25);
+    // `LORE_HOSTILE_CASE=<part of a name>` runs only the matching cases, to debug one.
+    if let Ok(only) = std::env::var("LORE_HOSTILE_CASE") {
+        cases.retain(|(name, _, _)| name.contains(only.as_str()));
+    }
     let mut failures = Vec::new();
     for (name, code, expect) in &cases {
+        #[allow(clippy::disallowed_methods)] // a native test: wall time from the OS
+        let started = std::time::Instant::now();
         let r = h.call(&h.owner, "run_sdk", json!({"code": code}));
         let outcome = if r["isError"] == true {
             let text = r["content"][0]["text"].as_str().unwrap_or_default();
@@ -344,6 +389,9 @@ fn run_cases() {
         };
         if !good {
             failures.push(format!("{name}: {outcome:?}"));
+        }
+        if std::env::var_os("LORE_HOSTILE_VERBOSE").is_some() {
+            eprintln!("{name} ({:?}): {outcome:?}", started.elapsed());
         }
         // The other org is answered after every case, and sees its own data only.
         let r = h.call(&other, "query_sdk", json!({"code": "return (await client.entities.list({})).items.map((e: any) => e.name)"}));

@@ -19,9 +19,11 @@ use lore::native::server::{ConnectionLimits, ServeOptions, serve};
 use lore::{Config, Lore};
 
 /// Every request allocates many small JSON values; mimalloc serves them faster than glibc's
-/// allocator across worker threads.
+/// allocator across worker threads. The meter around it counts what scripts hold, for the
+/// sandbox's memory cap.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: lore::sandbox::meter::Metered<mimalloc::MiMalloc> =
+    lore::sandbox::meter::Metered(mimalloc::MiMalloc);
 
 #[derive(Parser)]
 #[command(

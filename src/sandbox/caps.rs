@@ -34,6 +34,8 @@ pub struct ScriptCaps {
     pub value_depth: usize,
     /// Buffered writes (storage keys) a run may commit in its one batch.
     pub buffered_writes: usize,
+    /// Heap the scripts running on one thread may hold at once (see `sandbox::meter`).
+    pub memory_bytes: usize,
 }
 
 impl Default for ScriptCaps {
@@ -53,6 +55,7 @@ impl Default for ScriptCaps {
             array_len: 1 << 20,
             value_depth: 64,
             buffered_writes: 20_000,
+            memory_bytes: 64 << 20,
         }
     }
 }
@@ -76,6 +79,7 @@ pub enum Cap {
     BufferedWrites,
     Regex,
     NeverSettles,
+    Memory,
 }
 
 impl Cap {
@@ -96,6 +100,7 @@ impl Cap {
             Self::BufferedWrites => "buffered_writes",
             Self::Regex => "regex",
             Self::NeverSettles => "never_settles",
+            Self::Memory => "memory",
         }
     }
 
@@ -117,13 +122,14 @@ impl Cap {
             Self::BufferedWrites => caps.buffered_writes as u64,
             Self::Regex => 1,
             Self::NeverSettles => 0,
+            Self::Memory => caps.memory_bytes as u64,
         }
     }
 
     /// What the limit counts, for messages.
     pub fn unit(self) -> &'static str {
         match self {
-            Self::Output | Self::SourceSize => "bytes",
+            Self::Output | Self::SourceSize | Self::Memory => "bytes",
             Self::SdkCalls => "SDK calls",
             Self::WallClock | Self::Sleep => "ms",
             Self::Steps => "interpreter steps",
@@ -161,6 +167,9 @@ impl Cap {
             }
             Self::NeverSettles => {
                 "the script awaits a promise nothing will ever settle; resolve it or do not await it"
+            }
+            Self::Memory => {
+                "the script holds too much data at once; keep fewer or smaller values, page through results"
             }
         }
     }

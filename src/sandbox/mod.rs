@@ -17,6 +17,7 @@
 //! `side_effect_preview`.
 
 pub mod caps;
+pub mod meter;
 pub mod overlay;
 pub mod realm;
 pub mod strip;
@@ -329,6 +330,7 @@ pub async fn run_with_caps(
         output_bytes: Cell::new(0),
         calls_started: Cell::new(0),
         cap_hit: Cell::new(None),
+        collect_above: Cell::new(0),
         rng: Cell::new(u64::from_le_bytes(seed) | 1),
         args: args.unwrap_or_else(|| json!({})),
         object_keys: RefCell::new(None),
@@ -453,15 +455,29 @@ async fn execute(run: &Run<'_>, host: &Rc<Host>, code: &str) -> Result<Value, Fa
         max: caps.jobs,
         refused: Cell::new(false),
     });
+    // The memory cap counts what script code allocates on this thread (see `meter`): every
+    // stretch that runs it is a section, and the realm is dropped inside one so its memory is
+    // counted back out.
+    let _metered = meter::Run::begin();
+    let section = meter::Section::enter();
     let mut context = realm::new_context(host.clone(), queue.clone())
         .map_err(|e| Failure::plain("internal", format!("the script engine did not start: {e}")))?;
-    let context = &mut context;
-    let (ctx, sdk) = realm::install(context).map_err(|e| {
-        Failure::plain("internal", format!("the script runtime did not start: {e}"))
-    })?;
-    let top = start(context, &stripped, &ctx, &sdk, &queue, host)
-        .map_err(|e| js_failure(e, context, host, &queue, &stripped))?;
-    drive(run, context, host, &queue, &stripped, top).await
+    let started = realm::install(&mut context)
+        .map_err(|e| Failure::plain("internal", format!("the script runtime did not start: {e}")))
+        .and_then(|(ctx, sdk)| {
+            start(&mut context, &stripped, &ctx, &sdk, &queue, host)
+                .map_err(|e| js_failure(e, &mut context, host, &queue, &stripped))
+        });
+    drop(section);
+    let outcome = match started {
+        Ok(top) => drive(run, &mut context, host, &queue, &stripped, top).await,
+        Err(f) => Err(f),
+    };
+    let section = meter::Section::enter();
+    drop(context);
+    boa_engine::gc::force_collect();
+    drop(section);
+    outcome
 }
 
 /// Evaluates the script and calls its function; returns the promise of its result.
@@ -521,6 +537,7 @@ async fn drive(
     let mut inflight: Vec<(Op, OpFuture<'_>)> = Vec::new();
     let mut deadline: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
     loop {
+        let section = meter::Section::enter();
         if let Err(e) = queue.clone().run_jobs(context) {
             return Err(js_failure(e, context, host, queue, stripped));
         }
@@ -565,6 +582,8 @@ async fn drive(
         if inflight.is_empty() {
             return Err(Failure::cap(Cap::NeverSettles, caps));
         }
+        // Other work on this thread runs while the script waits: it is not the script's.
+        drop(section);
         // Wait until at least one operation completes, or the wall clock runs out.
         let done: Vec<(Op, Result<Value, LoreError>)> = std::future::poll_fn(|cx| {
             let mut done = Vec::new();
@@ -599,6 +618,7 @@ async fn drive(
             }
             continue;
         }
+        let _section = meter::Section::enter();
         for (op, result) in done {
             if run.overlay.over_cap() {
                 return Err(Failure::cap(Cap::BufferedWrites, caps));
@@ -640,6 +660,8 @@ fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
 
 /// The cap failure the engine or host recorded, if any.
 fn limit_failure(context: &Context, host: &Host, queue: &JobQueue) -> Option<Failure> {
+    // Records the memory cap in `cap_hit` if the thread's scripts are over it.
+    let _ = host.check_memory();
     if let Some(cap) = host.cap_hit.get() {
         return Some(Failure::cap(cap, &host.caps));
     }

@@ -44,6 +44,8 @@ pub struct Host {
     pub output_bytes: Cell<usize>,
     pub calls_started: Cell<usize>,
     pub cap_hit: Cell<Option<Cap>>,
+    /// The memory level above which the next check collects garbage first.
+    pub collect_above: Cell<usize>,
     pub rng: Cell<u64>,
     pub args: Value,
     /// The realm's own `Object.keys`, taken before the script could replace it.
@@ -69,6 +71,24 @@ impl Host {
                 cap.unit()
             ))
             .into()
+    }
+
+    /// Ends the run if the thread's scripts hold more than the memory cap.
+    /// The engine's collector counts its object headers, not the buffers they own, so garbage
+    /// can pile up far past the cap before it runs: over the cap, collect first, then decide.
+    /// A collection that frees little must not repeat at every check (each one marks every
+    /// live object): the next is forced only after a quarter of the cap more is allocated.
+    pub fn check_memory(&self) -> JsResult<()> {
+        let cap = self.caps.memory_bytes;
+        if super::meter::live() > cap.max(self.collect_above.get()) {
+            boa_engine::gc::force_collect();
+            let after = super::meter::live();
+            if after > cap {
+                return Err(self.hit(Cap::Memory));
+            }
+            self.collect_above.set(after + cap / 4);
+        }
+        Ok(())
     }
 
     fn add_output(&self, bytes: usize) -> JsResult<()> {
@@ -168,7 +188,11 @@ impl JobExecutor for JobQueue {
             }
             // An engine limit raised inside a job (after an `await`) must end the run here, not
             // be swallowed by a rejected promise nobody looks at.
-            if context.instructions_remaining() == 0 || host(context).cap_hit.get().is_some() {
+            let h = host(context);
+            if h.check_memory().is_err() {
+                return Ok(());
+            }
+            if context.instructions_remaining() == 0 || h.cap_hit.get().is_some() {
                 return Ok(());
             }
         }
@@ -208,7 +232,7 @@ pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
     let bootstrap = context.eval(Source::from_bytes(include_str!("bootstrap.js")))?;
     let args = JsValue::from_json(&h.args, context)?;
     let o = JsObject::with_null_proto();
-    let entries: [(&str, usize, NativeFunction); 9] = [
+    let entries: [(&str, usize, NativeFunction); 10] = [
         ("countOf", 2, NativeFunction::from_fn_ptr(count_of)),
         ("regexRisk", 1, NativeFunction::from_fn_ptr(regex_risk)),
         ("call", 2, NativeFunction::from_fn_ptr(sdk_call)),
@@ -218,6 +242,7 @@ pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
         ("random", 0, NativeFunction::from_fn_ptr(random)),
         ("cap", 1, NativeFunction::from_fn_ptr(cap)),
         ("jsonDepth", 1, NativeFunction::from_fn_ptr(json_depth)),
+        ("tick", 0, NativeFunction::from_fn_ptr(tick)),
     ];
     for (name, length, f) in entries {
         let value = function(context, name, length, f);
@@ -225,7 +250,8 @@ pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
     }
     o.set(js_string!("args"), args, false, context)?;
     // The concatenation guards the TypeScript step compiles every `+` into.
-    let guards: [(&str, usize, NativeFunction); 2] = [
+    let guards: [(&str, usize, NativeFunction); 3] = [
+        (super::strip::TICK, 0, NativeFunction::from_fn_ptr(tick)),
         (
             super::strip::ADD_GUARD,
             2,
@@ -297,6 +323,7 @@ fn sdk_call(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     if h.calls_started.get() >= h.caps.sdk_calls {
         return Err(h.hit(Cap::SdkCalls));
     }
+    h.check_memory()?;
     h.calls_started.set(h.calls_started.get() + 1);
     let value = to_json(
         args.get(1).unwrap_or(&JsValue::undefined()),
@@ -313,6 +340,13 @@ fn sdk_call(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     Ok(promise.into())
 }
 
+/// `__lore_tick()`, at the top of every loop body and function body: the memory cap, which no
+/// engine step checks.
+fn tick(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    host(context).check_memory()?;
+    Ok(JsValue::undefined())
+}
+
 /// `__lore_add(a, b)`: `a + b`, then the string cap on a string result.
 fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let undefined = JsValue::undefined();
@@ -320,6 +354,7 @@ fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
     let b = args.get(1).unwrap_or(&undefined);
     let sum = a.add(b, context)?;
     check_string(&sum, context)?;
+    host(context).check_memory()?;
     Ok(sum)
 }
 
@@ -327,6 +362,7 @@ fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
 fn string_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let value = args.first().cloned().unwrap_or_default();
     check_string(&value, context)?;
+    host(context).check_memory()?;
     Ok(value)
 }
 
@@ -354,6 +390,7 @@ fn sleep(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsVal
             .into());
     }
     let ms = ms as u64;
+    h.check_memory()?;
     if ms > h.caps.sleep_ms {
         return Err(h.hit(Cap::Sleep));
     }
@@ -383,6 +420,7 @@ fn log(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue
             },
         };
         h.add_output(text.len() + 1)?;
+        h.check_memory()?;
         parts.push(text);
     }
     h.logs.borrow_mut().push(parts.join(" "));

@@ -64,11 +64,16 @@ pub enum StripError {
 pub const ADD_GUARD: &str = "__lore_add";
 /// The same for template literals with substitutions.
 pub const STRING_GUARD: &str = "__lore_str";
+/// The host function at the top of every loop body and function body: it checks the memory
+/// cap, which nothing inside the engine does (see `sandbox::meter`).
+pub const TICK: &str = "__lore_tick";
 /// Scripts may not name the guards (a local `__lore_add` would shadow the global one).
 const RESERVED_PREFIX: &str = "__lore_";
 
 /// Rewrites `a + b` to `__lore_add(a, b)`, `x += v` to `x = __lore_add(x, v)` for plain names
-/// and members of plain names, and `` `..${x}..` `` to `__lore_str(`..${x}..`)`.
+/// and members of plain names, and `` `..${x}..` `` to `__lore_str(`..${x}..`)`; and begins
+/// every loop body and function body with `__lore_tick()` (a concise arrow body `e` becomes
+/// `(__lore_tick(), e)`).
 struct GuardConcatenation<'a> {
     ast: AstBuilder<'a>,
     alloc: &'a Allocator,
@@ -85,6 +90,28 @@ impl<'a> GuardConcatenation<'a> {
         let args: Vec<Argument<'a>> = args.into_iter().map(Argument::from).collect();
         let args = oxc::allocator::Vec::from_iter_in(args, &self.ast);
         Expression::new_call_expression(span, callee, None, args, false, &self.ast)
+    }
+
+    fn tick(&self, span: oxc::span::Span) -> Expression<'a> {
+        self.guard(TICK, span, Vec::new())
+    }
+
+    fn tick_statement(&self, span: oxc::span::Span) -> Statement<'a> {
+        Statement::new_expression_statement(span, self.tick(span), &self.ast)
+    }
+
+    /// Puts a tick first in a loop's body, making the body a block if it is not one.
+    fn tick_loop_body(&self, body: &mut Statement<'a>) {
+        use oxc::span::GetSpan;
+        let span = body.span();
+        if let Statement::BlockStatement(block) = body {
+            block.body.insert(0, self.tick_statement(span));
+            return;
+        }
+        let inner = body.take_in(&self.ast);
+        let statements =
+            oxc::allocator::Vec::from_iter_in([self.tick_statement(span), inner], &self.ast);
+        *body = Statement::new_block_statement(span, statements, &self.ast);
     }
 
     /// A read of an assignment target that can be evaluated twice without side effects of its
@@ -118,6 +145,51 @@ impl<'a> GuardConcatenation<'a> {
 }
 
 impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
+    fn visit_function_body(&mut self, it: &mut oxc::ast::ast::FunctionBody<'a>) {
+        walk_mut::walk_function_body(self, it);
+        let tick = self.tick_statement(it.span);
+        it.statements.insert(0, tick);
+    }
+
+    fn visit_arrow_function_expression(
+        &mut self,
+        it: &mut oxc::ast::ast::ArrowFunctionExpression<'a>,
+    ) {
+        walk_mut::walk_arrow_function_expression(self, it);
+        if let Some(expr) = it.body.as_expression_mut() {
+            use oxc::span::GetSpan;
+            let span = expr.span();
+            let value = expr.take_in(&self.ast);
+            let both = oxc::allocator::Vec::from_iter_in([self.tick(span), value], &self.ast);
+            *expr = Expression::new_sequence_expression(span, both, &self.ast);
+        }
+    }
+
+    fn visit_while_statement(&mut self, it: &mut oxc::ast::ast::WhileStatement<'a>) {
+        walk_mut::walk_while_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_do_while_statement(&mut self, it: &mut oxc::ast::ast::DoWhileStatement<'a>) {
+        walk_mut::walk_do_while_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_for_statement(&mut self, it: &mut oxc::ast::ast::ForStatement<'a>) {
+        walk_mut::walk_for_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_for_in_statement(&mut self, it: &mut oxc::ast::ast::ForInStatement<'a>) {
+        walk_mut::walk_for_in_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_for_of_statement(&mut self, it: &mut oxc::ast::ast::ForOfStatement<'a>) {
+        walk_mut::walk_for_of_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
     fn visit_expression(&mut self, expr: &mut Expression<'a>) {
         walk_mut::walk_expression(self, expr);
         match expr {

@@ -8,6 +8,11 @@
 //! requests: every request builds its [`Lore`] and reads what it needs from SQLite, or from
 //! key-value where the core caches it (verified tokens).
 
+/// The sandbox's memory cap counts what scripts allocate through this wrapper.
+#[global_allocator]
+static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
+    lore::sandbox::meter::Metered(std::alloc::System);
+
 mod config;
 mod kv;
 // The operator routes are the Worker's, unchanged: they use only `http` and `lore::admin`.

@@ -6,6 +6,11 @@
 //! One [`lore::Lore`] is kept per isolate, so its caches (each org's memory index) serve every
 //! later request the isolate gets; a new isolate builds them again from D1.
 
+/// The sandbox's memory cap counts what scripts allocate through this wrapper.
+#[global_allocator]
+static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
+    lore::sandbox::meter::Metered(std::alloc::System);
+
 mod config;
 mod d1;
 mod operator;

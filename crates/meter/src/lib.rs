@@ -1,0 +1,169 @@
+//! lore's memory meter for scripts: a global-allocator wrapper that counts the bytes scripts hold on a
+//! thread.
+//!
+//! Boa has no allocation limit of its own. A run's realm, values and buffers all live on the
+//! thread that runs it (a `Context` cannot move between threads), and the engine's garbage
+//! collector is per thread too. So the runner marks the stretches in which it executes script
+//! code (a [`Section`]: evaluating, running promise jobs, settling SDK calls, dropping the
+//! realm) and the wrapper adds up what is allocated and freed inside them. That sum is the
+//! memory the thread's scripts hold. Host work between sections (storage reads, other requests
+//! served by the same thread while a script awaits) is not counted.
+//!
+//! Scripts that run at once on one thread (a native worker serves many connections; so does a
+//! Workers isolate) share the thread's budget, because the collector frees one run's garbage
+//! while another runs. The run that crosses the cap ends with the `memory` cap's error. When no
+//! run is active the sum restarts at zero, so nothing drifts.
+//!
+//! The runner checks the sum against the cap at every host boundary: each SDK call, promise
+//! job, guarded built-in, and the tick the TypeScript strip puts at the top of every loop body
+//! and function body.
+//!
+//! Every binary that runs scripts installs the wrapper around its allocator:
+//! `#[global_allocator] static A: Metered<System> = Metered(System);`. Without it the meter
+//! reads zero ([`installed`] says so) and only the other caps bound a run. Per allocation it
+//! reads one thread-local flag, and writes two thread-local integers inside a section.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+
+thread_local! {
+    /// Whether this thread is executing script code.
+    static ON: Cell<bool> = const { Cell::new(false) };
+    /// Bytes allocated minus bytes freed inside sections since the thread's runs last all ended.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    /// Runs started on this thread and not yet ended.
+    static RUNS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Wraps an allocator and meters the threads that run scripts.
+pub struct Metered<A>(pub A);
+
+#[inline]
+fn add(delta: isize) {
+    // `try_with`: allocations during thread teardown, after the locals are gone, are not metered.
+    if ON.try_with(Cell::get).unwrap_or(false) {
+        let _ = LIVE.try_with(|live| live.set(live.get().wrapping_add(delta)));
+    }
+}
+
+// SAFETY: every method delegates to the wrapped allocator with the caller's arguments unchanged;
+// the bookkeeping touches only const-initialized thread locals, which never allocate.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Metered<A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `alloc`'s contract, passed through as is.
+        let p = unsafe { self.0.alloc(layout) };
+        if !p.is_null() {
+            add(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { self.0.alloc_zeroed(layout) };
+        if !p.is_null() {
+            add(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as for `alloc`.
+        unsafe { self.0.dealloc(ptr, layout) };
+        add(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { self.0.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            add(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+/// One script run on this thread, from its start to its end.
+pub struct Run {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Run {
+    pub fn begin() -> Self {
+        RUNS.with(|r| {
+            if r.get() == 0 {
+                LIVE.with(|l| l.set(0));
+            }
+            r.set(r.get() + 1);
+        });
+        Self {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        RUNS.with(|r| {
+            r.set(r.get().saturating_sub(1));
+            if r.get() == 0 {
+                LIVE.with(|l| l.set(0));
+            }
+        });
+    }
+}
+
+/// A stretch of script execution: allocations inside it are metered. Never held across an
+/// `.await`, where other work on the thread runs.
+pub struct Section {
+    was_on: bool,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Section {
+    pub fn enter() -> Self {
+        Self {
+            was_on: ON.with(|on| on.replace(true)),
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for Section {
+    fn drop(&mut self) {
+        ON.with(|on| on.set(self.was_on));
+    }
+}
+
+/// Bytes the thread's scripts hold now (never negative).
+pub fn live() -> usize {
+    LIVE.with(|l| l.get().max(0) as usize)
+}
+
+/// Whether the global allocator is [`Metered`]: a section sees its own allocation.
+pub fn installed() -> bool {
+    let before = LIVE.with(Cell::get);
+    let on = Section::enter();
+    let probe = std::hint::black_box(vec![0u8; 64]);
+    let after = LIVE.with(Cell::get);
+    drop(probe);
+    drop(on);
+    LIVE.with(|l| l.set(before));
+    after != before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_wrapper_the_meter_reads_zero() {
+        // Unit tests run under the default allocator.
+        assert!(!installed());
+        let _run = Run::begin();
+        let _section = Section::enter();
+        let v = vec![0u8; 1 << 20];
+        assert_eq!(live(), 0);
+        drop(v);
+    }
+}
