@@ -4,6 +4,11 @@
 
 mod common;
 
+/// The memory cap counts through the allocator, as in `lore serve`.
+#[global_allocator]
+static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
+    lore::sandbox::meter::Metered(std::alloc::System);
+
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -382,4 +387,31 @@ fn actions_list_shows_each_run() {
         items.contains(&json!(["run_sdk", "ok", false])),
         "{items:?}"
     );
+}
+
+#[test]
+fn client_sql_is_the_query_engine_and_its_namespace_stays_reachable() {
+    let h = harness();
+    ok(&run(
+        &h,
+        "await client.entities.create_many({type: 'ticket', items: [{name: 'A', properties: {points: 3}}, {name: 'B', properties: {points: 5}}]}); return 1",
+        None,
+    ));
+    let r = query(
+        &h,
+        "const byCall = await client.sql('SELECT name FROM ticket WHERE points > $1 ORDER BY name', [2]);\nconst byMethod = await client.sql.query({ sql: 'SELECT COUNT(*) AS n FROM entities' });\nreturn [byCall.rows, byMethod.rows];",
+    );
+    let out = ok(&r);
+    assert_eq!(out["result"], json!([[["A"], ["B"]], [[2]]]), "{out}");
+    assert_eq!(out["calls"][0]["method"], "sql.query");
+}
+
+#[test]
+fn loops_and_functions_keep_working_with_the_memory_ticks() {
+    let h = harness();
+    let r = query(
+        &h,
+        "let n = 0;\nfor (let i = 0; i < 10; i++) n += i;\nfor (const x of [1, 2]) n += x;\nfor (const k in { a: 1 }) n += k.length;\nlet j = 0; while (j < 3) j++;\ndo { j-- } while (j > 0);\nlabel: for (;;) { for (;;) { break label; } }\nconst f = (x: number) => x * 2;\nfunction g(this: any) { 'use strict'; return this === undefined; }\nreturn [n, j, f(4), g(), 'a,b'.split(',')];",
+    );
+    assert_eq!(ok(&r)["result"], json!([49, 0, 8, true, ["a", "b"]]));
 }

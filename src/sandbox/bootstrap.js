@@ -3,7 +3,7 @@
 // bound from a small input. It returns [ctx, sdk]; nothing it defines stays global.
 (function (host) {
   'use strict';
-  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, countOf, args, maxString, maxArray, maxDepth, maxRecursion } = host;
+  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, countOf, tick, args, maxString, maxArray, maxDepth, maxRecursion } = host;
   const freeze = Object.freeze;
   const isArray = Array.isArray;
   const StringProto = String.prototype;
@@ -25,7 +25,22 @@
       setPrototypeOf: () => false,
     });
   };
+  // `client.sql(query, params)` is `client.sql.query({ sql: query, params })`; the namespace's
+  // other methods stay reachable as `client.sql.<method>`.
+  const sqlMethods = Object.create(null);
+  const sqlNamespace = new Proxy(freeze(function sql(query, params) {
+    return call('sql.query', params === undefined ? { sql: query } : { sql: query, params });
+  }), {
+    get: (_, m) => (typeof m !== 'string' || m === 'then' || m === 'toJSON')
+      ? undefined
+      : (sqlMethods[m] ??= method('sql.' + m)),
+    set: () => false,
+    defineProperty: () => false,
+    deleteProperty: () => false,
+    setPrototypeOf: () => false,
+  });
   const namespaces = Object.create(null);
+  namespaces.sql = sqlNamespace;
   const sdk = new Proxy(freeze(Object.create(null)), {
     get: (_, n) => (typeof n !== 'string' || n === 'then' || n === 'toJSON')
       ? undefined
@@ -46,6 +61,7 @@
     Object.defineProperty(proto, name, {
       value: freeze({
         [name](...a) {
+          tick();
           check(this, a);
           return apply(original, this, a);
         },
@@ -74,6 +90,13 @@
       str(text.length + hits * (replacement.length * 2 + 1));
     }
   };
+  // `s.split(sep)` makes one string per piece: a long string split by '' is an array as long.
+  guard(StringProto, 'split', (s, [sep, limit]) => {
+    if (typeof sep !== 'string') return;
+    const text = String(s);
+    const pieces = sep === '' ? text.length : countOf(text, sep) + 1;
+    arr(limit === undefined ? pieces : Math.min(pieces, Number(limit) >>> 0));
+  });
   guard(StringProto, 'replace', replaceCheck);
   guard(StringProto, 'replaceAll', replaceCheck);
   guard(ArrayProto, 'join', (a, [sep]) => {
@@ -98,6 +121,7 @@
   const from = Array.from;
   Object.defineProperty(Array, 'from', {
     value: freeze(function from_(items, ...rest) {
+      tick();
       if (items != null && typeof items === 'object' && !(Symbol.iterator in items)) arr(Number(items.length) || 0);
       return apply(from, this, [items, ...rest]);
     }),
@@ -136,6 +160,7 @@
   };
   Object.defineProperty(JSON, 'stringify', {
     value: freeze(function stringify_(v, replacer, space) {
+      tick();
       depthOf(v);
       const out = apply(stringify, JSON, [v, replacer, space]);
       if (typeof out === 'string') str(out.length);
@@ -147,6 +172,7 @@
   const parse = JSON.parse;
   Object.defineProperty(JSON, 'parse', {
     value: freeze(function parse_(text, reviver) {
+      tick();
       const t = String(text);
       str(t.length);
       if (jsonDepth(t) > maxDepth) cap('value_depth');
