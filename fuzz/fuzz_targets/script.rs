@@ -1,0 +1,71 @@
+//! The TypeScript strip + run path: any input is a script run by an org's owner with small
+//! caps. It must end in a result or a structured error; a panic, an abort or a stack overflow
+//! is a finding. The script runs on a thread with the native server's script stack.
+#![no_main]
+
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use libfuzzer_sys::fuzz_target;
+use lore::auth::{resolve_caller, verify_token};
+use lore::ids::OrgId;
+use lore::ports::Ports;
+use lore::ports::testing::{SeqRandom, StepClock};
+use lore::sandbox::caps::ScriptCaps;
+use lore::sandbox::meter::Metered;
+use lore::sandbox::{Surface, run_with_caps};
+use lore::storage::memory::MemoryStorage;
+use lore::{Config, Lore};
+
+#[global_allocator]
+static ALLOCATOR: Metered<std::alloc::System> = Metered(std::alloc::System);
+
+fn caps() -> ScriptCaps {
+    ScriptCaps {
+        steps: 200_000,
+        jobs: 2_000,
+        sdk_calls: 20,
+        wall_ms: 2_000,
+        sleep_ms: 50,
+        memory_bytes: 32 << 20,
+        ..ScriptCaps::default()
+    }
+}
+
+fn run(code: String) {
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+        random: Rc::new(SeqRandom::seeded(7)),
+        http: None,
+        embedder: None,
+        cache: None,
+    };
+    let lore = Lore::new(ports, Config::default());
+    block_on(async {
+        let token = match lore::admin::init(&lore.ports, "fuzz").await.unwrap() {
+            lore::admin::InitOutcome::Created(t) => t.token,
+            _ => unreachable!("a fresh store"),
+        };
+        let credential = verify_token(&lore.ports, &token).await.unwrap();
+        let org = OrgId::parse("fuzz").unwrap();
+        let caller = resolve_caller(&lore.ports, credential, None, &org)
+            .await
+            .unwrap();
+        // Ok or a structured error: both are fine; only a crash is a finding.
+        let _ = run_with_caps(&lore, &caller, Surface::Run, &code, None, false, caps()).await;
+    });
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(code) = std::str::from_utf8(data) else {
+        return;
+    };
+    let code = code.to_string();
+    std::thread::Builder::new()
+        .stack_size(lore::sandbox::STACK_BYTES)
+        .spawn(move || run(code))
+        .unwrap()
+        .join()
+        .unwrap();
+});

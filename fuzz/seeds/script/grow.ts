@@ -1,0 +1,1 @@
+let s = 'ab'; for (let i = 0; i < 30; i++) s += s; return s.length

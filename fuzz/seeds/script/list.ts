@@ -1,0 +1,1 @@
+const e = await client.entities.list({}); return e.items.length

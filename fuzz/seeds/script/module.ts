@@ -1,0 +1,1 @@
+export default async (ctx: any, client: any) => { await ctx.sleep(10); return (await client.sql('SELECT COUNT(*) AS n FROM entities')).rows }
