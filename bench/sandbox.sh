@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A cold TypeScript script run: lore's sandbox (oxc strip + fresh Boa realm + run, in process)
+# beside Node (esbuild transform + fresh vm context + run) on the same database, one session.
+#
+#   bash bench/sandbox.sh            # 300 runs of each script on each side
+#   RUNS=100 bash bench/sandbox.sh
+#
+# Builds `examples/sandbox_bench.rs` in release mode; it seeds 1,000 entities into a fresh lore
+# database and writes the ids and storage keys of the 10 the script reads, which the Node peer
+# (`bench/sandbox_node.mjs`, Node 22 with node:sqlite, esbuild as pinned by scripts/worker-tools)
+# reads from the same file. Prints both JSON lines and a Markdown table, also written to
+# bench/out/sandbox-<timestamp>.md.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HERE")
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+RUNS=${RUNS:-300}
+OUT="$HERE/out"
+mkdir -p "$OUT"
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+SPEC="$OUT/sandbox-$STAMP.json"
+
+cd "$ROOT"
+source scripts/worker-tools >/dev/null
+export ESBUILD_MODULE="$WORKER_NODE_MODULES/esbuild/lib/main.js"
+cargo build --release --example sandbox_bench >&2
+LORE=$("$CARGO_TARGET_DIR/release/examples/sandbox_bench" --runs "$RUNS" --out "$SPEC")
+NODE_OUT=$("$NODE" "$HERE/sandbox_node.mjs" "$SPEC" "$RUNS")
+echo "lore: $LORE"
+echo "node: $NODE_OUT"
+python3 - "$LORE" "$NODE_OUT" "$RUNS" <<'PY' | tee "$OUT/sandbox-$STAMP.md"
+import json, sys
+lore, node, runs = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+print(f"| script ({runs} cold runs each) | lore p50 | lore p99 | Node {node['node']} p50 | Node p99 | lore / Node (p50) |")
+print("|---|---:|---:|---:|---:|---:|")
+for key, name in [("ten_reads_ms", "10 reads (`entities.get`)"), ("return_1_ms", "`return 1`"), ("hot_loop_ms", "hot loop, 1e6 `s += i`")]:
+    l, n = lore[key], node[key]
+    print(f"| {name} | {l['p50']:.2f} ms | {l['p99']:.2f} ms | {n['p50']:.2f} ms | {n['p99']:.2f} ms | {l['p50']/n['p50']:.2f}× |")
+b = lore["hot_loop_bare_boa_ms"]
+print(f"| hot loop in a bare Boa context (same build) | {b['p50']:.2f} ms | {b['p99']:.2f} ms | | | |")
+PY
+rm -rf "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["db"])' "$SPEC" | xargs dirname)"
