@@ -87,6 +87,12 @@ pub struct Lore {
     pub(crate) memory: std::rc::Rc<MemoryService>,
     pub(crate) schemas: records::types::SchemaCache,
     pub(crate) usage: records::metrics::UsageCounters,
+    /// Set on the copy of the core a script run calls through: the run's shared budget and the
+    /// events its writes saved (reactions wait until the run commits).
+    pub(crate) script: Option<std::rc::Rc<sandbox::Scope>>,
+    /// How many reactions deep this core's writes are: 0 for a request's own writes, n inside
+    /// a reaction that n writes set off (see `sandbox::reactions`).
+    pub(crate) reaction_depth: u8,
 }
 
 impl Lore {
@@ -112,6 +118,8 @@ impl Lore {
             memory: std::rc::Rc::new(MemoryService::default()),
             schemas: records::types::SchemaCache::default(),
             usage: records::metrics::UsageCounters::new(instance),
+            script: None,
+            reaction_depth: 0,
         }
     }
 
@@ -131,7 +139,33 @@ impl Lore {
             },
             schemas: records::types::SchemaCache::default(),
             usage: records::metrics::UsageCounters::new(instance),
+            script: self.script.clone(),
+            reaction_depth: self.reaction_depth,
         }
+    }
+
+    /// What follows a commit of new events: inside a script run they wait for the run's own
+    /// commit; otherwise the behaviors they trigger react now (inline, so every host runs
+    /// them, the edge included). A reaction never fails the write that set it off.
+    pub(crate) async fn after_commit(&self, org: &OrgId, events: Vec<memory::event::Event>) {
+        if events.is_empty() {
+            return;
+        }
+        match &self.script {
+            Some(scope) => scope.events.borrow_mut().extend(events),
+            None => sandbox::reactions::react(self, org, &events).await,
+        }
+    }
+
+    /// `save_memory` and `memory.save`: saves, then reacts to the new events.
+    pub(crate) async fn save_memory(
+        &self,
+        caller: &Caller,
+        input: memory::SaveInput,
+    ) -> Result<Value, LoreError> {
+        let (out, events) = self.memory.save(&self.ports, caller, input).await?;
+        self.after_commit(caller.org(), events).await;
+        Ok(out)
     }
 
     /// The caller of a request: a verified bearer token, or the local owner when the server
@@ -263,12 +297,7 @@ impl Lore {
         let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
         match name {
             mcp::tools::SAVE_MEMORY => {
-                self.memory
-                    .save(
-                        &self.ports,
-                        caller,
-                        serde_json::from_value(args).map_err(parse_err)?,
-                    )
+                self.save_memory(caller, serde_json::from_value(args).map_err(parse_err)?)
                     .await
             }
             mcp::tools::SEARCH_SDK => {
