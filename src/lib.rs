@@ -252,14 +252,34 @@ impl Lore {
 
     /// Serves one HTTP request.
     pub async fn handle(&self, request: Request<Vec<u8>>) -> Response<Vec<u8>> {
+        self.serve(request, None).await
+    }
+
+    /// Serves one HTTP request, streaming the reply through `out` where the reply is long
+    /// (a script's `tools/call` with a progress token, to a client that reads SSE: its
+    /// progress goes out as it happens). If `out` was started, the response returned is only
+    /// the rest of the body; otherwise it is the whole reply and `out` was not used.
+    pub async fn handle_streaming(
+        &self,
+        request: Request<Vec<u8>>,
+        out: std::rc::Rc<dyn mcp::reply::ReplyStream>,
+    ) -> Response<Vec<u8>> {
+        self.serve(request, Some(out)).await
+    }
+
+    async fn serve(
+        &self,
+        request: Request<Vec<u8>>,
+        out: Option<std::rc::Rc<dyn mcp::reply::ReplyStream>>,
+    ) -> Response<Vec<u8>> {
         let path = request.uri().path().to_string();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         if let Some(response) = oauth::handle(self, &request).await {
             return response;
         }
         match segments.as_slice() {
-            ["mcp"] => mcp::handle(self, request, None).await,
-            ["mcp", org] => mcp::handle(self, request, Some(org)).await,
+            ["mcp"] => mcp::handle(self, request, None, out).await,
+            ["mcp", org] => mcp::handle(self, request, Some(org), out).await,
             ["api", org, name] => api::handle(self, &request, org, name).await,
             ["hooks", org, feed] => hooks::handle(self, &request, org, feed).await,
             ["healthz"] if request.method() == Method::GET => json_response(
@@ -294,6 +314,18 @@ impl Lore {
         name: &str,
         args: Value,
     ) -> Result<Value, LoreError> {
+        self.run_tool_with_progress(caller, name, args, None).await
+    }
+
+    /// [`Lore::run_tool`], telling `progress` what a script is doing as it runs (each SDK
+    /// call and sleep it starts, and a heartbeat).
+    pub async fn run_tool_with_progress(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        progress: Option<&dyn Fn(&str)>,
+    ) -> Result<Value, LoreError> {
         let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
         match name {
             mcp::tools::SAVE_MEMORY => {
@@ -315,25 +347,27 @@ impl Lore {
             }
             mcp::tools::QUERY_SDK => {
                 let a: sandbox::QuerySdk = serde_json::from_value(args).map_err(parse_err)?;
-                sandbox::run(
+                sandbox::run_with_progress(
                     self,
                     caller,
                     sandbox::Surface::Query,
                     &a.code,
                     a.args,
                     false,
+                    progress,
                 )
                 .await
             }
             mcp::tools::RUN_SDK => {
                 let a: sandbox::RunSdk = serde_json::from_value(args).map_err(parse_err)?;
-                sandbox::run(
+                sandbox::run_with_progress(
                     self,
                     caller,
                     sandbox::Surface::Run,
                     &a.code,
                     a.args,
                     a.dry_run,
+                    progress,
                 )
                 .await
             }

@@ -90,6 +90,9 @@ pub enum Surface {
     Run,
 }
 
+/// The longest a run goes without telling its progress sink (if it has one) that it is alive.
+pub const PROGRESS_EVERY_MS: u64 = 10_000;
+
 /// How deep script operations nest: a script may call a script operation, whose body may call
 /// one more; a deeper call is refused.
 pub const MAX_NESTING: u8 = 2;
@@ -125,6 +128,8 @@ pub(crate) struct Spec<'c> {
     pub dry_run: bool,
     pub caps: ScriptCaps,
     pub origin: Origin,
+    /// Told each SDK call and sleep the script starts, and every [`PROGRESS_EVERY_MS`].
+    pub progress: Option<&'c dyn Fn(&str)>,
 }
 
 impl Surface {
@@ -250,6 +255,7 @@ struct Run<'a> {
     calls: RefCell<Vec<CallRecord>>,
     preview: RefCell<Vec<PreviewWrite>>,
     previews: Cell<usize>,
+    progress: Option<&'a dyn Fn(&str)>,
 }
 
 impl<'a> Run<'a> {
@@ -329,6 +335,30 @@ pub async fn run(
     .await
 }
 
+/// [`run`], telling `progress` what the script is doing as it runs (MCP progress
+/// notifications).
+pub async fn run_with_progress(
+    lore: &Lore,
+    caller: &Caller,
+    surface: Surface,
+    code: &str,
+    args: Option<Value>,
+    dry_run: bool,
+    progress: Option<&dyn Fn(&str)>,
+) -> Result<Value, LoreError> {
+    let spec = Spec {
+        source: surface.name(),
+        tier: surface.tier(),
+        code,
+        args,
+        dry_run,
+        caps: ScriptCaps::default(),
+        origin: Origin::default(),
+        progress,
+    };
+    run_script(lore, caller, spec).await
+}
+
 /// [`run`] with explicit caps (tests use small ones).
 pub async fn run_with_caps(
     lore: &Lore,
@@ -347,6 +377,7 @@ pub async fn run_with_caps(
         dry_run,
         caps,
         origin: Origin::default(),
+        progress: None,
     };
     run_script(lore, caller, spec).await
 }
@@ -376,6 +407,7 @@ pub(crate) fn run_operation<'a>(
                 operation: Some(op.name.clone()),
                 ..Origin::default()
             },
+            progress: None,
         };
         let mut out = run_script(lore, caller, spec).await?;
         Ok(out["result"].take())
@@ -396,6 +428,7 @@ pub(crate) async fn run_script(
         dry_run,
         mut caps,
         origin,
+        progress,
     } = spec;
     let clock = lore.ports.clock.clone();
     let started = clock.now_ms();
@@ -455,6 +488,7 @@ pub(crate) async fn run_script(
         calls: RefCell::default(),
         preview: RefCell::default(),
         previews: Cell::new(0),
+        progress,
     };
     let outcome = execute(&run, &host, code).await;
     let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
@@ -661,6 +695,7 @@ async fn drive(
     let clock = run.lore.ports.clock.clone();
     let mut inflight: Vec<(Op, OpFuture<'_>)> = Vec::new();
     let mut deadline: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
+    let mut heartbeat: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
     loop {
         if let Err(e) = queue.clone().run_jobs(context) {
             return Err(js_failure(e, context, host, queue, stripped));
@@ -691,6 +726,12 @@ async fn drive(
             return Err(Failure::cap(Cap::WallClock, caps));
         }
         while let Some(op) = host.pending.borrow_mut().pop_front() {
+            if let Some(progress) = run.progress {
+                match &op.kind {
+                    OpKind::Call { path, .. } => progress(path),
+                    OpKind::Sleep { ms } => progress(&format!("ctx.sleep({ms})")),
+                }
+            }
             let future: OpFuture<'_> = match &op.kind {
                 OpKind::Call { path, args } => Box::pin(run.dispatch(path.clone(), args.clone())),
                 OpKind::Sleep { ms } => {
@@ -720,6 +761,17 @@ async fn drive(
             }
             if !done.is_empty() {
                 return Poll::Ready(done);
+            }
+            // A run that waits long tells its progress sink it is alive (a client resets its
+            // request timeout on progress).
+            if let Some(progress) = run.progress {
+                let beat = heartbeat.get_or_insert_with(|| clock.sleep(PROGRESS_EVERY_MS));
+                if beat.as_mut().poll(cx).is_ready() {
+                    heartbeat = None;
+                    progress("running");
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
             }
             // Nothing is ready: only now arm the wall-clock timer (a host whose timers are
             // instant, as in tests, would otherwise jump to the deadline at once).

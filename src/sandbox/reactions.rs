@@ -129,6 +129,7 @@ async fn react_one(
         dry_run: false,
         caps: ScriptCaps::default(),
         origin,
+        progress: None,
     };
     if let Err(e) = super::run_script(&inner, &caller, spec).await {
         tracing::info!(behavior = %behavior.name, event = %event.id, error = %e, "a reaction failed");

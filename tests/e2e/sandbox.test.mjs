@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 
-import { startServer, initDb, createOrg, tempDir, cleanupDir, TARGET } from './lib/server.mjs';
+import { startServer, initDb, createOrg, tempDir, cleanupDir, TARGET, onlyNative } from './lib/server.mjs';
 import { connectSdk1 } from './lib/clients.mjs';
 
 let dir;
@@ -156,4 +156,30 @@ test('every run is an Action readable through the SDK', async () => {
   assert.equal(action.source, 'query_sdk');
   assert.equal(action.status, 'ok');
   assert.match(action.code_hash, /^[0-9a-f]{64}$/);
+});
+
+test('a long script streams progress over SSE, so a short client timeout keeps waiting', onlyNative('the edge buffers notifications before the result'), async () => {
+  // Four 1.5 s sleeps (6 s) against a 2 s request timeout that each progress notification resets.
+  const code = "for (let i = 0; i < 4; i++) await ctx.sleep(1500); return 'slept';";
+  const started = Date.now();
+  const seen = [];
+  const result = await client.callTool({ name: 'query_sdk', arguments: { code } }, undefined, {
+    timeout: 2000,
+    resetTimeoutOnProgress: true,
+    onprogress: (p) => seen.push({ ...p, at: Date.now() - started }),
+  });
+  const elapsed = Date.now() - started;
+  assert.equal(ok(result).result, 'slept');
+  assert.ok(elapsed >= 6000, `took ${elapsed} ms`);
+  const sleeps = seen.filter((p) => p.message === 'ctx.sleep(1500)');
+  assert.equal(sleeps.length, 4, JSON.stringify(seen));
+  // Streamed, not buffered: the first progress arrived long before the result.
+  assert.ok(seen[0].at < 1000, JSON.stringify(seen));
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, JSON.stringify(seen));
+  assert.equal(seen.at(-1).message, 'done');
+  // Without resetting on progress, the same 2 s timeout ends the call.
+  await assert.rejects(
+    client.callTool({ name: 'query_sdk', arguments: { code } }, undefined, { timeout: 2000, onprogress: () => {} }),
+    /timed out|timeout/i,
+  );
 });
