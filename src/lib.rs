@@ -145,14 +145,26 @@ impl Lore {
     }
 
     /// What follows a commit of new events: inside a script run they wait for the run's own
-    /// commit; otherwise the behaviors they trigger react now (inline, so every host runs
-    /// them, the edge included). A reaction never fails the write that set it off.
+    /// commit; otherwise the behaviors they trigger react, after the answer where the host
+    /// has a background port (natively), else now, before it (the edge). A reaction never
+    /// fails the write that set it off.
     pub(crate) async fn after_commit(&self, org: &OrgId, events: Vec<memory::event::Event>) {
         if events.is_empty() {
             return;
         }
-        match &self.script {
-            Some(scope) => scope.events.borrow_mut().extend(events),
+        if let Some(scope) = &self.script {
+            scope.events.borrow_mut().extend(events);
+            return;
+        }
+        match &self.ports.background {
+            Some(background) => {
+                // The task owns a copy of the core: the same ports and memory index.
+                let core = self.script_copy(self.ports.clone(), false);
+                let org = org.clone();
+                background.spawn(Box::pin(async move {
+                    sandbox::reactions::react(&core, &org, &events).await;
+                }));
+            }
             None => sandbox::reactions::react(self, org, &events).await,
         }
     }

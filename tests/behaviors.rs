@@ -35,7 +35,21 @@ impl Clock for JumpClock {
     }
 }
 
+/// A background port that keeps the tasks it is given until the test runs them.
+#[derive(Default)]
+struct Later(std::cell::RefCell<Vec<Pin<Box<dyn Future<Output = ()>>>>>);
+
+impl lore::ports::Background for Later {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>) {
+        self.0.borrow_mut().push(task);
+    }
+}
+
 fn harness() -> Harness {
+    harness_with(None)
+}
+
+fn harness_with(background: Option<Rc<dyn lore::ports::Background>>) -> Harness {
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
         clock: Rc::new(JumpClock(Rc::new(Cell::new(1_767_225_600_000)))),
@@ -43,6 +57,7 @@ fn harness() -> Harness {
         http: None,
         embedder: None,
         cache: None,
+        background,
     };
     let h = Harness::on(ports, "acme");
     ok(&run(
@@ -487,4 +502,32 @@ fn a_webhook_delivery_triggers_the_behaviors_of_its_feed() {
     let acts = actions(&h, "behavior");
     assert_eq!(acts.len(), 1, "{acts:?}");
     assert_eq!(acts[0]["status"], "ok");
+}
+
+#[test]
+fn with_a_background_port_reactions_run_after_the_answer() {
+    let later = Rc::new(Later::default());
+    let h = harness_with(Some(later.clone()));
+    ok(&behavior(
+        &h,
+        &h.owner,
+        "triage",
+        &["observation"],
+        "await client.entities.create({type: 'ticket', name: 'later'}); return 1",
+    ));
+    h.save(
+        &h.owner,
+        json!({"content": "db down", "kind": "observation"}),
+    );
+    assert!(
+        ticket_names(&h).is_empty(),
+        "not yet: the save was answered first"
+    );
+    let tasks: Vec<_> = later.0.borrow_mut().drain(..).collect();
+    assert_eq!(tasks.len(), 1);
+    for task in tasks {
+        block_on(task);
+    }
+    assert_eq!(ticket_names(&h), vec!["later"]);
+    assert_eq!(actions(&h, "behavior")[0]["status"], "ok");
 }

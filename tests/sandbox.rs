@@ -42,6 +42,7 @@ fn harness() -> Harness {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let h = Harness::on(ports, "acme");
     let r = run(

@@ -43,6 +43,7 @@ impl Harness {
             http: None,
             embedder: None,
             cache: None,
+            background: None,
         };
         let lore = Lore::new(ports, Config::default());
         let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {

@@ -163,8 +163,11 @@ async fn worker(
     limits: ConnectionLimits,
     open: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
-    let ports = native_ports(&db, &embedder)
+    let mut ports = native_ports(&db, &embedder)
         .with_context(|| format!("cannot open database {}", db.display()))?;
+    // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
+    let background = Rc::new(LocalTasks::default());
+    ports.background = Some(background.clone());
     let lore = Rc::new(Lore::new(ports, config));
     let active = Rc::new(Cell::new(0usize));
     // An idle worker still writes the usage counts it holds.
@@ -222,13 +225,30 @@ async fn worker(
         });
     }
     let deadline = Instant::now() + limits.drain_timeout;
-    while active.get() > 0 && Instant::now() < deadline {
+    while (active.get() > 0 || background.running.get() > 0) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Usage counters are buffered per instance; write them before the thread ends.
     flusher.abort();
     lore.flush_usage().await;
     Ok(())
+}
+
+/// The background port: local tasks of a worker thread, counted so shutdown can wait.
+#[derive(Default)]
+struct LocalTasks {
+    running: Rc<Cell<usize>>,
+}
+
+impl crate::ports::Background for LocalTasks {
+    fn spawn(&self, task: Pin<Box<dyn std::future::Future<Output = ()>>>) {
+        let running = self.running.clone();
+        running.set(running.get() + 1);
+        tokio::task::spawn_local(async move {
+            task.await;
+            running.set(running.get() - 1);
+        });
+    }
 }
 
 /// A response body fed by a channel: a streamed reply (SSE progress, then the result).

@@ -8,9 +8,10 @@
 //!   batch has committed; events a script saves wait for that script's own commit, so a run
 //!   that fails triggers nothing.
 //! - *Never fails the write*: the reaction's outcome is only recorded.
-//! - *Inline*: the reaction runs before the triggering request is answered, on every host
-//!   (natively, on Workers and on Spin alike: no background task can outlive a Workers or Spin
-//!   request without a platform hook, and the core has none).
+//! - *When*: where the host has a background port (`Ports::background`: `lore serve`, a local
+//!   task of the worker thread), after the triggering request is answered; elsewhere (Workers,
+//!   Spin, where work cannot outlive the request without a platform hook the core does not
+//!   have) inline, before the answer.
 //! - *Bounded*: a reaction's own writes may trigger reactions, down to [`MAX_DEPTH`]; a
 //!   reaction that would go deeper is not run and is recorded as `skipped`
 //!   (`reaction_depth`), so a behavior that triggers itself runs twice, then stops.

@@ -183,3 +183,33 @@ test('a long script streams progress over SSE, so a short client timeout keeps w
     /timed out|timeout/i,
   );
 });
+
+test("a behavior's reaction runs after a matching save, as its own Action", async () => {
+  ok(await run(client, 'return await client.behaviors.create(ctx.args)', {
+    args: {
+      name: 'file_incidents',
+      trigger: { event_kinds: ['observation'] },
+      code: "await ctx.sleep(1500); await client.entities.create({type: 'ticket', name: 'seen: ' + ctx.args.event.content}); return ctx.args.event.id",
+    },
+  }));
+  const t0 = Date.now();
+  const saved = await client.callTool({ name: 'save_memory', arguments: { content: 'the build is red', kind: 'observation' } });
+  const saveMs = Date.now() - t0;
+  assert.notEqual(saved.isError, true, JSON.stringify(saved));
+  // lore serve answers before the reaction (which sleeps 1.5 s) runs; the edge runs it first.
+  if (TARGET === 'native') assert.ok(saveMs < 1000, `save took ${saveMs} ms`);
+  const [id] = saved.structuredContent.ids;
+  // Natively the reaction runs after the save is answered: wait for it.
+  let action;
+  for (let i = 0; i < 100 && !action; i++) {
+    const acts = ok(await query(client, "return (await client.actions.list({limit: 500})).items.filter((a: any) => a.source === 'behavior')")).result;
+    action = acts.find((a) => a.trigger_event === id);
+    if (!action) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(action, 'the reaction ran');
+  assert.equal(action.status, 'ok', JSON.stringify(action));
+  assert.equal(action.behavior, 'file_incidents');
+  const names = ok(await query(client, "return (await client.entities.list({type: 'ticket'})).items.map((t: any) => t.name)")).result;
+  assert.ok(names.includes('seen: the build is red'), JSON.stringify(names));
+  ok(await run(client, "return await client.behaviors.delete({name: 'file_incidents'})"));
+});
