@@ -252,7 +252,7 @@ impl crate::ports::Background for LocalTasks {
 }
 
 /// A response body fed by a channel: a streamed reply (SSE progress, then the result).
-pub struct ChannelBody(mpsc::UnboundedReceiver<Bytes>);
+struct ChannelBody(mpsc::UnboundedReceiver<Bytes>);
 
 impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
@@ -377,8 +377,18 @@ async fn respond(
     } else {
         match tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await {
             Ok(Ok(collected)) => {
-                let request = http::Request::from_parts(parts, collected.to_bytes().to_vec());
-                handle_streaming(lore.clone(), request).await
+                let body = collected.to_bytes().to_vec();
+                // Only an MCP request that asks for progress may stream; the rest are answered
+                // whole, without a task and channel of their own.
+                let may_stream = method == http::Method::POST
+                    && path.starts_with("/mcp")
+                    && body.windows(13).any(|w| w == b"progressToken");
+                let request = http::Request::from_parts(parts, body);
+                if may_stream {
+                    handle_streaming(lore.clone(), request).await
+                } else {
+                    full(lore.handle(request).await)
+                }
             }
             Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => too_large(),
             Ok(Err(_)) => {

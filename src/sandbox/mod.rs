@@ -5,6 +5,7 @@
 //! - [`realm`] builds the realm: hooks, job queue, `ctx`, the SDK object, value conversion;
 //! - [`overlay`] buffers a run's writes and commits them as one batch;
 //! - [`caps`] holds the limits and names them in errors;
+//! - [`reactions`] runs behaviors' reactions once the events that trigger them commit;
 //! - this module runs the event loop: JavaScript runs in synchronous slices (the script, then
 //!   its promise jobs), and between slices the host awaits the SDK calls and sleeps the script
 //!   started, all at once, woken by their wakers; each completion settles its promise.
@@ -15,6 +16,10 @@
 //! writes and its Action in one batch; a run that throws or reaches a cap writes only its
 //! Action. A dry run dispatches reads and answers writes with a placeholder, listing them in
 //! `side_effect_preview`.
+//!
+//! The same runner runs script operations (`run_operation`; called from a running script
+//! they nest in its overlay and budget, see [`Scope`]) and reactions. A run given a progress
+//! sink reports each SDK call and sleep it starts and a heartbeat while it waits.
 
 pub mod caps;
 pub mod overlay;

@@ -4,7 +4,7 @@
 //! same caps, and the event as `ctx.args.event`. Each reaction is an Action (`source:
 //! "behavior"`, the behavior, the triggering event, the depth).
 //!
-//! - *After the commit*: [`crate::Lore::after_commit`] calls [`react`] once the triggering
+//! - *After the commit*: `Lore::after_commit` calls `react` once the triggering
 //!   batch has committed; events a script saves wait for that script's own commit, so a run
 //!   that fails triggers nothing.
 //! - *Never fails the write*: the reaction's outcome is only recorded.
