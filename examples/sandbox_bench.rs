@@ -80,6 +80,7 @@ fn main() {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let lore = Lore::new(ports, Config::default());
     let InitOutcome::Created(_) = block_on(admin::init(&lore.ports, "bench")).unwrap() else {

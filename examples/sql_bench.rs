@@ -95,6 +95,7 @@ fn main() {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let mut config = Config::default();
     // The bench measures speed, not the guard rails.

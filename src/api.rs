@@ -247,6 +247,10 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
                 elapsed_ms: elapsed,
             }],
             error: outcome.as_ref().err().map(LoreError::to_json),
+            behavior: None,
+            trigger_event: None,
+            depth: None,
+            operation: None,
             created_at: crate::records::now_text(&lore.ports),
         };
         if let Err(e) = actions::record(&lore.ports, &caller, action).await {

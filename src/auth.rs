@@ -257,3 +257,36 @@ pub async fn resolve_caller(
         keys,
     })
 }
+
+/// The owner of a behavior, for its reaction: `principal` as a member of `org` now, with the
+/// role its membership has now and both scopes (a reaction has no token; the role decides).
+/// Fails when the principal is gone or no longer a member.
+pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Result<Caller> {
+    let principal: Principal = ports
+        .record(&keys::principal(principal))
+        .await?
+        .ok_or_else(|| LoreError::Forbidden(format!("the owner {principal} no longer exists")))?;
+    let credential = Credential {
+        principal,
+        token: None,
+    };
+    let keys = OrgKeys::new(org);
+    let membership: Membership = ports
+        .record(&keys.member(&credential.principal.id))
+        .await?
+        .ok_or_else(|| {
+            LoreError::Forbidden(format!(
+                "the owner {} is no longer a member of org {org}",
+                credential.principal.id
+            ))
+        })?;
+    Ok(Caller {
+        principal: credential.principal,
+        role: membership.role,
+        scopes: Scopes::ALL,
+        token_orgs: Some(vec![org.clone()]),
+        token_id: None,
+        org: org.clone(),
+        keys,
+    })
+}

@@ -183,9 +183,13 @@ pub async fn handle(
         origin_key: keys.origin(&feed.name, &sha256_hex(&delivery)),
         event,
     };
+    let event = item.event.clone();
     match lore.memory.append_feed_items(ports, &keys, &[item]).await {
         Ok(out) => {
             let (id, new) = out.into_iter().next().unwrap_or_default();
+            if new {
+                lore.after_commit(&org, vec![event]).await;
+            }
             reply(StatusCode::ACCEPTED, json!({"id": id, "duplicate": !new}))
         }
         Err(e) => crate::api::error_response(&e),

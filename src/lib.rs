@@ -87,6 +87,12 @@ pub struct Lore {
     pub(crate) memory: std::rc::Rc<MemoryService>,
     pub(crate) schemas: records::types::SchemaCache,
     pub(crate) usage: records::metrics::UsageCounters,
+    /// Set on the copy of the core a script run calls through: the run's shared budget and the
+    /// events its writes saved (reactions wait until the run commits).
+    pub(crate) script: Option<std::rc::Rc<sandbox::Scope>>,
+    /// How many reactions deep this core's writes are: 0 for a request's own writes, n inside
+    /// a reaction that n writes set off (see `sandbox::reactions`).
+    pub(crate) reaction_depth: u8,
 }
 
 impl Lore {
@@ -112,6 +118,8 @@ impl Lore {
             memory: std::rc::Rc::new(MemoryService::default()),
             schemas: records::types::SchemaCache::default(),
             usage: records::metrics::UsageCounters::new(instance),
+            script: None,
+            reaction_depth: 0,
         }
     }
 
@@ -131,7 +139,45 @@ impl Lore {
             },
             schemas: records::types::SchemaCache::default(),
             usage: records::metrics::UsageCounters::new(instance),
+            script: self.script.clone(),
+            reaction_depth: self.reaction_depth,
         }
+    }
+
+    /// What follows a commit of new events: inside a script run they wait for the run's own
+    /// commit; otherwise the behaviors they trigger react, after the answer where the host
+    /// has a background port (natively), else now, before it (the edge). A reaction never
+    /// fails the write that set it off.
+    pub(crate) async fn after_commit(&self, org: &OrgId, events: Vec<memory::event::Event>) {
+        if events.is_empty() {
+            return;
+        }
+        if let Some(scope) = &self.script {
+            scope.events.borrow_mut().extend(events);
+            return;
+        }
+        match &self.ports.background {
+            Some(background) => {
+                // The task owns a copy of the core: the same ports and memory index.
+                let core = self.script_copy(self.ports.clone(), false);
+                let org = org.clone();
+                background.spawn(Box::pin(async move {
+                    sandbox::reactions::react(&core, &org, &events).await;
+                }));
+            }
+            None => sandbox::reactions::react(self, org, &events).await,
+        }
+    }
+
+    /// `save_memory` and `memory.save`: saves, then reacts to the new events.
+    pub(crate) async fn save_memory(
+        &self,
+        caller: &Caller,
+        input: memory::SaveInput,
+    ) -> Result<Value, LoreError> {
+        let (out, events) = self.memory.save(&self.ports, caller, input).await?;
+        self.after_commit(caller.org(), events).await;
+        Ok(out)
     }
 
     /// The caller of a request: a verified bearer token, or the local owner when the server
@@ -218,14 +264,34 @@ impl Lore {
 
     /// Serves one HTTP request.
     pub async fn handle(&self, request: Request<Vec<u8>>) -> Response<Vec<u8>> {
+        self.serve(request, None).await
+    }
+
+    /// Serves one HTTP request, streaming the reply through `out` where the reply is long
+    /// (a script's `tools/call` with a progress token, to a client that reads SSE: its
+    /// progress goes out as it happens). If `out` was started, the response returned is only
+    /// the rest of the body; otherwise it is the whole reply and `out` was not used.
+    pub async fn handle_streaming(
+        &self,
+        request: Request<Vec<u8>>,
+        out: std::rc::Rc<dyn mcp::reply::ReplyStream>,
+    ) -> Response<Vec<u8>> {
+        self.serve(request, Some(out)).await
+    }
+
+    async fn serve(
+        &self,
+        request: Request<Vec<u8>>,
+        out: Option<std::rc::Rc<dyn mcp::reply::ReplyStream>>,
+    ) -> Response<Vec<u8>> {
         let path = request.uri().path().to_string();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         if let Some(response) = oauth::handle(self, &request).await {
             return response;
         }
         match segments.as_slice() {
-            ["mcp"] => mcp::handle(self, request, None).await,
-            ["mcp", org] => mcp::handle(self, request, Some(org)).await,
+            ["mcp"] => mcp::handle(self, request, None, out).await,
+            ["mcp", org] => mcp::handle(self, request, Some(org), out).await,
             ["api", org, name] => api::handle(self, &request, org, name).await,
             ["hooks", org, feed] => hooks::handle(self, &request, org, feed).await,
             ["healthz"] if request.method() == Method::GET => json_response(
@@ -260,15 +326,22 @@ impl Lore {
         name: &str,
         args: Value,
     ) -> Result<Value, LoreError> {
+        self.run_tool_with_progress(caller, name, args, None).await
+    }
+
+    /// [`Lore::run_tool`], telling `progress` what a script is doing as it runs (each SDK
+    /// call and sleep it starts, and a heartbeat).
+    pub async fn run_tool_with_progress(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        progress: Option<&dyn Fn(&str)>,
+    ) -> Result<Value, LoreError> {
         let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
         match name {
             mcp::tools::SAVE_MEMORY => {
-                self.memory
-                    .save(
-                        &self.ports,
-                        caller,
-                        serde_json::from_value(args).map_err(parse_err)?,
-                    )
+                self.save_memory(caller, serde_json::from_value(args).map_err(parse_err)?)
                     .await
             }
             mcp::tools::SEARCH_SDK => {
@@ -286,25 +359,27 @@ impl Lore {
             }
             mcp::tools::QUERY_SDK => {
                 let a: sandbox::QuerySdk = serde_json::from_value(args).map_err(parse_err)?;
-                sandbox::run(
+                sandbox::run_with_progress(
                     self,
                     caller,
                     sandbox::Surface::Query,
                     &a.code,
                     a.args,
                     false,
+                    progress,
                 )
                 .await
             }
             mcp::tools::RUN_SDK => {
                 let a: sandbox::RunSdk = serde_json::from_value(args).map_err(parse_err)?;
-                sandbox::run(
+                sandbox::run_with_progress(
                     self,
                     caller,
                     sandbox::Surface::Run,
                     &a.code,
                     a.args,
                     a.dry_run,
+                    progress,
                 )
                 .await
             }

@@ -80,6 +80,14 @@ pub trait Cache {
     async fn delete(&self, key: &str) -> Result<(), PortError>;
 }
 
+/// Work the core hands the host to run after the current request is answered, on the same
+/// thread (natively: a local task of the worker). The core uses it only for work whose outcome
+/// the request does not report (behaviors' reactions). A host without one (`None`: Workers,
+/// Spin, the tests) gets that work run inline, before the answer.
+pub trait Background {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
+}
+
 /// A failure reported by a port implementation.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -97,6 +105,8 @@ pub struct Ports {
     /// natively: the CLI revokes tokens from another process, which an in-process cache of
     /// the server would not hear about.
     pub cache: Option<Rc<dyn Cache>>,
+    /// Where work runs after the answer (natively); `None` runs it inline.
+    pub background: Option<Rc<dyn Background>>,
 }
 
 impl Ports {

@@ -44,6 +44,7 @@ impl Harness {
             http: None,
             embedder: None,
             cache,
+            background: None,
         };
         let lore = Lore::new(ports, Config::default());
         let owner = match block_on(admin::init(&lore.ports, "default")).unwrap() {

@@ -71,6 +71,7 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
         http: None,
         embedder: Some(embedder),
         cache: None,
+        background: None,
     };
     let h = Harness::on(ports, "acme");
     let mut event_of = HashMap::new();

@@ -47,6 +47,7 @@ fn harness() -> Harness {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let h = Harness::on(ports, "acme");
     let r = run(
@@ -414,4 +415,108 @@ fn loops_and_functions_keep_working_with_the_memory_ticks() {
         "let n = 0;\nfor (let i = 0; i < 10; i++) n += i;\nfor (const x of [1, 2]) n += x;\nfor (const k in { a: 1 }) n += k.length;\nlet j = 0; while (j < 3) j++;\ndo { j-- } while (j > 0);\nlabel: for (;;) { for (;;) { break label; } }\nconst f = (x: number) => x * 2;\nfunction g(this: any) { 'use strict'; return this === undefined; }\nreturn [n, j, f(4), g(), 'a,b'.split(',')];",
     );
     assert_eq!(ok(&r)["result"], json!([49, 0, 8, true, ["a", "b"]]));
+}
+
+type Head = (u16, Vec<(String, String)>);
+
+/// A reply stream that keeps what it was given.
+#[derive(Default)]
+struct Recorder {
+    head: std::cell::RefCell<Option<Head>>,
+    chunks: std::cell::RefCell<Vec<Vec<u8>>>,
+}
+
+impl lore::mcp::reply::ReplyStream for Recorder {
+    fn start(&self, status: u16, headers: &[(String, String)]) {
+        assert!(self.chunks.borrow().is_empty(), "the head goes first");
+        *self.head.borrow_mut() = Some((status, headers.to_vec()));
+    }
+    fn send(&self, bytes: Vec<u8>) {
+        self.chunks.borrow_mut().push(bytes);
+    }
+}
+
+fn sse_messages(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8(bytes.to_vec())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_script_call_with_a_progress_token_streams_its_progress() {
+    let h = harness();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "query_sdk", "_meta": {"progressToken": "p1",
+            "io.modelcontextprotocol/protocolVersion": common::V26,
+            "io.modelcontextprotocol/clientCapabilities": {}},
+        "arguments": {"code": "await ctx.sleep(10);\nawait client.templates.list({});\nreturn 'done'"}}});
+    let request = |accept: &str| {
+        http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8787")
+            .header("origin", "http://127.0.0.1:8787")
+            .header("authorization", format!("Bearer {}", h.owner))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-protocol-version", common::V26)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "query_sdk")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let recorder = Rc::new(Recorder::default());
+    let rest = block_on(h.lore.handle_streaming(
+        request("application/json, text/event-stream"),
+        recorder.clone(),
+    ));
+    let (status, headers) = recorder
+        .head
+        .borrow()
+        .clone()
+        .unwrap_or_else(|| panic!("not streamed: {}", String::from_utf8_lossy(rest.body())));
+    assert_eq!(status, 200);
+    assert!(headers.contains(&("content-type".into(), "text/event-stream".into())));
+    assert!(
+        headers.contains(&(
+            "access-control-allow-origin".into(),
+            "http://127.0.0.1:8787".into()
+        )),
+        "{headers:?}"
+    );
+    let streamed: Vec<Value> = recorder
+        .chunks
+        .borrow()
+        .iter()
+        .flat_map(|c| sse_messages(c))
+        .collect();
+    let messages: Vec<&str> = streamed
+        .iter()
+        .map(|m| m["params"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        messages,
+        vec!["started", "ctx.sleep(10)", "templates.list", "done"]
+    );
+    let progress: Vec<f64> = streamed
+        .iter()
+        .map(|m| m["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(progress, vec![0.0, 1.0, 2.0, 3.0]);
+    let last = sse_messages(rest.body());
+    assert_eq!(last.len(), 1, "the rest of the body is the response");
+    assert_eq!(last[0]["id"], 7);
+    assert_eq!(last[0]["result"]["structuredContent"]["result"], "done");
+    // A client that does not read SSE gets one JSON reply, and the stream is not used.
+    let recorder = Rc::new(Recorder::default());
+    let whole = block_on(
+        h.lore
+            .handle_streaming(request("application/json"), recorder.clone()),
+    );
+    assert!(recorder.head.borrow().is_none());
+    let v: Value = serde_json::from_slice(whole.body()).unwrap();
+    assert_eq!(v["result"]["structuredContent"]["result"], "done");
 }

@@ -346,6 +346,7 @@ fn run_cases() {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let h = Harness::on(ports, "acme");
     let other = block_on(lore::admin::create_org(&h.lore.ports, "globex"))

@@ -43,6 +43,7 @@ impl Harness {
             http: None,
             embedder: None,
             cache: None,
+            background: None,
         };
         let lore = Lore::new(ports, Config::default());
         let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {
@@ -407,16 +408,19 @@ fn rest_errors_carry_stable_codes_and_statuses() {
         b"{}".to_vec(),
     );
     assert_eq!(r.status, 403);
-    // Script operations wait for the sandbox, and say so.
+    // Script operations run in the sandbox; a failing one is a structured script error.
     h.ok(
         "manage_operations",
         json!({"action": "create", "name": "triage", "kind": "script", "code": "return 1"}),
     );
     let r = h.api(&h.owner, "operations.run", json!({"name": "triage"}));
-    assert_eq!(
-        (r.status, r.json()["error"]["code"].clone()),
-        (501, json!("unavailable"))
+    assert_eq!((r.status, r.json()), (200, json!(1)));
+    h.ok(
+        "manage_operations",
+        json!({"action": "create", "name": "broken", "kind": "script", "code": "throw new Error('no')"}),
     );
+    let r = h.api(&h.owner, "operations.run", json!({"name": "broken"}));
+    assert_eq!(r.json()["error"]["code"], "script_error", "{}", r.text);
 }
 
 #[test]

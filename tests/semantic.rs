@@ -36,6 +36,7 @@ fn node(storage: &Rc<MemoryStorage>, model: &str, dims: usize) -> Node {
         http: None,
         embedder: Some(embedder.clone() as Rc<dyn Embedder>),
         cache: None,
+        background: None,
     };
     Node {
         h: Harness::on(ports, "acme"),

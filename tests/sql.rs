@@ -47,6 +47,7 @@ impl Harness {
             http: Some(Rc::new(UreqClient::default())),
             embedder: None,
             cache: None,
+            background: None,
         };
         let lore = Lore::new(ports, config);
         let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {

@@ -40,6 +40,7 @@ fn run(code: String) {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let lore = Lore::new(ports, Config::default());
     block_on(async {

@@ -1,11 +1,13 @@
 //! One MCP request in flight: who asks, which era, and the notifications (progress, logs) it
 //! sends before its result. Methods shared by both eras (`tools/list`, `tools/call`) live here.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
 
 use super::jsonrpc::{self, RpcError};
+use super::reply::Streamer;
 use super::tools::{self, Access};
 use crate::Lore;
 use crate::auth::Caller;
@@ -69,7 +71,12 @@ pub struct Exchange<'a> {
     /// `params.requestState` (SEP-2322): the opaque state an earlier `input_required` result
     /// carried, echoed back by the client.
     pub request_state: Option<Value>,
+    /// Where progress goes as it happens, when the adapter streams and the client reads SSE
+    /// and sent a progress token; otherwise notifications wait for the result.
+    pub stream: Option<Rc<Streamer>>,
     notifications: RefCell<Vec<Value>>,
+    /// The last progress value sent (progress only increases).
+    progress_sent: Cell<f64>,
 }
 
 impl<'a> Exchange<'a> {
@@ -93,8 +100,28 @@ impl<'a> Exchange<'a> {
             client_capabilities: json!({}),
             input_responses: params.get("inputResponses").cloned(),
             request_state: params.get("requestState").cloned(),
+            stream: None,
             notifications: RefCell::new(Vec::new()),
+            progress_sent: Cell::new(0.0),
         }
+    }
+
+    /// Streams progress through `stream` if this request asked for progress.
+    pub fn stream_progress(&mut self, stream: Option<Rc<Streamer>>) {
+        if self.progress_token.is_some() {
+            self.stream = stream;
+        }
+    }
+
+    /// Whether the reply's head has gone out (the rest must follow as SSE).
+    pub fn streamed(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.started())
+    }
+
+    /// The next progress step of a long tool call (a script's SDK call, sleep or heartbeat).
+    fn progress_step(&self, message: &str) {
+        let next = self.progress_sent.get() + 1.0;
+        self.progress(next, None, Some(message));
     }
 
     pub fn log(&self, level: LogLevel, data: Value) {
@@ -117,9 +144,12 @@ impl<'a> Exchange<'a> {
         if let Some(message) = message {
             params["message"] = json!(message);
         }
-        self.notifications
-            .borrow_mut()
-            .push(jsonrpc::notification("notifications/progress", params));
+        self.progress_sent.set(progress);
+        let notification = jsonrpc::notification("notifications/progress", params);
+        match &self.stream {
+            Some(stream) => stream.send(&notification),
+            None => self.notifications.borrow_mut().push(notification),
+        }
     }
 
     pub fn take_notifications(&self) -> Vec<Value> {
@@ -201,6 +231,22 @@ impl<'a> Exchange<'a> {
             return Err(insufficient_scope(name));
         }
         let outcome = match spec.validate(&args) {
+            Ok(()) if name == tools::QUERY_SDK || name == tools::RUN_SDK => {
+                // Scripts report each SDK call and sleep, and a heartbeat, as they run.
+                self.progress(0.0, None, Some("started"));
+                let step = |message: &str| self.progress_step(message);
+                let progress = self
+                    .progress_token
+                    .is_some()
+                    .then_some(&step as &dyn Fn(&str));
+                let r = self
+                    .lore
+                    .run_tool_with_progress(self.caller, name, args, progress)
+                    .await;
+                let last = self.progress_sent.get() + 1.0;
+                self.progress(last, Some(last), Some("done"));
+                r
+            }
             Ok(()) => {
                 self.progress(0.0, Some(1.0), Some("started"));
                 let r = self.lore.run_tool(self.caller, name, args).await;

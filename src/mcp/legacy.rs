@@ -151,8 +151,10 @@ async fn dispatch(
     session: &mut Option<(String, Session)>,
     method: &str,
     params: &Map<String, Value>,
-) -> (Result<Value, RpcError>, Vec<Value>) {
+    stream: Option<std::rc::Rc<super::reply::Streamer>>,
+) -> (Result<Value, RpcError>, Vec<Value>, bool) {
     let mut ex = Exchange::new(lore, caller, false, params);
+    ex.stream_progress(stream);
     ex.log_level = session
         .as_ref()
         .and_then(|(_, s)| s.log_level.as_deref())
@@ -186,12 +188,12 @@ async fn dispatch(
         _ => {
             #[cfg(feature = "conformance-fixtures")]
             if let Some(r) = super::fixtures::dispatch(&ex, method, params).await {
-                return (r, ex.take_notifications());
+                return (r, ex.take_notifications(), ex.streamed());
             }
             Err(RpcError::method_not_found(method, 200))
         }
     };
-    (result, ex.take_notifications())
+    (result, ex.take_notifications(), ex.streamed())
 }
 
 /// The protocol version of a legacy request: its header, else its session's, else the
@@ -234,6 +236,7 @@ pub async fn handle(
     headers: &HeaderMap,
     message: Incoming,
     sse_ok: bool,
+    stream: Option<std::rc::Rc<super::reply::Streamer>>,
 ) -> Reply {
     let (id, method, params) = match message {
         Incoming::Response => return Reply::accepted(),
@@ -259,7 +262,12 @@ pub async fn handle(
         .get("_meta")
         .and_then(|m| m.get("progressToken"))
         .is_some();
-    let (result, notifications) = dispatch(lore, caller, &mut session, &method, &params).await;
+    let stream = stream.filter(|_| sse_ok);
+    let (result, notifications, streamed) =
+        dispatch(lore, caller, &mut session, &method, &params, stream).await;
+    if streamed {
+        return Reply::rest_of_stream(&id, result, notifications);
+    }
     Reply::respond(&id, result, notifications, wants_stream, sse_ok)
 }
 
@@ -293,7 +301,8 @@ pub async fn batch(
         let id = jsonrpc::salvage_id(&item);
         match jsonrpc::parse_message(item) {
             Ok(Incoming::Request { id, method, params }) => {
-                let (result, _) = dispatch(lore, caller, &mut session, &method, &params).await;
+                let (result, _, _) =
+                    dispatch(lore, caller, &mut session, &method, &params, None).await;
                 responses.push(match result {
                     Ok(r) => jsonrpc::result_response(&id, r),
                     Err(e) => e.to_response(Some(&id)),

@@ -71,14 +71,29 @@ pub async fn handle(
     lore: &Lore,
     request: Request<Vec<u8>>,
     path_org: Option<&str>,
+    stream: Option<std::rc::Rc<dyn reply::ReplyStream>>,
 ) -> Response<Vec<u8>> {
     if let Err(reason) = lore.config.origins.check(request.headers()) {
         return Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None).into_http();
     }
     // Past the policy check, a request's Origin is an allowed one.
     let origin = headers::get(request.headers(), "origin").map(str::to_string);
+    // A streamed head carries the CORS headers the reply would have.
+    let stream = stream.map(|out| {
+        let cors = origin.as_ref().map_or_else(Vec::new, |o| {
+            vec![
+                ("access-control-allow-origin".to_string(), o.clone()),
+                (
+                    "access-control-expose-headers".to_string(),
+                    CORS_EXPOSE_HEADERS.to_string(),
+                ),
+                ("vary".to_string(), "Origin".to_string()),
+            ]
+        });
+        std::rc::Rc::new(reply::Streamer::new(out, cors))
+    });
     let mut reply = match *request.method() {
-        Method::POST => post(lore, &request, path_org).await,
+        Method::POST => post(lore, &request, path_org, stream).await,
         Method::DELETE => delete(lore, &request, path_org).await,
         Method::OPTIONS if origin.is_some() => Reply {
             status: 204,
@@ -195,7 +210,12 @@ fn accepts(request: &Request<Vec<u8>>) -> Result<bool, RpcError> {
     Ok(sse)
 }
 
-async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Reply {
+async fn post(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    path_org: Option<&str>,
+    stream: Option<std::rc::Rc<reply::Streamer>>,
+) -> Reply {
     if request.body().len() > lore.config.max_body_bytes {
         return Reply::error(&too_large(lore.config.max_body_bytes), None);
     }
@@ -248,14 +268,14 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -
     let is_current =
         (meta_version.is_some() && meta_is_current) || header_version == Some(VERSION_2026);
     if is_current {
-        return stateless::handle(lore, &caller, headers, message, sse_ok).await;
+        return stateless::handle(lore, &caller, headers, message, sse_ok, stream).await;
     }
     if let Some(h) = header_version
         && !LEGACY_VERSIONS.contains(&h)
     {
         return Reply::error(&unsupported_version(h, 400), id.as_ref());
     }
-    legacy::handle(lore, &caller, headers, message, sse_ok).await
+    legacy::handle(lore, &caller, headers, message, sse_ok, stream).await
 }
 
 pub fn too_large(limit: usize) -> RpcError {

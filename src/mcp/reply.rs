@@ -1,10 +1,67 @@
 //! What an MCP exchange sends back: a JSON body, an SSE stream of messages, or nothing (202),
-//! turned into an HTTP response.
+//! turned into an HTTP response. Where the adapter can stream a body ([`ReplyStream`]), a
+//! `tools/call` with a progress token streams its progress notifications as they happen.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
 use super::jsonrpc::{self, RpcError};
+
+/// Where a streamed reply goes as it is produced (natively: a channel-backed response body).
+/// The core calls `start` once, before the first `send`; once it has, the response
+/// [`crate::Lore::handle_streaming`] returns is only the rest of the body (its status and
+/// headers are the ones `start` gave). Platform-neutral: a host that cannot stream passes
+/// none and gets the whole reply, notifications first.
+pub trait ReplyStream {
+    fn start(&self, status: u16, headers: &[(String, String)]);
+    fn send(&self, bytes: Vec<u8>);
+}
+
+/// One SSE event of a message.
+pub fn sse_event(message: &Value) -> Vec<u8> {
+    let mut out = b"event: message\ndata: ".to_vec();
+    out.extend_from_slice(&serde_json::to_vec(message).unwrap_or_default());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// An exchange's SSE stream: started with the headers of an SSE reply (and the request's CORS
+/// headers) by its first message.
+pub struct Streamer {
+    out: Rc<dyn ReplyStream>,
+    headers: RefCell<Vec<(String, String)>>,
+    started: Cell<bool>,
+}
+
+impl Streamer {
+    pub fn new(out: Rc<dyn ReplyStream>, headers: Vec<(String, String)>) -> Self {
+        Self {
+            out,
+            headers: RefCell::new(headers),
+            started: Cell::new(false),
+        }
+    }
+
+    /// Sends one message now, starting the response first if needed.
+    pub fn send(&self, message: &Value) {
+        if !self.started.replace(true) {
+            let mut headers = vec![
+                ("content-type".to_string(), "text/event-stream".to_string()),
+                ("cache-control".to_string(), "no-cache".to_string()),
+            ];
+            headers.extend(self.headers.take());
+            self.out.start(200, &headers);
+        }
+        self.out.send(sse_event(message));
+    }
+
+    pub fn started(&self) -> bool {
+        self.started.get()
+    }
+}
 
 #[derive(Debug)]
 pub enum Body {
@@ -69,6 +126,24 @@ impl Reply {
         Self::json(200, response)
     }
 
+    /// The end of a reply whose head was streamed already: the remaining notifications and
+    /// the response, as SSE, whatever the outcome (the status was sent).
+    pub fn rest_of_stream(
+        id: &Value,
+        result: Result<Value, RpcError>,
+        mut notifications: Vec<Value>,
+    ) -> Self {
+        notifications.push(match result {
+            Ok(r) => jsonrpc::result_response(id, r),
+            Err(e) => e.to_response(Some(id)),
+        });
+        Self {
+            status: 200,
+            body: Body::Sse(notifications),
+            headers: Vec::new(),
+        }
+    }
+
     pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
         self.headers.push((name.to_string(), value.into()));
         self
@@ -84,9 +159,7 @@ impl Reply {
             Body::Sse(messages) => {
                 let mut out = Vec::new();
                 for m in messages {
-                    out.extend_from_slice(b"event: message\ndata: ");
-                    out.extend_from_slice(&serde_json::to_vec(&m).unwrap_or_default());
-                    out.extend_from_slice(b"\n\n");
+                    out.extend_from_slice(&sse_event(&m));
                 }
                 (Some("text/event-stream"), out)
             }

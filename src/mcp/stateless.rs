@@ -139,6 +139,7 @@ pub async fn handle(
     headers: &HeaderMap,
     message: Incoming,
     sse_ok: bool,
+    stream: Option<std::rc::Rc<super::reply::Streamer>>,
 ) -> Reply {
     let (id, method, params) = match message {
         Incoming::Request { id, method, params } => (id, method, params),
@@ -150,6 +151,9 @@ pub async fn handle(
     }
     let meta = params.get("_meta").and_then(Value::as_object);
     let mut ex = Exchange::new(lore, caller, true, &params);
+    if sse_ok {
+        ex.stream_progress(stream);
+    }
     ex.log_level = meta
         .and_then(|m| m.get(META_LOG_LEVEL))
         .and_then(Value::as_str)
@@ -176,6 +180,9 @@ pub async fn handle(
 /// The reply, with the notifications the request produced going first.
 fn finish(ex: &Exchange<'_>, id: Value, result: Result<Value, RpcError>, sse_ok: bool) -> Reply {
     let notifications = ex.take_notifications();
+    if ex.streamed() {
+        return Reply::rest_of_stream(&id, result, notifications);
+    }
     Reply::respond(
         &id,
         result,

@@ -68,8 +68,14 @@ fn duplicate_hash(content: &str, entity_ids: &[String]) -> String {
 }
 
 impl MemoryService {
-    /// Appends the memories; returns `{ids}` in input order.
-    pub async fn save(&self, ports: &Ports, caller: &Caller, input: SaveInput) -> Result<Value> {
+    /// Appends the memories; returns `{ids}` in input order, and the events it added (not the
+    /// ones an idempotent retry or a duplicate found), for the behaviors they trigger.
+    pub async fn save(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: SaveInput,
+    ) -> Result<(Value, Vec<Event>)> {
         caller.require_write("save_memory")?;
         let (memories, field_prefix) = match input {
             SaveInput::One(m) => (vec![m], String::new()),
@@ -122,13 +128,14 @@ impl MemoryService {
         memories: &[MemoryInput],
         prefix: &str,
         vectors: Option<(&str, &[Vec<f32>])>,
-    ) -> Result<Value> {
+    ) -> Result<(Value, Vec<Event>)> {
         let mut embedded: Vec<(String, Vec<f32>)> = Vec::new();
         let keys = caller.keys();
         let (seq, stored) = stored_seq(ports, keys).await?;
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
+        let mut added = Vec::new();
         let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
         let mut dups_in_batch: HashMap<String, String> = HashMap::new();
         let mut next = seq;
@@ -280,7 +287,8 @@ impl MemoryService {
                     .put(&idem_key, serde_json::to_vec(&record)?);
                 in_batch.insert(idem_key, record);
             }
-            ids.push(event.id);
+            ids.push(event.id.clone());
+            added.push(event);
         }
         if next > seq {
             match stored {
@@ -293,7 +301,7 @@ impl MemoryService {
             ports.storage.commit(batch).await?;
         }
         self.remember_vectors(embedded);
-        Ok(json!({ "ids": ids }))
+        Ok((json!({ "ids": ids }), added))
     }
 }
 

@@ -168,5 +168,6 @@ pub fn native_ports(db: &Path, embedder: &EmbedderChoice) -> Result<Ports, Stora
         http: Some(http),
         embedder: Some(embedder),
         cache: None,
+        background: None,
     })
 }

@@ -9,21 +9,23 @@ use std::cell::Cell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Bytes, Incoming};
+use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
+use hyper::body::{Bytes, Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{mpsc, watch};
 
 use crate::mcp::jsonrpc::{self, RpcError};
-use crate::mcp::reply::Reply;
+use crate::mcp::reply::{Reply, ReplyStream};
 use crate::{Config, Lore};
 
 use super::ports::{EmbedderChoice, native_ports};
@@ -161,8 +163,11 @@ async fn worker(
     limits: ConnectionLimits,
     open: Arc<AtomicUsize>,
 ) -> anyhow::Result<()> {
-    let ports = native_ports(&db, &embedder)
+    let mut ports = native_ports(&db, &embedder)
         .with_context(|| format!("cannot open database {}", db.display()))?;
+    // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
+    let background = Rc::new(LocalTasks::default());
+    ports.background = Some(background.clone());
     let lore = Rc::new(Lore::new(ports, config));
     let active = Rc::new(Cell::new(0usize));
     // An idle worker still writes the usage counts it holds.
@@ -201,7 +206,7 @@ async fn worker(
         tokio::task::spawn_local(async move {
             let service = service_fn(move |req| {
                 let lore = lore.clone();
-                async move { Ok::<_, Infallible>(respond(&lore, req, peer, limits.body_timeout).await) }
+                async move { Ok::<_, Infallible>(respond(lore, req, peer, limits.body_timeout).await) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -220,7 +225,7 @@ async fn worker(
         });
     }
     let deadline = Instant::now() + limits.drain_timeout;
-    while active.get() > 0 && Instant::now() < deadline {
+    while (active.get() > 0 || background.running.get() > 0) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Usage counters are buffered per instance; write them before the thread ends.
@@ -229,17 +234,126 @@ async fn worker(
     Ok(())
 }
 
+/// The background port: local tasks of a worker thread, counted so shutdown can wait.
+#[derive(Default)]
+struct LocalTasks {
+    running: Rc<Cell<usize>>,
+}
+
+impl crate::ports::Background for LocalTasks {
+    fn spawn(&self, task: Pin<Box<dyn std::future::Future<Output = ()>>>) {
+        let running = self.running.clone();
+        running.set(running.get() + 1);
+        tokio::task::spawn_local(async move {
+            task.await;
+            running.set(running.get() - 1);
+        });
+    }
+}
+
+/// A response body fed by a channel: a streamed reply (SSE progress, then the result).
+struct ChannelBody(mpsc::UnboundedReceiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+type ResponseBody = Either<Full<Bytes>, ChannelBody>;
+
+/// What the core hands a streamed reply: its head once, then chunks of its body.
+enum Streamed {
+    Head(u16, Vec<(String, String)>),
+    Chunk(Vec<u8>),
+    /// The whole reply (the core did not stream).
+    Whole(http::Response<Vec<u8>>),
+}
+
+/// The native [`ReplyStream`]: a channel to the connection's task.
+struct ChannelStream(mpsc::UnboundedSender<Streamed>);
+
+impl ReplyStream for ChannelStream {
+    fn start(&self, status: u16, headers: &[(String, String)]) {
+        let _ = self.0.send(Streamed::Head(status, headers.to_vec()));
+    }
+    fn send(&self, bytes: Vec<u8>) {
+        let _ = self.0.send(Streamed::Chunk(bytes));
+    }
+}
+
+/// Runs the core on a task of its own, so a streamed reply's head can be answered while the
+/// core goes on producing its body.
+async fn handle_streaming(
+    lore: Rc<Lore>,
+    request: http::Request<Vec<u8>>,
+) -> hyper::Response<ResponseBody> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let out = Rc::new(ChannelStream(tx.clone()));
+    tokio::task::spawn_local(async move {
+        let response = lore.handle_streaming(request, out.clone()).await;
+        // Once the head went out, the response is the rest of the body.
+        let _ = tx.send(Streamed::Whole(response));
+        drop(out);
+    });
+    match rx.recv().await {
+        Some(Streamed::Whole(response)) => {
+            response.map(|b| Either::Left(Full::new(Bytes::from(b))))
+        }
+        Some(Streamed::Head(status, headers)) => {
+            let (body_tx, body_rx) = mpsc::unbounded_channel();
+            tokio::task::spawn_local(async move {
+                while let Some(message) = rx.recv().await {
+                    let bytes = match message {
+                        Streamed::Chunk(b) => b,
+                        Streamed::Whole(rest) => rest.into_body(),
+                        Streamed::Head(..) => continue,
+                    };
+                    if body_tx.send(Bytes::from(bytes)).is_err() {
+                        break; // the client went away
+                    }
+                }
+            });
+            let mut response = hyper::Response::new(Either::Right(ChannelBody(body_rx)));
+            *response.status_mut() =
+                http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    http::HeaderName::try_from(name.as_str()),
+                    http::HeaderValue::try_from(value.as_str()),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            response
+        }
+        Some(Streamed::Chunk(_)) | None => {
+            let e = RpcError::internal("the reply ended before it started");
+            Reply::error(&e, None)
+                .into_http()
+                .map(|b| Either::Left(Full::new(Bytes::from(b))))
+        }
+    }
+}
+
 /// Reads a request body to its end without keeping it.
 async fn discard(mut body: Incoming) {
     while let Some(Ok(_)) = body.frame().await {}
 }
 
 async fn respond(
-    lore: &Lore,
+    lore: Rc<Lore>,
     req: hyper::Request<Incoming>,
     peer: SocketAddr,
     body_timeout: Duration,
-) -> hyper::Response<Full<Bytes>> {
+) -> hyper::Response<ResponseBody> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let method = parts.method.clone();
@@ -250,7 +364,8 @@ async fn respond(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let too_large = || Reply::error(&crate::mcp::too_large(limit), None).into_http();
+    let full = |r: http::Response<Vec<u8>>| r.map(|b| Either::Left(Full::new(Bytes::from(b))));
+    let too_large = || full(Reply::error(&crate::mcp::too_large(limit), None).into_http());
     let response = if let Some(n) = declared.filter(|&n| n > limit as u64) {
         // Refused without buffering it. A body up to a few times the limit is read and thrown
         // away first, so the client, still sending, reads the 413 instead of a reset; a larger
@@ -262,16 +377,23 @@ async fn respond(
     } else {
         match tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await {
             Ok(Ok(collected)) => {
-                lore.handle(http::Request::from_parts(
-                    parts,
-                    collected.to_bytes().to_vec(),
-                ))
-                .await
+                let body = collected.to_bytes().to_vec();
+                // Only an MCP request that asks for progress may stream; the rest are answered
+                // whole, without a task and channel of their own.
+                let may_stream = method == http::Method::POST
+                    && path.starts_with("/mcp")
+                    && body.windows(13).any(|w| w == b"progressToken");
+                let request = http::Request::from_parts(parts, body);
+                if may_stream {
+                    handle_streaming(lore.clone(), request).await
+                } else {
+                    full(lore.handle(request).await)
+                }
             }
             Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => too_large(),
             Ok(Err(_)) => {
                 let e = RpcError::invalid_request("the request body could not be read to its end");
-                Reply::error(&e, None).into_http()
+                full(Reply::error(&e, None).into_http())
             }
             Err(_) => {
                 let e = RpcError::new(
@@ -282,9 +404,11 @@ async fn respond(
                     ),
                     408,
                 );
-                Reply::error(&e, None)
-                    .header("connection", "close")
-                    .into_http()
+                full(
+                    Reply::error(&e, None)
+                        .header("connection", "close")
+                        .into_http(),
+                )
             }
         }
     };
@@ -296,5 +420,5 @@ async fn respond(
         status = response.status().as_u16(),
         duration_us = started.elapsed().as_micros() as u64,
     );
-    response.map(|b| Full::new(Bytes::from(b)))
+    response
 }

@@ -29,12 +29,13 @@ pub struct Action {
     pub id: String,
     /// Principal id of the caller.
     pub principal: String,
-    /// Where it came from: `api` (REST), `query_sdk`, `run_sdk`, `do`, `behavior`.
+    /// Where it came from: `api` (REST), `query_sdk`, `run_sdk`, `do`, `behavior` (a
+    /// reaction), `operation` (a script operation's run).
     pub source: String,
     /// `try`, `send` or `do`.
     pub mode: String,
     pub dry_run: bool,
-    /// `ok` or `error`.
+    /// `ok`, `error`, or `skipped` (a reaction past the depth limit).
     pub status: String,
     /// SHA-256 of the script, for script runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,6 +44,18 @@ pub struct Action {
     /// `{code, message}` when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
+    /// Reactions: the behavior that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behavior: Option<String>,
+    /// Reactions: the event that triggered it (`evt_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_event: Option<String>,
+    /// Reactions: 1 for a reaction to a request's write, 2 for a reaction to a reaction's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u8>,
+    /// Script operations: the operation that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
     pub created_at: String,
 }
 

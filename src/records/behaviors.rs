@@ -178,3 +178,19 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done
     super::remove(ports, &key, &old).await?;
     Ok(Done { ok: true })
 }
+
+/// The behaviors of the org `keys` belong to (reactions run without a caller until the owner
+/// is resolved).
+pub async fn list_in(ports: &Ports, keys: &crate::keys::OrgKeys) -> Result<Vec<Behavior>> {
+    super::all(ports, &keys.all_named("beh")).await
+}
+
+/// Whether `event` fires `trigger`: its kind is one of the trigger's event kinds, or it came
+/// from the trigger's feed. Schedules fire nothing here.
+pub fn fires(trigger: &Trigger, event: &crate::memory::event::Event) -> bool {
+    trigger.event_kinds.contains(&event.kind)
+        || trigger
+            .feed
+            .as_ref()
+            .is_some_and(|f| event.author.strip_prefix("feed:") == Some(f.as_str()))
+}

@@ -12,8 +12,8 @@ use super::{ByName, Done, check_name, now_text, require, to_bytes};
 use crate::auth::Caller;
 use crate::error::{LoreError, Result};
 use crate::ids::new_ulid;
+use crate::memory::FeedItem;
 use crate::memory::event::Event;
-use crate::memory::{FeedItem, MemoryService};
 use crate::ports::Ports;
 use crate::storage::Batch;
 
@@ -403,12 +403,8 @@ pub fn item_event(ports: &Ports, feed: &Feed, item: &Value) -> Event {
 }
 
 /// Pulls a connection feed now: new items land as events, deliveries seen before are skipped.
-pub async fn pull(
-    ports: &Ports,
-    memory: &MemoryService,
-    caller: &Caller,
-    args: ByName,
-) -> Result<PullResult> {
+pub async fn pull(lore: &crate::Lore, caller: &Caller, args: ByName) -> Result<PullResult> {
+    let ports = &lore.ports;
     let feed = get(ports, caller, &args.name).await?;
     if feed.kind != FeedKind::Connection {
         return Err(LoreError::invalid(
@@ -436,9 +432,17 @@ pub async fn pull(
             }
         })
         .collect();
-    let outcome = memory
+    let outcome = lore
+        .memory
         .append_feed_items(ports, caller.keys(), &batch)
         .await?;
+    let events = batch
+        .into_iter()
+        .zip(&outcome)
+        .filter(|(_, (_, new))| *new)
+        .map(|(item, _)| item.event)
+        .collect();
+    lore.after_commit(caller.org(), events).await;
     let added: Vec<String> = outcome
         .iter()
         .filter(|(_, new)| *new)

@@ -346,21 +346,32 @@ fn query_string(args: &Map<String, Value>) -> String {
 }
 
 /// Runs an operation whose access the dispatcher has already checked. HTTP operations call
-/// their connection; script operations need the sandbox.
+/// their connection; script operations run in the sandbox with the caller's permissions,
+/// calling methods up to `allowed` and the operation's own access tier (a `read` operation's
+/// body only reads).
 pub async fn run(
-    ports: &Ports,
+    lore: &crate::Lore,
     caller: &Caller,
     op: &Operation,
     args: Map<String, Value>,
+    allowed: Tier,
 ) -> Result<Value> {
+    let ports = &lore.ports;
     let validator = crate::schema::compile(&op.args_schema)
         .map_err(|e| LoreError::Internal(format!("stored args_schema does not compile: {e}")))?;
     crate::schema::check(&validator, &Value::Object(args.clone()), "args")?;
     match &op.body {
-        OperationBody::Script { .. } => Err(LoreError::Unavailable(format!(
-            "operation {} is a script; script operations run in the script sandbox, which this build does not include yet",
-            op.name
-        ))),
+        OperationBody::Script { code } => {
+            crate::sandbox::run_operation(
+                lore,
+                caller,
+                op,
+                code,
+                Value::Object(args),
+                allowed.min(op.access),
+            )
+            .await
+        }
         OperationBody::Http {
             connection,
             method,

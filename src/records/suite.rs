@@ -22,6 +22,7 @@ fn instance(storage: Rc<dyn Storage>, seed: u64) -> Lore {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     Lore::new(ports, Config::default())
 }

@@ -5,6 +5,7 @@
 //! - [`realm`] builds the realm: hooks, job queue, `ctx`, the SDK object, value conversion;
 //! - [`overlay`] buffers a run's writes and commits them as one batch;
 //! - [`caps`] holds the limits and names them in errors;
+//! - [`reactions`] runs behaviors' reactions once the events that trigger them commit;
 //! - this module runs the event loop: JavaScript runs in synchronous slices (the script, then
 //!   its promise jobs), and between slices the host awaits the SDK calls and sleeps the script
 //!   started, all at once, woken by their wakers; each completion settles its promise.
@@ -15,10 +16,15 @@
 //! writes and its Action in one batch; a run that throws or reaches a cap writes only its
 //! Action. A dry run dispatches reads and answers writes with a placeholder, listing them in
 //! `side_effect_preview`.
+//!
+//! The same runner runs script operations (`run_operation`; called from a running script
+//! they nest in its overlay and budget, see [`Scope`]) and reactions. A run given a progress
+//! sink reports each SDK call and sleep it starts and a heartbeat while it waits.
 
 pub mod caps;
 pub mod meter;
 pub mod overlay;
+pub mod reactions;
 pub mod realm;
 pub mod strip;
 
@@ -40,7 +46,9 @@ use serde_json::{Value, json};
 use crate::Lore;
 use crate::auth::Caller;
 use crate::error::LoreError;
+use crate::memory::event::Event;
 use crate::records::actions::{Action, Step};
+use crate::records::operations::Operation;
 use crate::sdk::Tier;
 use caps::{Cap, ScriptCaps};
 use realm::{Host, JobQueue, Op, OpKind};
@@ -86,6 +94,48 @@ pub struct RunSdk {
 pub enum Surface {
     Query,
     Run,
+}
+
+/// The longest a run goes without telling its progress sink (if it has one) that it is alive.
+pub const PROGRESS_EVERY_MS: u64 = 10_000;
+
+/// How deep script operations nest: a script may call a script operation, whose body may call
+/// one more; a deeper call is refused.
+pub const MAX_NESTING: u8 = 2;
+
+/// What a running script shares with what it calls (the copy of the core its SDK calls go
+/// through holds it): the run's host, whose call count, output and deadline a nested script
+/// operation draws on, and the events the run's writes saved, which trigger behaviors once
+/// the run commits.
+pub struct Scope {
+    host: Rc<Host>,
+    pub(crate) events: RefCell<Vec<Event>>,
+    /// Script operations deep: 0 for the tool's (or reaction's) own script.
+    nesting: u8,
+}
+
+/// Where a run comes from, for its Action.
+#[derive(Debug, Default)]
+pub(crate) struct Origin {
+    pub behavior: Option<String>,
+    pub trigger_event: Option<String>,
+    pub depth: Option<u8>,
+    pub operation: Option<String>,
+}
+
+/// One run to make.
+pub(crate) struct Spec<'c> {
+    /// The Action's source: `query_sdk`, `run_sdk`, `behavior`, `operation`.
+    pub source: &'static str,
+    /// The highest tier the script may call (narrowed by the caller's role in `authorize`).
+    pub tier: Tier,
+    pub code: &'c str,
+    pub args: Option<Value>,
+    pub dry_run: bool,
+    pub caps: ScriptCaps,
+    pub origin: Origin,
+    /// Told each SDK call and sleep the script starts, and every [`PROGRESS_EVERY_MS`].
+    pub progress: Option<&'c dyn Fn(&str)>,
 }
 
 impl Surface {
@@ -200,7 +250,7 @@ type OpFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, LoreError>> + 'a>>
 struct Run<'a> {
     lore: &'a Lore,
     caller: &'a Caller,
-    surface: Surface,
+    tier: Tier,
     dry_run: bool,
     overlay: Rc<overlay::Overlay>,
     /// The core as the script sees it: the real caches, storage through the overlay.
@@ -211,6 +261,7 @@ struct Run<'a> {
     calls: RefCell<Vec<CallRecord>>,
     preview: RefCell<Vec<PreviewWrite>>,
     previews: Cell<usize>,
+    progress: Option<&'a dyn Fn(&str)>,
 }
 
 impl<'a> Run<'a> {
@@ -229,9 +280,10 @@ impl<'a> Run<'a> {
     }
 
     async fn dispatch_inner(&self, path: &str, args: Value) -> Result<Value, LoreError> {
-        let allowed = self.surface.tier();
+        let allowed = self.tier;
         if self.dry_run {
-            let tier = crate::sdk::check_call(self.lore, self.caller, path, &args, allowed).await?;
+            let tier =
+                crate::sdk::check_call(&self.shared, self.caller, path, &args, allowed).await?;
             if tier > Tier::Read {
                 let n = self.previews.get() + 1;
                 self.previews.set(n);
@@ -244,7 +296,7 @@ impl<'a> Run<'a> {
                 });
                 return Ok(json!({ "dry_run": true, "id": placeholder_id, "method": path }));
             }
-            let json = crate::sdk::call(self.lore, self.caller, path, args, allowed).await?;
+            let json = crate::sdk::call(&self.shared, self.caller, path, args, allowed).await?;
             return Ok(serde_json::from_str(json.get())?);
         }
         let lore: Rc<Lore>;
@@ -289,6 +341,30 @@ pub async fn run(
     .await
 }
 
+/// [`run`], telling `progress` what the script is doing as it runs (MCP progress
+/// notifications).
+pub async fn run_with_progress(
+    lore: &Lore,
+    caller: &Caller,
+    surface: Surface,
+    code: &str,
+    args: Option<Value>,
+    dry_run: bool,
+    progress: Option<&dyn Fn(&str)>,
+) -> Result<Value, LoreError> {
+    let spec = Spec {
+        source: surface.name(),
+        tier: surface.tier(),
+        code,
+        args,
+        dry_run,
+        caps: ScriptCaps::default(),
+        origin: Origin::default(),
+        progress,
+    };
+    run_script(lore, caller, spec).await
+}
+
 /// [`run`] with explicit caps (tests use small ones).
 pub async fn run_with_caps(
     lore: &Lore,
@@ -299,50 +375,146 @@ pub async fn run_with_caps(
     dry_run: bool,
     caps: ScriptCaps,
 ) -> Result<Value, LoreError> {
+    let spec = Spec {
+        source: surface.name(),
+        tier: surface.tier(),
+        code,
+        args,
+        dry_run,
+        caps,
+        origin: Origin::default(),
+        progress: None,
+    };
+    run_script(lore, caller, spec).await
+}
+
+/// Runs a script operation's body for `caller` (issue 4 item 10): `args` (already valid
+/// against its `args_schema`) are `ctx.args`, the script's value is the result, the run is an
+/// Action (`source: "operation"`). Called from a running script, it nests: it writes to that
+/// run's overlay (so it commits or fails with it) and draws on its SDK calls, output and
+/// deadline; past [`MAX_NESTING`] it is refused.
+pub(crate) fn run_operation<'a>(
+    lore: &'a Lore,
+    caller: &'a Caller,
+    op: &'a Operation,
+    code: &'a str,
+    args: Value,
+    tier: Tier,
+) -> Pin<Box<dyn Future<Output = Result<Value, LoreError>> + 'a>> {
+    Box::pin(async move {
+        let spec = Spec {
+            source: "operation",
+            tier,
+            code,
+            args: Some(args),
+            dry_run: false,
+            caps: ScriptCaps::default(),
+            origin: Origin {
+                operation: Some(op.name.clone()),
+                ..Origin::default()
+            },
+            progress: None,
+        };
+        let mut out = run_script(lore, caller, spec).await?;
+        Ok(out["result"].take())
+    })
+}
+
+/// Runs one script and records its Action; `Ok` is the tool's structured result.
+pub(crate) async fn run_script(
+    lore: &Lore,
+    caller: &Caller,
+    spec: Spec<'_>,
+) -> Result<Value, LoreError> {
+    let Spec {
+        source,
+        tier,
+        code,
+        args,
+        dry_run,
+        mut caps,
+        origin,
+        progress,
+    } = spec;
     let clock = lore.ports.clock.clone();
     let started = clock.now_ms();
+    // A script operation called from a running script shares that run's budget: the same
+    // call count and output (its host starts where the caller's is), and the same deadline.
+    let outer = lore.script.clone();
+    let nesting = outer.as_ref().map_or(0, |o| o.nesting + 1);
+    if nesting > MAX_NESTING {
+        return Err(LoreError::Forbidden(format!(
+            "script operations nest at most {MAX_NESTING} deep; {} was called from a script operation {MAX_NESTING} deep",
+            origin.operation.as_deref().unwrap_or("this operation")
+        )));
+    }
+    let mut started_ms = started;
+    if let Some(o) = &outer {
+        caps.sdk_calls = o.host.caps.sdk_calls;
+        caps.wall_ms = o.host.caps.wall_ms;
+        caps.output_bytes = o.host.caps.output_bytes;
+        started_ms = o.host.started_ms;
+    }
     let overlay = Rc::new(overlay::Overlay::new(
         lore.ports.storage.clone(),
         caps.buffered_writes,
     ));
     let mut ports = lore.ports.clone();
     ports.storage = overlay.clone();
-    let run = Run {
-        lore,
-        caller,
-        surface,
-        dry_run,
-        overlay: overlay.clone(),
-        shared: lore.script_copy(ports, false),
-        private: RefCell::new(None),
-        calls: RefCell::default(),
-        preview: RefCell::default(),
-        previews: Cell::new(0),
-    };
     let mut seed = [0u8; 8];
     lore.ports.random.fill(&mut seed);
     let host = Rc::new(Host {
         caps: caps.clone(),
         clock: clock.clone(),
-        started_ms: started,
+        started_ms,
         pending: RefCell::new(VecDeque::new()),
         logs: RefCell::default(),
-        output_bytes: Cell::new(0),
-        calls_started: Cell::new(0),
+        output_bytes: Cell::new(outer.as_ref().map_or(0, |o| o.host.output_bytes.get())),
+        calls_started: Cell::new(outer.as_ref().map_or(0, |o| o.host.calls_started.get())),
         cap_hit: Cell::new(None),
         collect_above: Cell::new(0),
         rng: Cell::new(u64::from_le_bytes(seed) | 1),
         args: args.unwrap_or_else(|| json!({})),
         object_keys: RefCell::new(None),
     });
+    let scope = Rc::new(Scope {
+        host: host.clone(),
+        events: RefCell::default(),
+        nesting,
+    });
+    let mut shared = lore.script_copy(ports, false);
+    shared.script = Some(scope.clone());
+    let run = Run {
+        lore,
+        caller,
+        tier,
+        dry_run,
+        overlay: overlay.clone(),
+        shared,
+        private: RefCell::new(None),
+        calls: RefCell::default(),
+        preview: RefCell::default(),
+        previews: Cell::new(0),
+        progress,
+    };
     let outcome = execute(&run, &host, code).await;
     let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
     let calls = run.calls.borrow().clone();
     let logs = host.logs.borrow().clone();
+    if let Some(o) = &outer {
+        // The caller's run goes on from where this one left its budget.
+        o.host
+            .calls_started
+            .set(o.host.calls_started.get().max(host.calls_started.get()));
+        o.host
+            .output_bytes
+            .set(o.host.output_bytes.get().max(host.output_bytes.get()));
+        o.host.logs.borrow_mut().extend(logs.iter().cloned());
+    }
     let mut action = Action {
         id: String::new(),
         principal: caller.principal().id.clone(),
-        source: surface.name().into(),
+        source: source.into(),
         mode: "try".into(),
         dry_run,
         status: "ok".into(),
@@ -357,6 +529,10 @@ pub async fn run_with_caps(
             })
             .collect(),
         error: None,
+        behavior: origin.behavior,
+        trigger_event: origin.trigger_event,
+        depth: origin.depth,
+        operation: origin.operation,
         created_at: crate::records::now_text(&lore.ports),
     };
     let ulid = crate::ids::new_ulid(&lore.ports);
@@ -373,6 +549,10 @@ pub async fn run_with_caps(
             batch.put(&action_key, crate::records::to_bytes(&action));
             match lore.ports.storage.commit(batch).await {
                 Ok(()) => {
+                    if !dry_run {
+                        let events = scope.events.take();
+                        lore.after_commit(caller.org(), events).await;
+                    }
                     let mut out = json!({
                         "result": result,
                         "logs": logs,
@@ -536,6 +716,7 @@ async fn drive(
     let clock = run.lore.ports.clock.clone();
     let mut inflight: Vec<(Op, OpFuture<'_>)> = Vec::new();
     let mut deadline: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
+    let mut heartbeat: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
     loop {
         let section = meter::Section::enter();
         if let Err(e) = queue.clone().run_jobs(context) {
@@ -567,6 +748,12 @@ async fn drive(
             return Err(Failure::cap(Cap::WallClock, caps));
         }
         while let Some(op) = host.pending.borrow_mut().pop_front() {
+            if let Some(progress) = run.progress {
+                match &op.kind {
+                    OpKind::Call { path, .. } => progress(path),
+                    OpKind::Sleep { ms } => progress(&format!("ctx.sleep({ms})")),
+                }
+            }
             let future: OpFuture<'_> = match &op.kind {
                 OpKind::Call { path, args } => Box::pin(run.dispatch(path.clone(), args.clone())),
                 OpKind::Sleep { ms } => {
@@ -598,6 +785,17 @@ async fn drive(
             }
             if !done.is_empty() {
                 return Poll::Ready(done);
+            }
+            // A run that waits long tells its progress sink it is alive (a client resets its
+            // request timeout on progress).
+            if let Some(progress) = run.progress {
+                let beat = heartbeat.get_or_insert_with(|| clock.sleep(PROGRESS_EVERY_MS));
+                if beat.as_mut().poll(cx).is_ready() {
+                    heartbeat = None;
+                    progress("running");
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
             }
             // Nothing is ready: only now arm the wall-clock timer (a host whose timers are
             // instant, as in tests, would otherwise jump to the deadline at once).

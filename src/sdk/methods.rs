@@ -189,7 +189,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| serde_json::from_value(cx.lore.memory.search(&cx.lore.ports, cx.caller, a).await?)?),
     method!("memory".save, Write, Try, SaveInput [crate::mcp::tools::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",
-        |cx, a| serde_json::from_value(cx.lore.memory.save(&cx.lore.ports, cx.caller, a).await?)?),
+        |cx, a| serde_json::from_value(cx.lore.save_memory(cx.caller, a).await?)?),
     method!("memory".get, Read, Try, ById => MemoryHit,
         "Read one memory (event) by id, superseded or not.",
         |cx, a| memory_get(cx, &a.id).await?),
@@ -230,7 +230,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| feeds::rotate_secret(&cx.lore.ports, cx.caller, a).await?),
     method!("feeds".pull, Write, Do, ByName => PullResult,
         "Pull a connection feed now: new items become events, items seen before are skipped.",
-        |cx, a| feeds::pull(&cx.lore.ports, &cx.lore.memory, cx.caller, a).await?),
+        |cx, a| feeds::pull(cx.lore, cx.caller, a).await?),
     method!("feeds".read, Read, Try, ReadFeed => FeedItems,
         "Read a virtual feed's items live through its connection (never stored).",
         |cx, a| feeds::read(&cx.lore.ports, cx.caller, a).await?),
@@ -274,7 +274,7 @@ pub static METHODS: &[MethodSpec] = &[
     |cx, a| {
         let op = operations::get(&cx.lore.ports, cx.caller, &a.name).await?;
         super::authorize(cx.caller, op.access, cx.allowed, &format!("operations.run({})", op.name))?;
-        operations::run(&cx.lore.ports, cx.caller, &op, a.args).await?
+        operations::run(cx.lore, cx.caller, &op, a.args, cx.allowed).await?
     }),
     // behaviors
     method!("behaviors".list, Read, Try, NoArgs => Vec<Behavior>,

@@ -294,6 +294,6 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
         }
     };
     Ok(serde_json::value::to_raw_value(
-        &operations::run(ports, cx.caller, &op, args).await?,
+        &operations::run(cx.lore, cx.caller, &op, args, cx.allowed).await?,
     )?)
 }

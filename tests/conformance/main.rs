@@ -39,6 +39,7 @@ fn lore() -> Lore {
         http: None,
         embedder: None,
         cache: None,
+        background: None,
     };
     let config = Config {
         no_auth: true,

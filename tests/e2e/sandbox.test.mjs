@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 
-import { startServer, initDb, createOrg, tempDir, cleanupDir, TARGET } from './lib/server.mjs';
+import { startServer, initDb, createOrg, tempDir, cleanupDir, TARGET, onlyNative } from './lib/server.mjs';
 import { connectSdk1 } from './lib/clients.mjs';
 
 let dir;
@@ -156,4 +156,60 @@ test('every run is an Action readable through the SDK', async () => {
   assert.equal(action.source, 'query_sdk');
   assert.equal(action.status, 'ok');
   assert.match(action.code_hash, /^[0-9a-f]{64}$/);
+});
+
+test('a long script streams progress over SSE, so a short client timeout keeps waiting', onlyNative('the edge buffers notifications before the result'), async () => {
+  // Four 1.5 s sleeps (6 s) against a 2 s request timeout that each progress notification resets.
+  const code = "for (let i = 0; i < 4; i++) await ctx.sleep(1500); return 'slept';";
+  const started = Date.now();
+  const seen = [];
+  const result = await client.callTool({ name: 'query_sdk', arguments: { code } }, undefined, {
+    timeout: 2000,
+    resetTimeoutOnProgress: true,
+    onprogress: (p) => seen.push({ ...p, at: Date.now() - started }),
+  });
+  const elapsed = Date.now() - started;
+  assert.equal(ok(result).result, 'slept');
+  assert.ok(elapsed >= 6000, `took ${elapsed} ms`);
+  const sleeps = seen.filter((p) => p.message === 'ctx.sleep(1500)');
+  assert.equal(sleeps.length, 4, JSON.stringify(seen));
+  // Streamed, not buffered: the first progress arrived long before the result.
+  assert.ok(seen[0].at < 1000, JSON.stringify(seen));
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, JSON.stringify(seen));
+  assert.equal(seen.at(-1).message, 'done');
+  // Without resetting on progress, the same 2 s timeout ends the call.
+  await assert.rejects(
+    client.callTool({ name: 'query_sdk', arguments: { code } }, undefined, { timeout: 2000, onprogress: () => {} }),
+    /timed out|timeout/i,
+  );
+});
+
+test("a behavior's reaction runs after a matching save, as its own Action", async () => {
+  ok(await run(client, 'return await client.behaviors.create(ctx.args)', {
+    args: {
+      name: 'file_incidents',
+      trigger: { event_kinds: ['observation'] },
+      code: "await ctx.sleep(1500); await client.entities.create({type: 'ticket', name: 'seen: ' + ctx.args.event.content}); return ctx.args.event.id",
+    },
+  }));
+  const t0 = Date.now();
+  const saved = await client.callTool({ name: 'save_memory', arguments: { content: 'the build is red', kind: 'observation' } });
+  const saveMs = Date.now() - t0;
+  assert.notEqual(saved.isError, true, JSON.stringify(saved));
+  // lore serve answers before the reaction (which sleeps 1.5 s) runs; the edge runs it first.
+  if (TARGET === 'native') assert.ok(saveMs < 1000, `save took ${saveMs} ms`);
+  const [id] = saved.structuredContent.ids;
+  // Natively the reaction runs after the save is answered: wait for it.
+  let action;
+  for (let i = 0; i < 100 && !action; i++) {
+    const acts = ok(await query(client, "return (await client.actions.list({limit: 500})).items.filter((a: any) => a.source === 'behavior')")).result;
+    action = acts.find((a) => a.trigger_event === id);
+    if (!action) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(action, 'the reaction ran');
+  assert.equal(action.status, 'ok', JSON.stringify(action));
+  assert.equal(action.behavior, 'file_incidents');
+  const names = ok(await query(client, "return (await client.entities.list({type: 'ticket'})).items.map((t: any) => t.name)")).result;
+  assert.ok(names.includes('seen: the build is red'), JSON.stringify(names));
+  ok(await run(client, "return await client.behaviors.delete({name: 'file_incidents'})"));
 });

@@ -121,6 +121,7 @@ impl Harness {
             http: Some(http.clone()),
             embedder: None,
             cache: None,
+            background: None,
         };
         let lore = Lore::new(ports, Config::default());
         let owner_token = match block_on(admin::init(&lore.ports, "default")).unwrap() {

@@ -222,9 +222,13 @@ interface Behavior {
 }
 
 interface Action {
+  /** Reactions: the behavior that ran. */
+  behavior?: string;
   /** SHA-256 of the script, for script runs. */
   code_hash?: string;
   created_at: string;
+  /** Reactions: 1 for a reaction to a request's write, 2 for a reaction to a reaction's. */
+  depth?: number;
   dry_run: boolean;
   /** `{code, message}` when it failed. */
   error?: unknown;
@@ -232,11 +236,13 @@ interface Action {
   id: string;
   /** `try`, `send` or `do`. */
   mode: string;
+  /** Script operations: the operation that ran. */
+  operation?: string;
   /** Principal id of the caller. */
   principal: string;
-  /** Where it came from: `api` (REST), `query_sdk`, `run_sdk`, `do`, `behavior`. */
+  /** Where it came from: `api` (REST), `query_sdk`, `run_sdk`, `do`, `behavior` (a reaction), `operation` (a script operation's run). */
   source: string;
-  /** `ok` or `error`. */
+  /** `ok`, `error`, or `skipped` (a reaction past the depth limit). */
   status: string;
   steps: ({
     elapsed_ms: number;
@@ -245,6 +251,8 @@ interface Action {
     method: string;
     ok: boolean;
   })[];
+  /** Reactions: the event that triggered it (`evt_…`). */
+  trigger_event?: string;
 }
 
 interface Metric {

@@ -108,6 +108,7 @@ async fn instance() -> Result<Lore, String> {
         http: Some(http.clone()),
         embedder: Some(embedder),
         cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock))),
+        background: None,
     };
     // Usage counts: a fresh instance per request flushes its one count before it ends, into
     // the keys of its instance name. A random name per instance would add a key per tool call

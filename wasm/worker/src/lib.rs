@@ -61,6 +61,7 @@ fn ports(env: &Env) -> worker::Result<Ports> {
         // Workers KV is eventually consistent: a deleted entry may be served elsewhere for up
         // to 60 s, so revoked tokens would not stop at once. The isolate's memory is the cache.
         cache: None,
+        background: None,
     })
 }
 
