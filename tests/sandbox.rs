@@ -85,6 +85,10 @@ fn query(h: &Harness, code: &str) -> Value {
     h.call(&h.owner, "query_sdk", json!({"code": code}))
 }
 
+fn query_as(h: &Harness, token: &str, code: &str) -> Value {
+    h.call(token, "query_sdk", json!({"code": code}))
+}
+
 fn ok(r: &Value) -> &Value {
     assert_eq!(r["isError"], false, "{r}");
     &r["structuredContent"]
@@ -519,4 +523,87 @@ fn a_script_call_with_a_progress_token_streams_its_progress() {
     assert!(recorder.head.borrow().is_none());
     let v: Value = serde_json::from_slice(whole.body()).unwrap();
     assert_eq!(v["result"]["structuredContent"]["result"], "done");
+}
+
+/// A cache that, when an entry is dropped, notes whether storage already held the revocation.
+struct WitnessCache {
+    inner: lore::ports::testing::MemoryCache,
+    storage: Rc<MemoryStorage>,
+    deletes_after_commit: std::cell::RefCell<Vec<bool>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl lore::ports::Cache for WitnessCache {
+    async fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
+        self.inner.put(key, bytes, ttl_secs).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), lore::ports::PortError> {
+        use lore::storage::Storage;
+        let hash = key.rsplit('/').next().unwrap_or_default();
+        let stored = self
+            .storage
+            .get(&lore::keys::token_by_hash(hash))
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        let revoked = serde_json::from_slice::<Value>(&stored)
+            .is_ok_and(|record| record["revoked_at_ms"].is_number());
+        self.deletes_after_commit.borrow_mut().push(revoked);
+        self.inner.delete(key).await
+    }
+}
+
+#[test]
+fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
+    let clock = Rc::new(JumpClock(Rc::new(Cell::new(1_767_225_600_000))));
+    let storage = Rc::new(MemoryStorage::new());
+    let cache = Rc::new(WitnessCache {
+        inner: lore::ports::testing::MemoryCache::new(clock.clone()),
+        storage: storage.clone(),
+        deletes_after_commit: Default::default(),
+    });
+    let ports = Ports {
+        storage: storage.clone(),
+        clock,
+        random: Rc::new(SeqRandom::seeded(7)),
+        http: None,
+        embedder: None,
+        cache: Some(cache.clone()),
+        background: None,
+    };
+    let h = Harness::on(ports, "acme");
+    let agent = token(&h, Role::Member, "mcp:read");
+    let id = block_on(lore::auth::verify_token(&h.lore.ports, &agent))
+        .unwrap()
+        .token
+        .unwrap()
+        .id;
+    // Warm: the agent's credential is cached.
+    ok(&query_as(&h, &agent, "return 1"));
+    // A revocation in a run that then throws revokes nothing and drops nothing.
+    let r = run(
+        &h,
+        &format!(
+            "await client.tokens.revoke({{ id: '{id}' }}); throw new Error('changed my mind')"
+        ),
+        None,
+    );
+    failed(&r);
+    assert!(cache.deletes_after_commit.borrow().is_empty());
+    ok(&query_as(&h, &agent, "return 1"));
+    // A run that succeeds drops the entry after its batch is in storage, and the token stops.
+    ok(&run(
+        &h,
+        &format!("await client.tokens.revoke({{ id: '{id}' }}); return 1"),
+        None,
+    ));
+    assert_eq!(*cache.deletes_after_commit.borrow(), vec![true]);
+    assert_eq!(
+        h.status(&agent, "query_sdk", json!({"code": "return 1"})),
+        401,
+        "a revoked token is refused at once"
+    );
 }

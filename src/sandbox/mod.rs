@@ -461,6 +461,13 @@ pub(crate) async fn run_script(
     ));
     let mut ports = lore.ports.clone();
     ports.storage = overlay.clone();
+    let deferred = ports
+        .cache
+        .clone()
+        .map(|inner| Rc::new(overlay::DeferredCache::new(inner)));
+    if let Some(d) = &deferred {
+        ports.cache = Some(d.clone());
+    }
     let mut seed = [0u8; 8];
     lore.ports.random.fill(&mut seed);
     let host = Rc::new(Host {
@@ -550,6 +557,9 @@ pub(crate) async fn run_script(
             match lore.ports.storage.commit(batch).await {
                 Ok(()) => {
                     if !dry_run {
+                        if let Some(d) = &deferred {
+                            d.flush().await;
+                        }
                         let events = scope.events.take();
                         lore.after_commit(caller.org(), events).await;
                     }

@@ -28,26 +28,16 @@ impl Harness {
         Self { lore, owner }
     }
 
+    /// The HTTP status of a stateless `tools/call`.
+    pub fn status(&self, token: &str, tool: &str, args: Value) -> u16 {
+        block_on(self.lore.handle(self.request(token, tool, args)))
+            .status()
+            .as_u16()
+    }
+
     /// A stateless (2026-07-28) `tools/call`; the `result` object.
     pub fn call(&self, token: &str, tool: &str, args: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": args, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": V26,
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}});
-        let request = http::Request::builder()
-            .method("POST")
-            .uri("/mcp")
-            .header("host", "127.0.0.1:8787")
-            .header("authorization", format!("Bearer {token}"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", V26)
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool)
-            .body(serde_json::to_vec(&body).unwrap())
-            .unwrap();
-        let response = block_on(self.lore.handle(request));
+        let response = block_on(self.lore.handle(self.request(token, tool, args)));
         assert_eq!(response.status(), 200);
         let bytes = response.into_body();
         let text = String::from_utf8(bytes).unwrap();
@@ -59,6 +49,26 @@ impl Harness {
             .unwrap_or(text);
         let v: Value = serde_json::from_str(&json).unwrap();
         v["result"].clone()
+    }
+
+    fn request(&self, token: &str, tool: &str, args: Value) -> http::Request<Vec<u8>> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": args, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": V26,
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}});
+        http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", V26)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
     }
 
     /// `save_memory`'s ids.
