@@ -230,6 +230,7 @@ fn main() {
             let needed = Needed {
                 all: parsed.wildcard,
                 names: &parsed.identifiers,
+                entity_types: None,
             };
             let catalog = block_on(Catalog::read(&lore.ports, &caller)).unwrap();
             let mut budget = Budget::new(lore.ports.clock.clone(), i64::MAX, usize::MAX);

@@ -555,6 +555,12 @@ fn no_probe_reaches_another_org() {
         "SELECT * FROM entities WHERE name LIKE 'RIVAL%'",
         "SELECT * FROM events WHERE content LIKE '%RIVAL%'",
         "SELECT $1 AS x",
+        // The type condition pushed into loading never reaches outside the org's keys.
+        "SELECT * FROM entities WHERE type = '../../rival/ent-t/ticket'",
+        "SELECT * FROM entities WHERE type = 'ticket/../../../rival/ent-t/ticket'",
+        "SELECT * FROM entities WHERE type IN ('ticket', 'o/rival/ent-t/ticket', '')",
+        "SELECT * FROM entities WHERE type = $1",
+        "SELECT * FROM entities e WHERE e.type = 'ticket' AND e.name LIKE 'RIVAL%'",
     ];
     let mut answered = 0;
     for sql in probes {
@@ -918,4 +924,148 @@ fn a_virtual_feed_is_read_live_and_never_stored() {
     let n = hits.load(Ordering::SeqCst);
     h.sql(json!({"sql": "SELECT * FROM feeds"}));
     assert_eq!(hits.load(Ordering::SeqCst), n);
+}
+
+/// The same query with every `type` condition hidden from push-down (`LOWER(type)` equals
+/// `type` for type names, which are lowercase): it must give the same rows.
+fn unpushed(sql: &str) -> String {
+    sql.replace("entities.type =", "LOWER(entities.type) =")
+        .replace(" e.type =", " LOWER(e.type) =")
+        .replace("e.type IN", "LOWER(e.type) IN")
+        .replace(" type =", " LOWER(type) =")
+        .replace(" type IN", " LOWER(type) IN")
+        .replace("(type =", "(LOWER(type) =")
+        .replace("= type", "= LOWER(type)")
+}
+
+#[test]
+fn type_push_down_gives_the_rows_a_full_scan_gives() {
+    let h = Harness::new();
+    h.seed();
+    let cases: &[(&str, Value)] = &[
+        (
+            "SELECT id, name FROM entities WHERE type = 'ticket' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE 'person' = type ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' OR name = 'Ada' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE NOT (type = 'ticket') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type <> 'ticket' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE (type = 'ticket' OR type = 'person') AND name >= 'B' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type IN ('person', 'ticket') AND name >= 'B' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type NOT IN ('person') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' AND type = 'person'",
+            json!([]),
+        ),
+        ("SELECT name FROM entities WHERE type = 'nosuch'", json!([])),
+        (
+            "SELECT name FROM entities WHERE type = $1 ORDER BY name",
+            json!(["person"]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type IN ($1, 'ticket') ORDER BY name",
+            json!(["person"]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = $1 ORDER BY name",
+            json!([3]),
+        ),
+        (
+            "SELECT type, COUNT(*) AS n FROM entities WHERE type IN ('ticket', 'person') GROUP BY type ORDER BY type",
+            json!([]),
+        ),
+        (
+            "SELECT id FROM entities WHERE type IN ('ticket', 'person')",
+            json!([]),
+        ),
+        (
+            "SELECT e.name, r.type FROM entities e JOIN relationships r ON r.to_id = e.id WHERE e.type = 'person' ORDER BY e.name",
+            json!([]),
+        ),
+        (
+            "SELECT r.id, e.name FROM relationships r LEFT JOIN entities e ON e.id = r.to_id WHERE e.type = 'person' ORDER BY r.id",
+            json!([]),
+        ),
+        (
+            "SELECT r.id, e.name FROM relationships r LEFT JOIN entities e ON e.id = r.to_id AND e.type = 'person' ORDER BY r.id",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM ticket WHERE id IN (SELECT from_id FROM relationships WHERE to_id IN (SELECT id FROM entities WHERE type = 'person' AND name = 'Ada')) ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' AND id NOT IN (SELECT id FROM entities WHERE type = 'person') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE id IN (SELECT id FROM entities WHERE type = 'person') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "WITH p AS (SELECT id, name FROM entities WHERE type = 'person') SELECT name FROM p ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name, (SELECT COUNT(*) FROM relationships r WHERE r.to_id = entities.id) AS n FROM entities WHERE entities.type = 'person' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' AND name LIKE '%o%' ORDER BY name",
+            json!([]),
+        ),
+    ];
+    let mut nonempty = 0;
+    for (sql, params) in cases {
+        let pushed = h.sql(json!({"sql": sql, "params": params, "limit": 1000}));
+        let reference = unpushed(sql);
+        assert!(
+            lore::sql::statement::parse(&reference)
+                .unwrap()
+                .entity_types
+                .is_empty(),
+            "the reference must not push down: {reference}"
+        );
+        let full = h.sql(json!({"sql": reference, "params": params, "limit": 1000}));
+        assert_eq!(pushed["columns"], full["columns"], "{sql}");
+        assert_eq!(pushed["rows"], full["rows"], "{sql}");
+        nonempty += usize::from(!rows(&pushed).is_empty());
+    }
+    assert!(nonempty >= 15, "most cases have rows: {nonempty}");
+    // OR is not narrowed: Ada (a person) is found beside the tickets.
+    let r = h.sql(json!({"sql": "SELECT name FROM entities WHERE type = 'ticket' OR name = 'Ada' ORDER BY name"}));
+    assert_eq!(
+        rows(&r),
+        [
+            json!(["Ada"]),
+            json!(["Data loss on save"]),
+            json!(["Login fails"]),
+            json!(["Slow search"]),
+            json!(["Typo on home"])
+        ]
+    );
+    let r = h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM entities WHERE NOT (type = 'ticket')"}));
+    assert_eq!(rows(&r), [json!([2])]);
 }

@@ -232,6 +232,7 @@ pub async fn run(
     let started = ports.clock.now_ms();
     let deadline = started.saturating_add(limits.time_ms);
     let parsed = statement::parse(sql)?;
+    let entity_types = entity_types(&parsed.entity_types, params);
     let params = params_of(params);
     let catalog = Catalog::read(ports, caller).await?;
     let cte_names: BTreeSet<&str> = parsed.ctes.iter().map(|c| c.name.as_str()).collect();
@@ -256,6 +257,7 @@ pub async fn run(
     let needed = catalog::Needed {
         all: parsed.wildcard,
         names: &parsed.identifiers,
+        entity_types: entity_types.as_ref(),
     };
     for name in &to_load {
         let table = catalog
@@ -298,6 +300,36 @@ pub async fn run(
     check_identifiers(&parsed, &store)?;
     let (labels, rows) = execute_one(&mut store, &parsed.main, &params, &parsed)?;
     Ok((labels, rows, parsed.order_by))
+}
+
+/// The `entities` types a query can use, from the conditions [`statement::entity_type_filter`]
+/// found (each a list of alternatives, all of which must hold): `None` when none applies. A
+/// condition whose placeholder is unbound or not text is left to GlueSQL.
+pub fn entity_types(
+    conditions: &[Vec<statement::Lit>],
+    params: &[SqlParam],
+) -> Option<BTreeSet<String>> {
+    let mut types: Option<BTreeSet<String>> = None;
+    for alternatives in conditions {
+        let Some(these) = alternatives
+            .iter()
+            .map(|lit| match lit {
+                statement::Lit::Text(s) => Some(s.clone()),
+                statement::Lit::Param(i) => match params.get(*i) {
+                    Some(SqlParam::Text(s)) => Some(s.clone()),
+                    _ => None,
+                },
+            })
+            .collect::<Option<BTreeSet<String>>>()
+        else {
+            continue;
+        };
+        types = Some(match types {
+            None => these,
+            Some(before) => before.intersection(&these).cloned().collect(),
+        });
+    }
+    types
 }
 
 /// GlueSQL's own catalog tables (`GLUE_TABLES`, `GLUE_TABLE_COLUMNS`, ...), which list the
