@@ -87,6 +87,8 @@ pub struct Lore {
     pub(crate) memory: std::rc::Rc<MemoryService>,
     pub(crate) schemas: records::types::SchemaCache,
     pub(crate) usage: records::metrics::UsageCounters,
+    /// Decoded SQL tables kept between queries (`config.sql.cache_bytes`).
+    pub(crate) sql_cache: std::rc::Rc<sql::TableCache>,
 }
 
 impl Lore {
@@ -107,6 +109,7 @@ impl Lore {
     /// name add to the same keys under preconditions.
     pub fn with_usage_instance(ports: Ports, config: Config, instance: String) -> Self {
         Self {
+            sql_cache: std::rc::Rc::new(sql::TableCache::new(config.sql.cache_bytes)),
             ports,
             config,
             memory: std::rc::Rc::new(MemoryService::default()),
@@ -117,7 +120,7 @@ impl Lore {
 
     /// The core as a script run sees it (`sandbox`): the same configuration, `ports` (whose
     /// storage buffers the run's writes), fresh schema and usage caches (a run's uncommitted
-    /// types must not be cached), and this instance's memory index unless `private_memory`
+    /// types must not be cached), no SQL table cache (nor its uncommitted rows), and this instance's memory index unless `private_memory`
     /// (once a run has buffered writes, its searches must not feed the shared index).
     pub(crate) fn script_copy(&self, ports: Ports, private_memory: bool) -> Lore {
         let instance = ports.random_hex(6);
@@ -131,7 +134,13 @@ impl Lore {
             },
             schemas: records::types::SchemaCache::default(),
             usage: records::metrics::UsageCounters::new(instance),
+            sql_cache: std::rc::Rc::new(sql::TableCache::new(0)),
         }
+    }
+
+    /// The decoded SQL tables this instance keeps between queries.
+    pub fn sql_cache(&self) -> &sql::TableCache {
+        &self.sql_cache
     }
 
     /// The caller of a request: a verified bearer token, or the local owner when the server
@@ -281,7 +290,9 @@ impl Lore {
             }
             mcp::tools::QUERY_SQL => {
                 let args = serde_json::from_value(args).map_err(parse_err)?;
-                let result = sql::query(&self.ports, caller, &self.config.sql, args).await?;
+                let result =
+                    sql::query(&self.ports, caller, &self.config.sql, &self.sql_cache, args)
+                        .await?;
                 Ok(serde_json::to_value(result)?)
             }
             mcp::tools::QUERY_SDK => {

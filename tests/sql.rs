@@ -116,8 +116,13 @@ impl Harness {
 
     /// `query_sql` over MCP (2026-07-28, stateless); the tool result.
     fn tool(&self, token: &str, args: Value) -> Value {
+        self.tool_named(token, "query_sql", args)
+    }
+
+    /// A tool over MCP; the tool result.
+    fn tool_named(&self, token: &str, name: &str, args: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "query_sql", "arguments": args, "_meta": {
+        "params": {"name": name, "arguments": args, "_meta": {
             "io.modelcontextprotocol/protocolVersion": V26,
             "io.modelcontextprotocol/clientCapabilities": {}
         }}});
@@ -130,7 +135,7 @@ impl Harness {
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", V26)
             .header("mcp-method", "tools/call")
-            .header("mcp-name", "query_sql")
+            .header("mcp-name", name)
             .body(serde_json::to_vec(&body).unwrap())
             .unwrap();
         let response = block_on(self.lore.handle(request));
@@ -659,6 +664,7 @@ fn budgets_stop_runaway_queries_with_a_clear_error() {
             max_row_visits: 5_000,
             time_ms: 1_000_000,
             max_result_bytes: 1 << 20,
+            ..lore::sql::Limits::default()
         },
         ..Config::default()
     };
@@ -1068,4 +1074,174 @@ fn type_push_down_gives_the_rows_a_full_scan_gives() {
     );
     let r = h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM entities WHERE NOT (type = 'ticket')"}));
     assert_eq!(rows(&r), [json!([2])]);
+}
+
+/// Another instance on the same storage (another worker or process).
+fn other_instance(h: &Harness) -> Lore {
+    Lore::new(h.lore.ports.clone(), Config::default())
+}
+
+fn api_on(lore: &Lore, token: &str, name: &str, args: Value) -> Value {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/api/acme/{name}"))
+        .header("host", "127.0.0.1:8787")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&args).unwrap())
+        .unwrap();
+    let response = block_on(lore.handle(req));
+    assert_eq!(response.status().as_u16(), 200);
+    serde_json::from_slice(&response.into_body()).unwrap()
+}
+
+#[test]
+fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
+    let h = Harness::new();
+    h.seed();
+    let names = |h: &Harness| -> Vec<Value> {
+        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
+    };
+    let tickets = |h: &Harness| -> Vec<Value> {
+        rows(&h.sql(json!({"sql": "SELECT name, points FROM ticket WHERE points > 0 ORDER BY name", "limit": 1000})))
+    };
+    let before = names(&h);
+    assert_eq!(before.len(), 6);
+    let (_, _, hits, _) = h.lore.sql_cache().stats();
+    assert_eq!(names(&h), before);
+    let (entries, bytes, hits_after, _) = h.lore.sql_cache().stats();
+    assert_eq!(
+        hits_after,
+        hits + 1,
+        "the repeated query is served from the cache"
+    );
+    assert!(entries >= 1 && bytes > 0);
+    tickets(&h);
+
+    // Create, update, delete: each shows at once.
+    let cy = h.ok("entities.create", json!({"type": "person", "name": "Cy"}));
+    assert!(names(&h).contains(&json!(["Cy"])));
+    h.ok("entities.update", json!({"id": cy["id"], "name": "Cyd"}));
+    let now = names(&h);
+    assert!(now.contains(&json!(["Cyd"])) && !now.contains(&json!(["Cy"])));
+    h.ok("entities.delete", json!({"id": cy["id"]}));
+    assert_eq!(names(&h), before);
+    let t = h.ok(
+        "entities.create",
+        json!({"type": "ticket", "name": "Zed", "properties": {"points": 2}}),
+    );
+    assert!(tickets(&h).contains(&json!(["Zed", 2])));
+    h.ok(
+        "entities.update",
+        json!({"id": t["id"], "properties": {"points": 9}}),
+    );
+    assert!(tickets(&h).contains(&json!(["Zed", 9])));
+    h.ok("entities.delete", json!({"id": t["id"]}));
+
+    // Relationships.
+    let count =
+        |h: &Harness| rows(&h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM relationships"})));
+    assert_eq!(count(&h), [json!([3])]);
+    assert_eq!(count(&h), [json!([3])]);
+    let ids: Vec<Value> = rows(&h.sql(json!({"sql": "SELECT id FROM entities ORDER BY id"})));
+    let rel = h.ok(
+        "relationships.create",
+        json!({"type": "knows", "from": ids[0][0], "to": ids[1][0]}),
+    );
+    assert_eq!(count(&h), [json!([4])]);
+    h.ok("relationships.delete", json!({"id": rel["id"]}));
+    assert_eq!(count(&h), [json!([3])]);
+
+    // A script's buffered writes show once the run commits; a failed run's never do.
+    let r = h.tool_named(
+        &h.owner,
+        "run_sdk",
+        json!({"code": "const rows = await client.sql.query({sql: 'SELECT name FROM entities'});\nawait client.entities.create({type: 'person', name: 'Scripted'});\nconst again = await client.sql.query({sql: 'SELECT name FROM entities'});\nreturn [rows.row_count, again.row_count]"}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["result"], json!([6, 7]), "{r}");
+    assert!(names(&h).contains(&json!(["Scripted"])));
+    let r = h.tool_named(
+        &h.owner,
+        "run_sdk",
+        json!({"code": "await client.entities.create({type: 'person', name: 'Doomed'});\nawait client.sql.query({sql: 'SELECT name FROM entities'});\nthrow new Error('no')"}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(!names(&h).contains(&json!(["Doomed"])));
+
+    // A write by another instance (another worker or process) shows too.
+    let other = other_instance(&h);
+    api_on(
+        &other,
+        &h.owner,
+        "entities.create",
+        json!({"type": "person", "name": "Elsewhere"}),
+    );
+    assert!(names(&h).contains(&json!(["Elsewhere"])));
+
+    // Orgs: the rival's query on the same instance sees its rows only, and acme still its own.
+    let acme = names(&h);
+    for _ in 0..2 {
+        let r = h.ok_in(
+            "rival",
+            &h.rival,
+            "sql.query",
+            json!({"sql": "SELECT name FROM entities ORDER BY name"}),
+        );
+        assert_eq!(rows(&r).len(), 3);
+        assert!(r.to_string().contains("RIVAL") && !r.to_string().contains("Ada"));
+        assert_eq!(names(&h), acme);
+    }
+
+    // Members: entities are the same for everyone; actions stay each member's own.
+    let member = h.token(lore::model::Role::Member, "mcp:read mcp:write");
+    let as_member = |sql: &str| {
+        rows(&h.ok_in(
+            "acme",
+            &member,
+            "sql.query",
+            json!({"sql": sql, "limit": 1000}),
+        ))
+    };
+    assert_eq!(as_member("SELECT name FROM entities ORDER BY name"), acme);
+    let all_actions = rows(&h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM actions"})));
+    assert_ne!(all_actions, [json!([0])]);
+    for _ in 0..2 {
+        assert_eq!(as_member("SELECT COUNT(*) AS n FROM actions"), [json!([0])]);
+        assert_eq!(
+            rows(&h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM actions"}))),
+            all_actions
+        );
+    }
+}
+
+#[test]
+fn a_disabled_table_cache_keeps_nothing() {
+    let mut config = Config::default();
+    config.sql.cache_bytes = 0;
+    let h = Harness::with(config);
+    h.seed();
+    for _ in 0..2 {
+        h.sql(json!({"sql": "SELECT name FROM entities"}));
+    }
+    assert_eq!(h.lore.sql_cache().stats(), (0, 0, 0, 0));
+}
+
+#[test]
+fn the_table_cache_stays_within_its_bytes() {
+    let mut config = Config::default();
+    config.sql.cache_bytes = 4096;
+    let h = Harness::with(config);
+    h.seed();
+    for sql in [
+        "SELECT * FROM entities",
+        "SELECT name FROM entities",
+        "SELECT * FROM relationships",
+        "SELECT * FROM ticket",
+        "SELECT name FROM person",
+    ] {
+        h.sql(json!({"sql": sql}));
+        let (_, bytes, _, _) = h.lore.sql_cache().stats();
+        assert!(bytes <= 4096, "{sql}: {bytes}");
+    }
 }

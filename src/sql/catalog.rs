@@ -112,7 +112,8 @@ struct StoredEntity<'a> {
 pub struct Table {
     pub name: String,
     pub columns: Vec<(String, DataType)>,
-    pub rows: Vec<Vec<Sql>>,
+    /// Shared with the instance's [`super::cache::TableCache`] when it keeps the table.
+    pub rows: std::rc::Rc<Vec<Vec<Sql>>>,
 }
 
 /// The tables of the caller's org.
@@ -203,7 +204,7 @@ impl Catalog {
                 .into_iter()
                 .map(|(n, t)| (n.to_string(), t))
                 .collect(),
-            rows,
+            rows: std::rc::Rc::new(rows),
         })
     }
 }

@@ -6,7 +6,9 @@
 //!    `WITH … SELECT`) before anything runs, and finds the tables it names;
 //! 2. [`catalog`] loads those tables through the storage port (a virtual feed through its
 //!    connection, live) into a snapshot, within a row budget: GlueSQL's store traits are
-//!    synchronous and the port is async, so the tables are read first;
+//!    synchronous and the port is async, so the tables are read first; `type` conditions on
+//!    `entities` narrow the read ([`statement::entity_type_filter`]), and [`cache`] keeps
+//!    decoded tables between queries while the org's records version stays the same;
 //! 3. GlueSQL plans and executes over [`store::SnapshotStore`], which has no write path, reads
 //!    only the snapshot, and stops past the row or time budget (time from the clock port);
 //!    common table expressions run first and are added to the snapshot as tables;
@@ -15,6 +17,7 @@
 //! Architecture invariant: a table name is looked up in the caller's catalog and never turned
 //! into a storage key; every key comes from the caller's `OrgKeys`.
 
+pub mod cache;
 pub mod catalog;
 pub mod page;
 pub mod statement;
@@ -38,6 +41,7 @@ use crate::ports::{Clock, Ports};
 
 pub use page::OrderBy;
 
+pub use cache::TableCache;
 use catalog::{Catalog, Table};
 use store::{Guard, SnapshotStore, Trip};
 
@@ -52,6 +56,10 @@ pub struct Limits {
     pub time_ms: i64,
     /// The JSON size of one page.
     pub max_result_bytes: usize,
+    /// Estimated bytes of decoded tables an instance keeps between queries
+    /// ([`cache::TableCache`]); 0 keeps none. Off by default on wasm32, where instances live
+    /// for a request (Spin) or in a small isolate (Workers).
+    pub cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -61,6 +69,11 @@ impl Default for Limits {
             max_row_visits: 20_000_000,
             time_ms: 10_000,
             max_result_bytes: 1 << 20,
+            cache_bytes: if cfg!(target_arch = "wasm32") {
+                0
+            } else {
+                64 << 20
+            },
         }
     }
 }
@@ -186,9 +199,11 @@ pub async fn query(
     ports: &Ports,
     caller: &Caller,
     limits: &Limits,
+    cache: &TableCache,
     args: QuerySql,
 ) -> Result<SqlResult> {
-    let (labels, rows, order_by) = run(ports, caller, limits, &args.sql, &args.params).await?;
+    let (labels, rows, order_by) =
+        run(ports, caller, limits, cache, &args.sql, &args.params).await?;
     let order = page::resolve(&labels, args.order_by.as_ref(), &order_by)?;
     let fingerprint = page::fingerprint(
         &args.sql,
@@ -226,6 +241,7 @@ pub async fn run(
     ports: &Ports,
     caller: &Caller,
     limits: &Limits,
+    cache: &TableCache,
     sql: &str,
     params: &[SqlParam],
 ) -> Result<Rows> {
@@ -259,10 +275,46 @@ pub async fn run(
         names: &parsed.identifiers,
         entity_types: entity_types.as_ref(),
     };
+    // Read before any row, so that a write during the scan makes the cached copy stale.
+    let version = if to_load
+        .iter()
+        .any(|n| catalog.find(n).is_some_and(|s| cache.keeps(s)))
+    {
+        ports.storage.get(&caller.keys().records_version()).await?
+    } else {
+        None
+    };
+    let org = caller.org().to_string();
     for name in &to_load {
-        let table = catalog
-            .load(ports, caller, name, &mut budget, &needed)
-            .await?;
+        let source = catalog.find(name);
+        let columns = source.map(|s| catalog::columns(s, &[]));
+        let lookup = match (source, &columns) {
+            (Some(s), Some(columns)) if cache.keeps(s) => Some(cache::Lookup {
+                org: &org,
+                table: name,
+                columns,
+                needed: &needed,
+            }),
+            _ => None,
+        };
+        let cached = lookup
+            .as_ref()
+            .and_then(|l| cache.get(l, version.as_deref()));
+        let table = match cached {
+            Some(table) => {
+                budget.charge(name, table.rows.len())?;
+                table
+            }
+            None => {
+                let table = catalog
+                    .load(ports, caller, name, &mut budget, &needed)
+                    .await?;
+                if let Some(l) = &lookup {
+                    cache.put(l, version.as_deref(), &table);
+                }
+                table
+            }
+        };
         store.insert(table);
     }
     for cte in &parsed.ctes {
@@ -294,7 +346,7 @@ pub async fn run(
         store.insert(Table {
             name: cte.name.clone(),
             columns,
-            rows,
+            rows: std::rc::Rc::new(rows),
         });
     }
     check_identifiers(&parsed, &store)?;
