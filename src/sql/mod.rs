@@ -155,7 +155,7 @@ impl Budget {
             return Err(LoreError::invalid(
                 "sql",
                 format!(
-                    "the query reads more than {} rows (reached while reading {table}); the tables a query names are read whole, so query fewer or smaller tables (a typed table instead of entities, events instead of event_history)",
+                    "the query reads more than {} rows (reached while reading {table}); the tables a query names are read whole (entities only narrowed by a WHERE type = '...' or type IN (...)), so query fewer or smaller tables (a typed table instead of entities, events instead of event_history)",
                     self.max_rows
                 ),
             ));
