@@ -1216,6 +1216,31 @@ fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
 }
 
 #[test]
+fn an_org_without_a_records_version_is_not_cached() {
+    // Rows written before the version existed (or an org deleted and made again under the
+    // same name) must not be served from a copy nobody can invalidate.
+    let h = Harness::new();
+    h.seed();
+    block_on(async {
+        let mut batch = lore::storage::Batch::new();
+        batch.delete("o/acme/meta/records-version");
+        h.lore.ports.storage.commit(batch).await
+    })
+    .unwrap();
+    for _ in 0..2 {
+        h.sql(json!({"sql": "SELECT name FROM entities"}));
+    }
+    let (entries, _, hits, _) = h.lore.sql_cache().stats();
+    assert_eq!((entries, hits), (0, 0));
+    h.ok("entities.create", json!({"type": "person", "name": "Cy"}));
+    for _ in 0..2 {
+        h.sql(json!({"sql": "SELECT name FROM entities"}));
+    }
+    let (entries, _, hits, _) = h.lore.sql_cache().stats();
+    assert_eq!((entries, hits), (1, 1));
+}
+
+#[test]
 fn a_disabled_table_cache_keeps_nothing() {
     let mut config = Config::default();
     config.sql.cache_bytes = 0;

@@ -8,7 +8,8 @@
 //!
 //! An entry is valid for one value of the org's records version (`OrgKeys::records_version`),
 //! which every write of an entity or a relationship replaces in the same storage batch with a
-//! value no other write uses. A query reads the version before it reads any row: if a write
+//! value no other write uses. An org without that key (no such write since it was
+//! introduced, or a deleted org made again under the same name) is not cached. A query reads the version before it reads any row: if a write
 //! commits during the scan, the entry is stored under the version read before it and never
 //! matches again. Since the version is read from storage, writes by other instances and
 //! processes invalidate the entry too.
@@ -32,7 +33,7 @@ struct Entry {
     table: String,
     columns: Vec<(String, DataType)>,
     entity_types: Option<BTreeSet<String>>,
-    version: Option<Vec<u8>>,
+    version: Vec<u8>,
     /// The columns decoded (the others hold `NULL`).
     decoded: BTreeSet<String>,
     rows: Rc<Vec<Vec<Sql>>>,
@@ -70,10 +71,10 @@ impl Lookup<'_> {
             .filter(|_| self.table == "entities")
     }
 
-    fn matches(&self, e: &Entry, version: Option<&[u8]>) -> bool {
+    fn matches(&self, e: &Entry, version: &[u8]) -> bool {
         e.org == self.org
             && e.table == self.table
-            && e.version.as_deref() == version
+            && e.version == version
             && e.columns == self.columns
             && e.entity_types.as_ref() == self.entity_types()
             && self
@@ -107,18 +108,18 @@ impl TableCache {
 
     /// The table's rows, if cached for this org at this version with every column the query
     /// needs. Entries of the org at another version are dropped.
-    pub fn get(&self, lookup: &Lookup<'_>, version: Option<&[u8]>) -> Option<Table> {
+    pub fn get(&self, lookup: &Lookup<'_>, version: &[u8]) -> Option<Table> {
         let mut inner = self.inner.borrow_mut();
         let stale: usize = inner
             .entries
             .iter()
-            .filter(|e| e.org == lookup.org && e.version.as_deref() != version)
+            .filter(|e| e.org == lookup.org && e.version != version)
             .map(|e| e.bytes)
             .sum();
         if stale > 0 {
             inner
                 .entries
-                .retain(|e| e.org != lookup.org || e.version.as_deref() == version);
+                .retain(|e| e.org != lookup.org || e.version == version);
             inner.bytes -= stale;
         }
         inner.tick += 1;
@@ -145,7 +146,7 @@ impl TableCache {
 
     /// Keeps `table` (just loaded at `version`), evicting the least recently used entries to
     /// stay within the capacity; a table larger than the capacity is not kept.
-    pub fn put(&self, lookup: &Lookup<'_>, version: Option<&[u8]>, table: &Table) {
+    pub fn put(&self, lookup: &Lookup<'_>, version: &[u8], table: &Table) {
         let bytes = estimate(&table.rows);
         if bytes > self.max_bytes {
             return;
@@ -178,7 +179,7 @@ impl TableCache {
             table: lookup.table.to_string(),
             columns: lookup.columns.to_vec(),
             entity_types,
-            version: version.map(<[u8]>::to_vec),
+            version: version.to_vec(),
             decoded: lookup
                 .columns
                 .iter()

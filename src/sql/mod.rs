@@ -288,18 +288,19 @@ pub async fn run(
     for name in &to_load {
         let source = catalog.find(name);
         let columns = source.map(|s| catalog::columns(s, &[]));
-        let lookup = match (source, &columns) {
-            (Some(s), Some(columns)) if cache.keeps(s) => Some(cache::Lookup {
-                org: &org,
-                table: name,
-                columns,
-                needed: &needed,
-            }),
+        let lookup = match (source, &columns, &version) {
+            (Some(s), Some(columns), Some(version)) if cache.keeps(s) => Some((
+                cache::Lookup {
+                    org: &org,
+                    table: name,
+                    columns,
+                    needed: &needed,
+                },
+                version,
+            )),
             _ => None,
         };
-        let cached = lookup
-            .as_ref()
-            .and_then(|l| cache.get(l, version.as_deref()));
+        let cached = lookup.as_ref().and_then(|(l, v)| cache.get(l, v));
         let table = match cached {
             Some(table) => {
                 budget.charge(name, table.rows.len())?;
@@ -309,8 +310,8 @@ pub async fn run(
                 let table = catalog
                     .load(ports, caller, name, &mut budget, &needed)
                     .await?;
-                if let Some(l) = &lookup {
-                    cache.put(l, version.as_deref(), &table);
+                if let Some((l, v)) = &lookup {
+                    cache.put(l, v, &table);
                 }
                 table
             }
