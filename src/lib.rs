@@ -120,8 +120,9 @@ impl Lore {
 
     /// The core as a script run sees it (`sandbox`): the same configuration, `ports` (whose
     /// storage buffers the run's writes), fresh schema and usage caches (a run's uncommitted
-    /// types must not be cached), no SQL table cache (nor its uncommitted rows), and this instance's memory index unless `private_memory`
-    /// (once a run has buffered writes, its searches must not feed the shared index).
+    /// types must not be cached), no SQL table cache (its uncommitted rows must not be kept
+    /// either), and this instance's memory index unless `private_memory` (once a run has
+    /// buffered writes, its searches must not feed the shared index).
     pub(crate) fn script_copy(&self, ports: Ports, private_memory: bool) -> Lore {
         let instance = ports.random_hex(6);
         Lore {
