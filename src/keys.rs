@@ -15,6 +15,7 @@
 //! o/{org}/idem/{sha256(key)}    IdempotencyRecord of a save_memory call
 //! o/{org}/meta/events-seq       the org's event sequence number (commit order)
 //! o/{org}/evseq/{n:020}         ulid of the event with sequence number n
+//! o/{org}/meta/records-version  changes with every entity or relationship write (SQL cache)
 //! o/{org}/session/{id}          Session (legacy MCP sessions)
 //! o/{org}/type/{name}           EntityType (template)
 //! o/{org}/ent/{ulid}            Entity
@@ -218,6 +219,11 @@ impl OrgKeys {
     }
     pub fn entity_types(&self) -> String {
         format!("{}type/", self.root)
+    }
+    /// A value that changes with every write of an entity or a relationship (put in the same
+    /// batch, never reused): what the SQL table cache checks its copies against.
+    pub fn records_version(&self) -> String {
+        format!("{}meta/records-version", self.root)
     }
     pub fn entity(&self, ulid: &str) -> String {
         format!("{}ent/{ulid}", self.root)

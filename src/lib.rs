@@ -93,6 +93,8 @@ pub struct Lore {
     /// How many reactions deep this core's writes are: 0 for a request's own writes, n inside
     /// a reaction that n writes set off (see `sandbox::reactions`).
     pub(crate) reaction_depth: u8,
+    /// Decoded SQL tables kept between queries (`config.sql.cache_bytes`).
+    pub(crate) sql_cache: std::rc::Rc<sql::TableCache>,
 }
 
 impl Lore {
@@ -113,6 +115,7 @@ impl Lore {
     /// name add to the same keys under preconditions.
     pub fn with_usage_instance(ports: Ports, config: Config, instance: String) -> Self {
         Self {
+            sql_cache: std::rc::Rc::new(sql::TableCache::new(config.sql.cache_bytes)),
             ports,
             config,
             memory: std::rc::Rc::new(MemoryService::default()),
@@ -125,8 +128,9 @@ impl Lore {
 
     /// The core as a script run sees it (`sandbox`): the same configuration, `ports` (whose
     /// storage buffers the run's writes), fresh schema and usage caches (a run's uncommitted
-    /// types must not be cached), and this instance's memory index unless `private_memory`
-    /// (once a run has buffered writes, its searches must not feed the shared index).
+    /// types must not be cached), no SQL table cache (its uncommitted rows must not be kept
+    /// either), and this instance's memory index unless `private_memory` (once a run has
+    /// buffered writes, its searches must not feed the shared index).
     pub(crate) fn script_copy(&self, ports: Ports, private_memory: bool) -> Lore {
         let instance = ports.random_hex(6);
         Lore {
@@ -141,7 +145,13 @@ impl Lore {
             usage: records::metrics::UsageCounters::new(instance),
             script: self.script.clone(),
             reaction_depth: self.reaction_depth,
+            sql_cache: std::rc::Rc::new(sql::TableCache::new(0)),
         }
+    }
+
+    /// The decoded SQL tables this instance keeps between queries.
+    pub fn sql_cache(&self) -> &sql::TableCache {
+        &self.sql_cache
     }
 
     /// What follows a commit of new events: inside a script run they wait for the run's own
@@ -354,7 +364,9 @@ impl Lore {
             }
             mcp::tools::QUERY_SQL => {
                 let args = serde_json::from_value(args).map_err(parse_err)?;
-                let result = sql::query(&self.ports, caller, &self.config.sql, args).await?;
+                let result =
+                    sql::query(&self.ports, caller, &self.config.sql, &self.sql_cache, args)
+                        .await?;
                 Ok(serde_json::to_value(result)?)
             }
             mcp::tools::QUERY_SDK => {

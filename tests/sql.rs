@@ -117,8 +117,13 @@ impl Harness {
 
     /// `query_sql` over MCP (2026-07-28, stateless); the tool result.
     fn tool(&self, token: &str, args: Value) -> Value {
+        self.tool_named(token, "query_sql", args)
+    }
+
+    /// A tool over MCP; the tool result.
+    fn tool_named(&self, token: &str, name: &str, args: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "query_sql", "arguments": args, "_meta": {
+        "params": {"name": name, "arguments": args, "_meta": {
             "io.modelcontextprotocol/protocolVersion": V26,
             "io.modelcontextprotocol/clientCapabilities": {}
         }}});
@@ -131,7 +136,7 @@ impl Harness {
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", V26)
             .header("mcp-method", "tools/call")
-            .header("mcp-name", "query_sql")
+            .header("mcp-name", name)
             .body(serde_json::to_vec(&body).unwrap())
             .unwrap();
         let response = block_on(self.lore.handle(request));
@@ -556,6 +561,12 @@ fn no_probe_reaches_another_org() {
         "SELECT * FROM entities WHERE name LIKE 'RIVAL%'",
         "SELECT * FROM events WHERE content LIKE '%RIVAL%'",
         "SELECT $1 AS x",
+        // The type condition pushed into loading never reaches outside the org's keys.
+        "SELECT * FROM entities WHERE type = '../../rival/ent-t/ticket'",
+        "SELECT * FROM entities WHERE type = 'ticket/../../../rival/ent-t/ticket'",
+        "SELECT * FROM entities WHERE type IN ('ticket', 'o/rival/ent-t/ticket', '')",
+        "SELECT * FROM entities WHERE type = $1",
+        "SELECT * FROM entities e WHERE e.type = 'ticket' AND e.name LIKE 'RIVAL%'",
     ];
     let mut answered = 0;
     for sql in probes {
@@ -654,6 +665,7 @@ fn budgets_stop_runaway_queries_with_a_clear_error() {
             max_row_visits: 5_000,
             time_ms: 1_000_000,
             max_result_bytes: 1 << 20,
+            ..lore::sql::Limits::default()
         },
         ..Config::default()
     };
@@ -919,4 +931,343 @@ fn a_virtual_feed_is_read_live_and_never_stored() {
     let n = hits.load(Ordering::SeqCst);
     h.sql(json!({"sql": "SELECT * FROM feeds"}));
     assert_eq!(hits.load(Ordering::SeqCst), n);
+}
+
+/// The same query with every `type` condition hidden from push-down (`LOWER(type)` equals
+/// `type` for type names, which are lowercase): it must give the same rows.
+fn unpushed(sql: &str) -> String {
+    sql.replace("entities.type =", "LOWER(entities.type) =")
+        .replace(" e.type =", " LOWER(e.type) =")
+        .replace("e.type IN", "LOWER(e.type) IN")
+        .replace(" type =", " LOWER(type) =")
+        .replace(" type IN", " LOWER(type) IN")
+        .replace("(type =", "(LOWER(type) =")
+        .replace("= type", "= LOWER(type)")
+}
+
+#[test]
+fn type_push_down_gives_the_rows_a_full_scan_gives() {
+    let h = Harness::new();
+    h.seed();
+    let cases: &[(&str, Value)] = &[
+        (
+            "SELECT id, name FROM entities WHERE type = 'ticket' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE 'person' = type ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' OR name = 'Ada' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE NOT (type = 'ticket') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type <> 'ticket' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE (type = 'ticket' OR type = 'person') AND name >= 'B' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type IN ('person', 'ticket') AND name >= 'B' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type NOT IN ('person') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' AND type = 'person'",
+            json!([]),
+        ),
+        ("SELECT name FROM entities WHERE type = 'nosuch'", json!([])),
+        (
+            "SELECT name FROM entities WHERE type = $1 ORDER BY name",
+            json!(["person"]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type IN ($1, 'ticket') ORDER BY name",
+            json!(["person"]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = $1 ORDER BY name",
+            json!([3]),
+        ),
+        (
+            "SELECT type, COUNT(*) AS n FROM entities WHERE type IN ('ticket', 'person') GROUP BY type ORDER BY type",
+            json!([]),
+        ),
+        (
+            "SELECT id FROM entities WHERE type IN ('ticket', 'person')",
+            json!([]),
+        ),
+        (
+            "SELECT e.name, r.type FROM entities e JOIN relationships r ON r.to_id = e.id WHERE e.type = 'person' ORDER BY e.name",
+            json!([]),
+        ),
+        (
+            "SELECT r.id, e.name FROM relationships r LEFT JOIN entities e ON e.id = r.to_id WHERE e.type = 'person' ORDER BY r.id",
+            json!([]),
+        ),
+        (
+            "SELECT r.id, e.name FROM relationships r LEFT JOIN entities e ON e.id = r.to_id AND e.type = 'person' ORDER BY r.id",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM ticket WHERE id IN (SELECT from_id FROM relationships WHERE to_id IN (SELECT id FROM entities WHERE type = 'person' AND name = 'Ada')) ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' AND id NOT IN (SELECT id FROM entities WHERE type = 'person') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE id IN (SELECT id FROM entities WHERE type = 'person') ORDER BY name",
+            json!([]),
+        ),
+        (
+            "WITH p AS (SELECT id, name FROM entities WHERE type = 'person') SELECT name FROM p ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name, (SELECT COUNT(*) FROM relationships r WHERE r.to_id = entities.id) AS n FROM entities WHERE entities.type = 'person' ORDER BY name",
+            json!([]),
+        ),
+        (
+            "SELECT name FROM entities WHERE type = 'ticket' AND name LIKE '%o%' ORDER BY name",
+            json!([]),
+        ),
+    ];
+    let mut nonempty = 0;
+    for (sql, params) in cases {
+        let pushed = h.sql(json!({"sql": sql, "params": params, "limit": 1000}));
+        let reference = unpushed(sql);
+        assert!(
+            lore::sql::statement::parse(&reference)
+                .unwrap()
+                .entity_types
+                .is_empty(),
+            "the reference must not push down: {reference}"
+        );
+        let full = h.sql(json!({"sql": reference, "params": params, "limit": 1000}));
+        assert_eq!(pushed["columns"], full["columns"], "{sql}");
+        assert_eq!(pushed["rows"], full["rows"], "{sql}");
+        nonempty += usize::from(!rows(&pushed).is_empty());
+    }
+    assert!(nonempty >= 15, "most cases have rows: {nonempty}");
+    // OR is not narrowed: Ada (a person) is found beside the tickets.
+    let r = h.sql(json!({"sql": "SELECT name FROM entities WHERE type = 'ticket' OR name = 'Ada' ORDER BY name"}));
+    assert_eq!(
+        rows(&r),
+        [
+            json!(["Ada"]),
+            json!(["Data loss on save"]),
+            json!(["Login fails"]),
+            json!(["Slow search"]),
+            json!(["Typo on home"])
+        ]
+    );
+    let r = h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM entities WHERE NOT (type = 'ticket')"}));
+    assert_eq!(rows(&r), [json!([2])]);
+}
+
+/// Another instance on the same storage (another worker or process).
+fn other_instance(h: &Harness) -> Lore {
+    Lore::new(h.lore.ports.clone(), Config::default())
+}
+
+fn api_on(lore: &Lore, token: &str, name: &str, args: Value) -> Value {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/api/acme/{name}"))
+        .header("host", "127.0.0.1:8787")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&args).unwrap())
+        .unwrap();
+    let response = block_on(lore.handle(req));
+    assert_eq!(response.status().as_u16(), 200);
+    serde_json::from_slice(&response.into_body()).unwrap()
+}
+
+#[test]
+fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
+    let h = Harness::new();
+    h.seed();
+    let names = |h: &Harness| -> Vec<Value> {
+        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
+    };
+    let tickets = |h: &Harness| -> Vec<Value> {
+        rows(&h.sql(json!({"sql": "SELECT name, points FROM ticket WHERE points > 0 ORDER BY name", "limit": 1000})))
+    };
+    let before = names(&h);
+    assert_eq!(before.len(), 6);
+    let (_, _, hits, _) = h.lore.sql_cache().stats();
+    assert_eq!(names(&h), before);
+    let (entries, bytes, hits_after, _) = h.lore.sql_cache().stats();
+    assert_eq!(
+        hits_after,
+        hits + 1,
+        "the repeated query is served from the cache"
+    );
+    assert!(entries >= 1 && bytes > 0);
+    tickets(&h);
+
+    // Create, update, delete: each shows at once.
+    let cy = h.ok("entities.create", json!({"type": "person", "name": "Cy"}));
+    assert!(names(&h).contains(&json!(["Cy"])));
+    h.ok("entities.update", json!({"id": cy["id"], "name": "Cyd"}));
+    let now = names(&h);
+    assert!(now.contains(&json!(["Cyd"])) && !now.contains(&json!(["Cy"])));
+    h.ok("entities.delete", json!({"id": cy["id"]}));
+    assert_eq!(names(&h), before);
+    let t = h.ok(
+        "entities.create",
+        json!({"type": "ticket", "name": "Zed", "properties": {"points": 2}}),
+    );
+    assert!(tickets(&h).contains(&json!(["Zed", 2])));
+    h.ok(
+        "entities.update",
+        json!({"id": t["id"], "properties": {"points": 9}}),
+    );
+    assert!(tickets(&h).contains(&json!(["Zed", 9])));
+    h.ok("entities.delete", json!({"id": t["id"]}));
+
+    // Relationships.
+    let count =
+        |h: &Harness| rows(&h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM relationships"})));
+    assert_eq!(count(&h), [json!([3])]);
+    assert_eq!(count(&h), [json!([3])]);
+    let ids: Vec<Value> = rows(&h.sql(json!({"sql": "SELECT id FROM entities ORDER BY id"})));
+    let rel = h.ok(
+        "relationships.create",
+        json!({"type": "knows", "from": ids[0][0], "to": ids[1][0]}),
+    );
+    assert_eq!(count(&h), [json!([4])]);
+    h.ok("relationships.delete", json!({"id": rel["id"]}));
+    assert_eq!(count(&h), [json!([3])]);
+
+    // A script's buffered writes show once the run commits; a failed run's never do.
+    let r = h.tool_named(
+        &h.owner,
+        "run_sdk",
+        json!({"code": "const rows = await client.sql.query({sql: 'SELECT name FROM entities'});\nawait client.entities.create({type: 'person', name: 'Scripted'});\nconst again = await client.sql.query({sql: 'SELECT name FROM entities'});\nreturn [rows.row_count, again.row_count]"}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["result"], json!([6, 7]), "{r}");
+    assert!(names(&h).contains(&json!(["Scripted"])));
+    let r = h.tool_named(
+        &h.owner,
+        "run_sdk",
+        json!({"code": "await client.entities.create({type: 'person', name: 'Doomed'});\nawait client.sql.query({sql: 'SELECT name FROM entities'});\nthrow new Error('no')"}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(!names(&h).contains(&json!(["Doomed"])));
+
+    // A write by another instance (another worker or process) shows too.
+    let other = other_instance(&h);
+    api_on(
+        &other,
+        &h.owner,
+        "entities.create",
+        json!({"type": "person", "name": "Elsewhere"}),
+    );
+    assert!(names(&h).contains(&json!(["Elsewhere"])));
+
+    // Orgs: the rival's query on the same instance sees its rows only, and acme still its own.
+    let acme = names(&h);
+    for _ in 0..2 {
+        let r = h.ok_in(
+            "rival",
+            &h.rival,
+            "sql.query",
+            json!({"sql": "SELECT name FROM entities ORDER BY name"}),
+        );
+        assert_eq!(rows(&r).len(), 3);
+        assert!(r.to_string().contains("RIVAL") && !r.to_string().contains("Ada"));
+        assert_eq!(names(&h), acme);
+    }
+
+    // Members: entities are the same for everyone; actions stay each member's own.
+    let member = h.token(lore::model::Role::Member, "mcp:read mcp:write");
+    let as_member = |sql: &str| {
+        rows(&h.ok_in(
+            "acme",
+            &member,
+            "sql.query",
+            json!({"sql": sql, "limit": 1000}),
+        ))
+    };
+    assert_eq!(as_member("SELECT name FROM entities ORDER BY name"), acme);
+    let all_actions = rows(&h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM actions"})));
+    assert_ne!(all_actions, [json!([0])]);
+    for _ in 0..2 {
+        assert_eq!(as_member("SELECT COUNT(*) AS n FROM actions"), [json!([0])]);
+        assert_eq!(
+            rows(&h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM actions"}))),
+            all_actions
+        );
+    }
+}
+
+#[test]
+fn an_org_without_a_records_version_is_not_cached() {
+    // Rows written before the version existed (or an org deleted and made again under the
+    // same name) must not be served from a copy nobody can invalidate.
+    let h = Harness::new();
+    h.seed();
+    block_on(async {
+        let mut batch = lore::storage::Batch::new();
+        batch.delete("o/acme/meta/records-version");
+        h.lore.ports.storage.commit(batch).await
+    })
+    .unwrap();
+    for _ in 0..2 {
+        h.sql(json!({"sql": "SELECT name FROM entities"}));
+    }
+    let (entries, _, hits, _) = h.lore.sql_cache().stats();
+    assert_eq!((entries, hits), (0, 0));
+    h.ok("entities.create", json!({"type": "person", "name": "Cy"}));
+    for _ in 0..2 {
+        h.sql(json!({"sql": "SELECT name FROM entities"}));
+    }
+    let (entries, _, hits, _) = h.lore.sql_cache().stats();
+    assert_eq!((entries, hits), (1, 1));
+}
+
+#[test]
+fn a_disabled_table_cache_keeps_nothing() {
+    let mut config = Config::default();
+    config.sql.cache_bytes = 0;
+    let h = Harness::with(config);
+    h.seed();
+    for _ in 0..2 {
+        h.sql(json!({"sql": "SELECT name FROM entities"}));
+    }
+    assert_eq!(h.lore.sql_cache().stats(), (0, 0, 0, 0));
+}
+
+#[test]
+fn the_table_cache_stays_within_its_bytes() {
+    let mut config = Config::default();
+    config.sql.cache_bytes = 4096;
+    let h = Harness::with(config);
+    h.seed();
+    for sql in [
+        "SELECT * FROM entities",
+        "SELECT name FROM entities",
+        "SELECT * FROM relationships",
+        "SELECT * FROM ticket",
+        "SELECT name FROM person",
+    ] {
+        h.sql(json!({"sql": sql}));
+        let (_, bytes, _, _) = h.lore.sql_cache().stats();
+        assert!(bytes <= 4096, "{sql}: {bytes}");
+    }
 }

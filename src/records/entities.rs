@@ -246,6 +246,7 @@ pub async fn create(
     let mut batch = Batch::new();
     batch.require_absent(caller.keys().entity(&entity.id[4..]));
     put_entity(&mut batch, caller, &entity);
+    super::touch_records(ports, caller, &mut batch, &entity.id);
     ports.storage.commit(batch).await?;
     Ok(entity)
 }
@@ -277,6 +278,9 @@ pub async fn create_many(
         batch.require_absent(caller.keys().entity(&entity.id[4..]));
         put_entity(&mut batch, caller, &entity);
         items.push(entity);
+    }
+    if let Some(last) = items.last() {
+        super::touch_records(ports, caller, &mut batch, &last.id);
     }
     ports.storage.commit(batch).await?;
     Ok(Page {
@@ -333,6 +337,12 @@ pub async fn update(
     let mut batch = Batch::new();
     batch.require_equals(caller.keys().entity(&old.id[4..]), to_bytes(&old));
     put_entity(&mut batch, caller, &entity);
+    super::touch_records(
+        ports,
+        caller,
+        &mut batch,
+        &format!("{}.{}", entity.id, entity.version),
+    );
     match ports.storage.commit(batch).await {
         Ok(()) => Ok(entity),
         // Someone else wrote between our read and our commit.
@@ -356,6 +366,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: DeleteEntity) -> Resul
         .delete(keys.entity(ulid))
         .delete(keys.entity_by_type(&old.type_name, ulid));
     super::relationships::unlink_all(ports, caller, &old.id, &mut batch).await?;
+    super::touch_records(ports, caller, &mut batch, &format!("{}.deleted", old.id));
     match ports.storage.commit(batch).await {
         Ok(()) => Ok(super::Done { ok: true }),
         Err(StorageError::Conflict { .. }) => Err(stale(&old.id, old.version + 1, old.version)),

@@ -328,15 +328,22 @@ async fn sql_metric(
     limits: &crate::sql::Limits,
     metric: &Metric,
 ) -> Result<MetricValue> {
-    let (labels, rows, _) = crate::sql::run(ports, caller, limits, &metric.sql, &[])
-        .await
-        .map_err(|e| match e {
-            LoreError::InvalidArgument { message, .. } => LoreError::invalid(
-                "name",
-                format!("metric {}'s query failed: {message}", metric.name),
-            ),
-            other => other,
-        })?;
+    let (labels, rows, _) = crate::sql::run(
+        ports,
+        caller,
+        limits,
+        &crate::sql::TableCache::new(0),
+        &metric.sql,
+        &[],
+    )
+    .await
+    .map_err(|e| match e {
+        LoreError::InvalidArgument { message, .. } => LoreError::invalid(
+            "name",
+            format!("metric {}'s query failed: {message}", metric.name),
+        ),
+        other => other,
+    })?;
     let column = labels
         .iter()
         .position(|l| *l == metric.value_column)

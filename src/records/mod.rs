@@ -93,6 +93,22 @@ pub fn to_bytes(value: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("records serialize")
 }
 
+/// Replaces the org's records version (`OrgKeys::records_version`) in `batch`, which writes
+/// entities or relationships: the SQL table cache (`sql::cache`) then sees its copies are
+/// stale, in this instance and every other. `what` (the record's id and version) and random
+/// bytes make the value one no other committed write uses.
+pub(crate) fn touch_records(
+    ports: &Ports,
+    caller: &crate::auth::Caller,
+    batch: &mut crate::storage::Batch,
+    what: &str,
+) {
+    batch.put(
+        caller.keys().records_version(),
+        format!("{what}/{}", ports.random_hex(12)),
+    );
+}
+
 /// Now, as the RFC 3339 text every record shows.
 pub fn now_text(ports: &Ports) -> String {
     crate::memory::event::format_time(ports.clock.now_ms())

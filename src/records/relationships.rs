@@ -134,6 +134,7 @@ pub async fn create(
         let entity = super::entities::get(ports, caller, end).await?;
         batch.require_equals(keys.entity(&end[4..]), to_bytes(&entity));
     }
+    super::touch_records(ports, caller, &mut batch, &rel.id);
     ports.storage.commit(batch).await?;
     Ok(rel)
 }
@@ -166,6 +167,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, id: &str) -> Result<super::D
     let mut batch = Batch::new();
     batch.require_equals(caller.keys().relationship(&rel.id[4..]), to_bytes(&rel));
     delete_writes(&mut batch, caller, &rel);
+    super::touch_records(ports, caller, &mut batch, &format!("{}.deleted", rel.id));
     ports.storage.commit(batch).await?;
     Ok(super::Done { ok: true })
 }

@@ -315,7 +315,7 @@ pub static METHODS: &[MethodSpec] = &[
     // sql
     method!("sql".query, Read, Try, QuerySql => SqlResult,
         "Run one read-only SQL SELECT over the org's tables (entities, relationships, events, event_history, entity_types, feeds, operations, actions, metrics, one per entity type, one per virtual feed); paginated like query_sql.",
-        |cx, a| crate::sql::query(&cx.lore.ports, cx.caller, &cx.lore.config.sql, a).await?),
+        |cx, a| crate::sql::query(&cx.lore.ports, cx.caller, &cx.lore.config.sql, &cx.lore.sql_cache, a).await?),
     // agents
     method!("agents".list, Read, Try, NoArgs => Vec<Member>,
         "List the org's registered agents.",

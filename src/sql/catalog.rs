@@ -76,6 +76,9 @@ pub enum Source {
 pub struct Needed<'a> {
     pub all: bool,
     pub names: &'a BTreeSet<String>,
+    /// When set, `entities` rows of other types can never be in the result (see
+    /// [`super::statement::entity_type_filter`]): only these types' rows are read.
+    pub entity_types: Option<&'a BTreeSet<String>>,
 }
 
 impl Needed<'_> {
@@ -109,7 +112,8 @@ struct StoredEntity<'a> {
 pub struct Table {
     pub name: String,
     pub columns: Vec<(String, DataType)>,
-    pub rows: Vec<Vec<Sql>>,
+    /// Shared with the instance's [`super::cache::TableCache`] when it keeps the table.
+    pub rows: std::rc::Rc<Vec<Vec<Sql>>>,
 }
 
 /// The tables of the caller's org.
@@ -200,7 +204,7 @@ impl Catalog {
                 .into_iter()
                 .map(|(n, t)| (n.to_string(), t))
                 .collect(),
-            rows,
+            rows: std::rc::Rc::new(rows),
         })
     }
 }
@@ -385,7 +389,7 @@ async fn scan(
     prefix: &str,
     table: &str,
     budget: &mut Budget,
-    mut each: impl FnMut(&[u8]) -> Result<()>,
+    mut each: impl FnMut(&str, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let mut after: Option<String> = None;
     loop {
@@ -394,8 +398,8 @@ async fn scan(
             .scan(prefix, after.as_deref(), SCAN_PAGE)
             .await?;
         budget.charge(table, page.entries.len())?;
-        for (_, bytes) in &page.entries {
-            each(bytes)?;
+        for (key, bytes) in &page.entries {
+            each(key, bytes)?;
         }
         match page.cursor {
             Some(c) => after = Some(c),
@@ -427,9 +431,8 @@ async fn load_rows(
     let mut rows = Vec::new();
     match source {
         Source::Entities => {
-            scan(ports, &keys.entities(), table, budget, |b| {
-                let e: StoredEntity = serde_json::from_slice(b)?;
-                rows.push(vec![
+            let row = |e: &StoredEntity| -> Result<Vec<Sql>> {
+                Ok(vec![
                     pick("id", &|| Ok(text(&e.id)))?,
                     pick("type", &|| Ok(text(&e.type_name)))?,
                     pick("name", &|| Ok(text(&e.name)))?,
@@ -440,45 +443,81 @@ async fn load_rows(
                     pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
                     pick("created_at", &|| Ok(text(&e.created_at)))?,
                     pick("updated_at", &|| Ok(text(&e.updated_at)))?,
-                ]);
-                Ok(())
-            })
-            .await?;
+                ])
+            };
+            match needed.entity_types {
+                None => {
+                    scan(ports, &keys.entities(), table, budget, |_, b| {
+                        rows.push(row(&serde_json::from_slice(b)?)?);
+                        Ok(())
+                    })
+                    .await?;
+                }
+                Some(types) => {
+                    // Each type's rows from its own index, in id order as `ent/` lists them.
+                    // A name that is not a valid type name has no rows.
+                    let mut keyed: Vec<(String, Vec<Sql>)> = Vec::new();
+                    for t in types {
+                        if crate::records::check_name("type", t).is_err() {
+                            continue;
+                        }
+                        let prefix = keys.entities_of_type(t);
+                        scan(ports, &prefix, table, budget, |key, b| {
+                            let e: StoredEntity = serde_json::from_slice(b)?;
+                            if e.type_name == t.as_str() {
+                                keyed.push((key[prefix.len()..].to_string(), row(&e)?));
+                            }
+                            Ok(())
+                        })
+                        .await?;
+                    }
+                    if types.len() > 1 {
+                        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                    }
+                    rows.extend(keyed.into_iter().map(|(_, r)| r));
+                }
+            }
         }
         Source::Typed(t) => {
             let props = property_columns(t);
             let any_property = needed.wants("properties")
                 || props.iter().any(|(column, _, _)| needed.wants(column));
-            scan(ports, &keys.entities_of_type(&t.name), table, budget, |b| {
-                let e: StoredEntity = serde_json::from_slice(b)?;
-                let properties: serde_json::Map<String, Json> = if any_property {
-                    parse(e.properties.get().as_bytes())?
-                } else {
-                    serde_json::Map::new()
-                };
-                let mut row = vec![
-                    pick("id", &|| Ok(text(&e.id)))?,
-                    pick("name", &|| Ok(text(&e.name)))?,
-                ];
-                for (column, property, _) in &props {
-                    row.push(pick(column, &|| {
-                        Ok(properties.get(property).map_or(Sql::Null, from_json))
-                    })?);
-                }
-                row.extend([
-                    pick("author", &|| Ok(text(&e.author)))?,
-                    pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
-                    pick("created_at", &|| Ok(text(&e.created_at)))?,
-                    pick("updated_at", &|| Ok(text(&e.updated_at)))?,
-                    pick("properties", &|| Ok(from_map(&properties)))?,
-                ]);
-                rows.push(row);
-                Ok(())
-            })
+            scan(
+                ports,
+                &keys.entities_of_type(&t.name),
+                table,
+                budget,
+                |_, b| {
+                    let e: StoredEntity = serde_json::from_slice(b)?;
+                    let properties: serde_json::Map<String, Json> = if any_property {
+                        parse(e.properties.get().as_bytes())?
+                    } else {
+                        serde_json::Map::new()
+                    };
+                    let mut row = vec![
+                        pick("id", &|| Ok(text(&e.id)))?,
+                        pick("name", &|| Ok(text(&e.name)))?,
+                    ];
+                    for (column, property, _) in &props {
+                        row.push(pick(column, &|| {
+                            Ok(properties.get(property).map_or(Sql::Null, from_json))
+                        })?);
+                    }
+                    row.extend([
+                        pick("author", &|| Ok(text(&e.author)))?,
+                        pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
+                        pick("created_at", &|| Ok(text(&e.created_at)))?,
+                        pick("updated_at", &|| Ok(text(&e.updated_at)))?,
+                        pick("properties", &|| Ok(from_map(&properties)))?,
+                    ]);
+                    rows.push(row);
+                    Ok(())
+                },
+            )
             .await?;
         }
         Source::Relationships => {
-            scan(ports, &keys.relationships(), table, budget, |b| {
+            scan(ports, &keys.relationships(), table, budget, |_, b| {
                 let r: Relationship = parse(b)?;
                 rows.push(vec![
                     text(&r.id),
@@ -495,7 +534,7 @@ async fn load_rows(
         }
         Source::Events | Source::EventHistory => {
             let mut events: Vec<Event> = Vec::new();
-            scan(ports, &keys.events(), table, budget, |b| {
+            scan(ports, &keys.events(), table, budget, |_, b| {
                 events.push(parse(b)?);
                 Ok(())
             })
@@ -530,7 +569,7 @@ async fn load_rows(
             }
         }
         Source::EntityTypes => {
-            scan(ports, &keys.entity_types(), table, budget, |b| {
+            scan(ports, &keys.entity_types(), table, budget, |_, b| {
                 let t: EntityType = parse(b)?;
                 rows.push(vec![
                     text(&t.name),
@@ -547,7 +586,7 @@ async fn load_rows(
             .await?;
         }
         Source::Feeds => {
-            scan(ports, &keys.all_named("feed"), table, budget, |b| {
+            scan(ports, &keys.all_named("feed"), table, budget, |_, b| {
                 let f: Feed = parse(b)?;
                 let kind = serde_json::to_value(f.kind)?;
                 rows.push(vec![
@@ -566,7 +605,7 @@ async fn load_rows(
             .await?;
         }
         Source::Operations => {
-            scan(ports, &keys.all_named("op"), table, budget, |b| {
+            scan(ports, &keys.all_named("op"), table, budget, |_, b| {
                 let o: Operation = parse(b)?;
                 let (kind, code, connection, method, path) = match &o.body {
                     OperationBody::Script { code } => {
@@ -607,7 +646,7 @@ async fn load_rows(
         Source::Actions => {
             // Members see their own actions, admins everyone's (as `actions.list`).
             let only = (!caller.role().is_admin()).then(|| caller.principal().id.clone());
-            scan(ports, &keys.actions(), table, budget, |b| {
+            scan(ports, &keys.actions(), table, budget, |_, b| {
                 let a: Action = parse(b)?;
                 if only.as_ref().is_some_and(|p| *p != a.principal) {
                     return Ok(());
@@ -641,7 +680,7 @@ async fn load_rows(
                     Sql::Null,
                 ]);
             }
-            scan(ports, &keys.all_named("metric"), table, budget, |b| {
+            scan(ports, &keys.all_named("metric"), table, budget, |_, b| {
                 let m: Metric = parse(b)?;
                 rows.push(vec![
                     text(&m.name),

@@ -6,7 +6,9 @@
 //!    `WITH … SELECT`) before anything runs, and finds the tables it names;
 //! 2. [`catalog`] loads those tables through the storage port (a virtual feed through its
 //!    connection, live) into a snapshot, within a row budget: GlueSQL's store traits are
-//!    synchronous and the port is async, so the tables are read first;
+//!    synchronous and the port is async, so the tables are read first; `type` conditions on
+//!    `entities` narrow the read ([`statement::entity_type_filter`]), and [`cache`] keeps
+//!    decoded tables between queries while the org's records version stays the same;
 //! 3. GlueSQL plans and executes over [`store::SnapshotStore`], which has no write path, reads
 //!    only the snapshot, and stops past the row or time budget (time from the clock port);
 //!    common table expressions run first and are added to the snapshot as tables;
@@ -15,6 +17,7 @@
 //! Architecture invariant: a table name is looked up in the caller's catalog and never turned
 //! into a storage key; every key comes from the caller's `OrgKeys`.
 
+pub mod cache;
 pub mod catalog;
 pub mod page;
 pub mod statement;
@@ -38,6 +41,7 @@ use crate::ports::{Clock, Ports};
 
 pub use page::OrderBy;
 
+pub use cache::TableCache;
 use catalog::{Catalog, Table};
 use store::{Guard, SnapshotStore, Trip};
 
@@ -52,6 +56,10 @@ pub struct Limits {
     pub time_ms: i64,
     /// The JSON size of one page.
     pub max_result_bytes: usize,
+    /// Estimated bytes of decoded tables an instance keeps between queries
+    /// ([`cache::TableCache`]); 0 keeps none. Off by default on wasm32, where instances live
+    /// for a request (Spin) or in a small isolate (Workers).
+    pub cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -61,6 +69,11 @@ impl Default for Limits {
             max_row_visits: 20_000_000,
             time_ms: 10_000,
             max_result_bytes: 1 << 20,
+            cache_bytes: if cfg!(target_arch = "wasm32") {
+                0
+            } else {
+                64 << 20
+            },
         }
     }
 }
@@ -142,7 +155,7 @@ impl Budget {
             return Err(LoreError::invalid(
                 "sql",
                 format!(
-                    "the query reads more than {} rows (reached while reading {table}); the tables a query names are read whole, so query fewer or smaller tables (a typed table instead of entities, events instead of event_history)",
+                    "the query reads more than {} rows (reached while reading {table}); the tables a query names are read whole (entities only narrowed by a WHERE type = '...' or type IN (...)), so query fewer or smaller tables (a typed table instead of entities, events instead of event_history)",
                     self.max_rows
                 ),
             ));
@@ -186,9 +199,11 @@ pub async fn query(
     ports: &Ports,
     caller: &Caller,
     limits: &Limits,
+    cache: &TableCache,
     args: QuerySql,
 ) -> Result<SqlResult> {
-    let (labels, rows, order_by) = run(ports, caller, limits, &args.sql, &args.params).await?;
+    let (labels, rows, order_by) =
+        run(ports, caller, limits, cache, &args.sql, &args.params).await?;
     let order = page::resolve(&labels, args.order_by.as_ref(), &order_by)?;
     let fingerprint = page::fingerprint(
         &args.sql,
@@ -226,12 +241,14 @@ pub async fn run(
     ports: &Ports,
     caller: &Caller,
     limits: &Limits,
+    cache: &TableCache,
     sql: &str,
     params: &[SqlParam],
 ) -> Result<Rows> {
     let started = ports.clock.now_ms();
     let deadline = started.saturating_add(limits.time_ms);
     let parsed = statement::parse(sql)?;
+    let entity_types = entity_types(&parsed.entity_types, params);
     let params = params_of(params);
     let catalog = Catalog::read(ports, caller).await?;
     let cte_names: BTreeSet<&str> = parsed.ctes.iter().map(|c| c.name.as_str()).collect();
@@ -256,11 +273,49 @@ pub async fn run(
     let needed = catalog::Needed {
         all: parsed.wildcard,
         names: &parsed.identifiers,
+        entity_types: entity_types.as_ref(),
     };
+    // Read before any row, so that a write during the scan makes the cached copy stale.
+    let version = if to_load
+        .iter()
+        .any(|n| catalog.find(n).is_some_and(|s| cache.keeps(s)))
+    {
+        ports.storage.get(&caller.keys().records_version()).await?
+    } else {
+        None
+    };
+    let org = caller.org().to_string();
     for name in &to_load {
-        let table = catalog
-            .load(ports, caller, name, &mut budget, &needed)
-            .await?;
+        let source = catalog.find(name);
+        let columns = source.map(|s| catalog::columns(s, &[]));
+        let lookup = match (source, &columns, &version) {
+            (Some(s), Some(columns), Some(version)) if cache.keeps(s) => Some((
+                cache::Lookup {
+                    org: &org,
+                    table: name,
+                    columns,
+                    needed: &needed,
+                },
+                version,
+            )),
+            _ => None,
+        };
+        let cached = lookup.as_ref().and_then(|(l, v)| cache.get(l, v));
+        let table = match cached {
+            Some(table) => {
+                budget.charge(name, table.rows.len())?;
+                table
+            }
+            None => {
+                let table = catalog
+                    .load(ports, caller, name, &mut budget, &needed)
+                    .await?;
+                if let Some((l, v)) = &lookup {
+                    cache.put(l, v, &table);
+                }
+                table
+            }
+        };
         store.insert(table);
     }
     for cte in &parsed.ctes {
@@ -292,12 +347,42 @@ pub async fn run(
         store.insert(Table {
             name: cte.name.clone(),
             columns,
-            rows,
+            rows: std::rc::Rc::new(rows),
         });
     }
     check_identifiers(&parsed, &store)?;
     let (labels, rows) = execute_one(&mut store, &parsed.main, &params, &parsed)?;
     Ok((labels, rows, parsed.order_by))
+}
+
+/// The `entities` types a query can use, from the conditions [`statement::entity_type_filter`]
+/// found (each a list of alternatives, all of which must hold): `None` when none applies. A
+/// condition whose placeholder is unbound or not text is left to GlueSQL.
+pub fn entity_types(
+    conditions: &[Vec<statement::Lit>],
+    params: &[SqlParam],
+) -> Option<BTreeSet<String>> {
+    let mut types: Option<BTreeSet<String>> = None;
+    for alternatives in conditions {
+        let Some(these) = alternatives
+            .iter()
+            .map(|lit| match lit {
+                statement::Lit::Text(s) => Some(s.clone()),
+                statement::Lit::Param(i) => match params.get(*i) {
+                    Some(SqlParam::Text(s)) => Some(s.clone()),
+                    _ => None,
+                },
+            })
+            .collect::<Option<BTreeSet<String>>>()
+        else {
+            continue;
+        };
+        types = Some(match types {
+            None => these,
+            Some(before) => before.intersection(&these).cloned().collect(),
+        });
+    }
+    types
 }
 
 /// GlueSQL's own catalog tables (`GLUE_TABLES`, `GLUE_TABLE_COLUMNS`, ...), which list the

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, OrderByExpr, Query,
-    SelectItem, SetExpr, Statement, TableFactor, Value as Literal, Visit, Visitor,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, OrderByExpr,
+    Query, Select, SelectItem, SetExpr, Statement, TableFactor, Value as Literal, Visit, Visitor,
 };
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
@@ -46,6 +46,18 @@ pub struct ReadQuery {
     pub wildcard: bool,
     /// The main query's own `ORDER BY`.
     pub order_by: Vec<OrderByExpr>,
+    /// Conditions on `entities.type` that every row the query can use must meet, each a list
+    /// of alternatives (`type = 'a'` is `[a]`, `type IN ('a', 'b')` is `[a, b]`); empty when
+    /// none is certain. See [`entity_type_filter`].
+    pub entity_types: Vec<Vec<Lit>>,
+}
+
+/// A literal a pushed-down condition compares with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lit {
+    Text(String),
+    /// `$n`, as the index into the query's params (`$1` is 0).
+    Param(usize),
 }
 
 fn bad(message: impl Into<String>) -> LoreError {
@@ -87,6 +99,7 @@ pub fn parse(sql: &str) -> Result<ReadQuery> {
     if let ControlFlow::Break(e) = query.visit(&mut walk) {
         return Err(e);
     }
+    let entity_types = entity_type_filter(&query);
     let mut ctes = Vec::new();
     if let Some(with) = query.with.take() {
         if with.recursive {
@@ -113,7 +126,176 @@ pub fn parse(sql: &str) -> Result<ReadQuery> {
         aliases: walk.aliases,
         wildcard: walk.wildcard,
         order_by,
+        entity_types,
     })
+}
+
+/// The conditions on `entities.type` that can be pushed into loading the table, read from the
+/// syntax tree (never from text). GlueSQL still evaluates the whole `WHERE`, so pushing a
+/// condition only leaves out rows that could never be part of the result; it must therefore
+/// be certain. A condition is pushed only when all of these hold:
+///
+/// - `entities` is named exactly once in the whole query (subqueries and `WITH` included: the
+///   loaded table is shared by every reference) and no `WITH` table is named `entities`;
+/// - that reference is a plain table of a `SELECT`'s `FROM` (or of a join there), without
+///   column aliases, and the `SELECT` gives no output column the name `type`;
+/// - the condition is one of the `AND`-ed terms of that `SELECT`'s `WHERE` (not under `OR`,
+///   `NOT`, `CASE`, or in `ON`/`HAVING`): `type = 'lit'`, `'lit' = type`, `type = $n` or
+///   `type IN ('a', $n, ...)`, where `type` is qualified by the table's alias (or
+///   `entities`), or unqualified when that table is the `SELECT`'s only one.
+///
+/// A `WHERE` term rejects every row (or joined row, whatever the join) whose entity fails it,
+/// since `type` is never NULL; so rows of other types can be left out of the table.
+pub fn entity_type_filter(query: &Query) -> Vec<Vec<Lit>> {
+    #[derive(Default)]
+    struct Find {
+        references: usize,
+        cte_named: bool,
+        selects: usize,
+        found: Vec<Vec<Lit>>,
+    }
+    impl Visitor for Find {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if let Some(with) = &query.with {
+                self.cte_named |= with
+                    .cte_tables
+                    .iter()
+                    .any(|c| c.alias.name.value == ENTITIES);
+            }
+            if let SetExpr::Select(select) = query.body.as_ref()
+                && let Some(found) = select_filter(select)
+            {
+                self.selects += 1;
+                self.found = found;
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table { name, .. } = factor
+                && is_entities(name)
+            {
+                self.references += 1;
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut find = Find::default();
+    let _ = query.visit(&mut find);
+    if find.references == 1 && find.selects == 1 && !find.cte_named {
+        find.found
+    } else {
+        Vec::new()
+    }
+}
+
+const ENTITIES: &str = "entities";
+
+fn is_entities(name: &ObjectName) -> bool {
+    name.0.len() == 1 && name.0[0].value == ENTITIES
+}
+
+/// If `select` reads `entities` directly in its `FROM`, the `type` conditions of its `WHERE`
+/// (possibly none).
+fn select_filter(select: &Select) -> Option<Vec<Vec<Lit>>> {
+    let mut reference = None;
+    for from in &select.from {
+        let only = select.from.len() == 1 && from.joins.is_empty();
+        for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        {
+            if let TableFactor::Table { name, alias, .. } = factor
+                && is_entities(name)
+            {
+                reference = Some((alias, only));
+            }
+        }
+    }
+    let (alias, only) = reference?;
+    if alias.as_ref().is_some_and(|a| !a.columns.is_empty())
+        || select.projection.iter().any(
+            |item| matches!(item, SelectItem::ExprWithAlias { alias, .. } if alias.value == "type"),
+        )
+    {
+        return Some(Vec::new());
+    }
+    let qualifier = alias.as_ref().map_or(ENTITIES, |a| a.name.value.as_str());
+    let is_type = |e: &Expr| match unnest(e) {
+        Expr::Identifier(i) => only && i.value == "type",
+        Expr::CompoundIdentifier(parts) => {
+            parts.len() == 2 && parts[0].value == qualifier && parts[1].value == "type"
+        }
+        _ => false,
+    };
+    let mut terms = Vec::new();
+    if let Some(selection) = &select.selection {
+        conjuncts(selection, &mut terms);
+    }
+    let mut found = Vec::new();
+    for term in terms {
+        match term {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
+                let lit = if is_type(left) {
+                    literal(right)
+                } else if is_type(right) {
+                    literal(left)
+                } else {
+                    None
+                };
+                if let Some(lit) = lit {
+                    found.push(vec![lit]);
+                }
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated: false,
+            } if is_type(expr) => {
+                if let Some(lits) = list.iter().map(literal).collect::<Option<Vec<_>>>() {
+                    found.push(lits);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(found)
+}
+
+fn unnest(mut e: &Expr) -> &Expr {
+    while let Expr::Nested(inner) = e {
+        e = inner;
+    }
+    e
+}
+
+/// The terms of `a AND b AND ...`, through parentheses.
+fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match unnest(e) {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            conjuncts(left, out);
+            conjuncts(right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+fn literal(e: &Expr) -> Option<Lit> {
+    match unnest(e) {
+        Expr::Value(Literal::SingleQuotedString(s)) => Some(Lit::Text(s.clone())),
+        Expr::Value(Literal::Placeholder(p)) => p
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1))
+            .map(Lit::Param),
+        _ => None,
+    }
 }
 
 /// `INSERT`, `CREATE TABLE`, `DROP INDEX`...: the statement's leading keywords.
@@ -394,6 +576,69 @@ mod tests {
             "SELECT e.id FROM entities e JOIN ticket t USING (id)",
         ] {
             assert!(parse(sql).unwrap().wildcard, "{sql}");
+        }
+    }
+
+    #[test]
+    fn type_conditions_are_pushed_only_when_certain() {
+        let text = |s: &str| Lit::Text(s.to_string());
+        let pushed = |sql: &str| parse(sql).unwrap().entity_types;
+        for (sql, want) in [
+            (
+                "SELECT * FROM entities WHERE type = 'a'",
+                vec![vec![text("a")]],
+            ),
+            (
+                "SELECT * FROM entities WHERE 'a' = type",
+                vec![vec![text("a")]],
+            ),
+            (
+                "SELECT * FROM entities WHERE (type = 'a') AND name > 'x' AND type IN ('a', $2)",
+                vec![vec![text("a")], vec![text("a"), Lit::Param(1)]],
+            ),
+            (
+                "SELECT * FROM entities e JOIN relationships r ON r.from_id = e.id WHERE e.type = 'a'",
+                vec![vec![text("a")]],
+            ),
+            (
+                "SELECT COUNT(*) FROM relationships WHERE from_id IN (SELECT id FROM entities WHERE type = 'a')",
+                vec![vec![text("a")]],
+            ),
+            (
+                "WITH t AS (SELECT * FROM entities WHERE entities.type = 'a') SELECT * FROM t",
+                vec![vec![text("a")]],
+            ),
+        ] {
+            assert_eq!(pushed(sql), want, "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM entities",
+            "SELECT * FROM entities WHERE type = 'a' OR name = 'b'",
+            "SELECT * FROM entities WHERE NOT type = 'a'",
+            "SELECT * FROM entities WHERE NOT (type = 'a' AND name = 'b')",
+            "SELECT * FROM entities WHERE type <> 'a'",
+            "SELECT * FROM entities WHERE type NOT IN ('a')",
+            "SELECT * FROM entities WHERE type IN ('a', name)",
+            "SELECT * FROM entities WHERE type = name",
+            "SELECT * FROM entities WHERE type = 1",
+            "SELECT * FROM entities WHERE CASE WHEN type = 'a' THEN TRUE ELSE FALSE END",
+            "SELECT * FROM entities WHERE type LIKE 'a'",
+            // A join: `type` alone may be another table's column.
+            "SELECT * FROM entities e JOIN relationships r ON r.from_id = e.id WHERE type = 'a'",
+            "SELECT * FROM entities e JOIN relationships r ON r.from_id = e.id WHERE r.type = 'a'",
+            "SELECT * FROM relationships r LEFT JOIN entities e ON r.from_id = e.id AND e.type = 'a'",
+            "SELECT * FROM entities e WHERE x.type = 'a'",
+            "SELECT * FROM entities e(a, b) WHERE e.type = 'a'",
+            "SELECT name AS type FROM entities WHERE type = 'a'",
+            // Named twice: the loaded table is shared by both references.
+            "SELECT * FROM entities WHERE type = 'a' AND id IN (SELECT id FROM entities)",
+            "SELECT * FROM entities a JOIN entities b ON a.id = b.id WHERE a.type = 'x'",
+            "WITH entities AS (SELECT * FROM ticket) SELECT * FROM entities WHERE type = 'a'",
+            // The condition is outside the SELECT that reads the table.
+            "SELECT * FROM (SELECT * FROM entities) t WHERE t.type = 'a'",
+            "SELECT * FROM entities GROUP BY type HAVING type = 'a'",
+        ] {
+            assert_eq!(pushed(sql), Vec::<Vec<Lit>>::new(), "{sql}");
         }
     }
 }

@@ -83,9 +83,12 @@ impl Guard {
     }
 }
 
+/// A table's rows, shared with the instance's table cache when it keeps them.
+type Rows = Rc<Vec<Vec<Value>>>;
+
 /// The tables of one query, read-only.
 pub struct SnapshotStore {
-    tables: BTreeMap<String, (Schema, Vec<Vec<Value>>)>,
+    tables: BTreeMap<String, (Schema, Rows)>,
     /// Schemas of the org's tables this query did not load (for `GLUE_TABLES`).
     others: Vec<Schema>,
     pub guard: Guard,

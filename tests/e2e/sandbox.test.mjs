@@ -115,6 +115,12 @@ test('caps end scripts with an error that names the cap and limit', async () => 
     ["return 'x'.repeat(3000000)", 'output'],
     ["let s = 'x'; for (;;) s += s;", 'string_length'],
     ['await new Promise(() => {})', 'never_settles'],
+    // The native stack and the heap, on every platform (the same cases run under workerd and Spin).
+    ['const f = (n: number): number => f(n + 1); return f(0)', 'recursion'],
+    [`return ${'('.repeat(300)}1${')'.repeat(300)}`, 'nesting'],
+    ["return JSON.parse('['.repeat(100000) + ']'.repeat(100000))", 'value_depth'],
+    ['let a: any[] = []; for (let i = 0; i < 100000; i++) a = [a]; return String(a)', 'recursion'],
+    ['const a = []; for (;;) a.push(new Array(100000).fill(0));', 'memory'],
   ];
   for (const [code, cap] of cases) {
     const e = failure(await query(client, code));
