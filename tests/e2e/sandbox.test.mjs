@@ -121,6 +121,9 @@ test('caps end scripts with an error that names the cap and limit', async () => 
     ["return JSON.parse('['.repeat(100000) + ']'.repeat(100000))", 'value_depth'],
     ['let a: any[] = []; for (let i = 0; i < 100000; i++) a = [a]; return String(a)', 'recursion'],
     ['const a = []; for (;;) a.push(new Array(100000).fill(0));', 'memory'],
+    ['while (true) await null', 'jobs'],
+    ['return new Array(100000000).fill(0).length', 'array_length'],
+    ["return /(a+)+$/.test('a'.repeat(30) + 'b')", 'regex'],
   ];
   for (const [code, cap] of cases) {
     const e = failure(await query(client, code));
