@@ -158,6 +158,28 @@ pub mod testing {
         }
     }
 
+    /// A clock that ticks a millisecond per read and whose `sleep` moves it forward at once:
+    /// wall-clock and sleep limits can be tested without waiting. Clones of the `Rc` read the
+    /// same time.
+    pub struct JumpClock(pub Rc<Cell<i64>>);
+
+    impl JumpClock {
+        pub fn starting_at(ms: i64) -> Self {
+            Self(Rc::new(Cell::new(ms)))
+        }
+    }
+
+    impl Clock for JumpClock {
+        fn now_ms(&self) -> i64 {
+            self.0.set(self.0.get() + 1);
+            self.0.get()
+        }
+        fn sleep(&self, ms: u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+            self.0.set(self.0.get() + ms as i64);
+            Box::pin(std::future::ready(()))
+        }
+    }
+
     /// A test double of the embedder port for plumbing tests (storage of vectors, snapshots,
     /// failures, model changes): each lowercase word adds a fixed pseudo-random direction, so
     /// texts sharing words are close. It knows nothing of meaning; the built-in embedder is

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -18,22 +17,9 @@ use serde_json::{Value, json};
 use common::Harness;
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::testing::SeqRandom;
-use lore::ports::{Clock, Ports};
+use lore::ports::testing::{JumpClock, SeqRandom};
+use lore::ports::Ports;
 use lore::storage::memory::MemoryStorage;
-
-struct JumpClock(Rc<Cell<i64>>);
-
-impl Clock for JumpClock {
-    fn now_ms(&self) -> i64 {
-        self.0.set(self.0.get() + 1);
-        self.0.get()
-    }
-    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
-        self.0.set(self.0.get() + ms as i64);
-        Box::pin(std::future::ready(()))
-    }
-}
 
 /// A background port that keeps the tasks it is given until the test runs them.
 #[derive(Default)]
@@ -52,7 +38,7 @@ fn harness() -> Harness {
 fn harness_with(background: Option<Rc<dyn lore::ports::Background>>) -> Harness {
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(JumpClock(Rc::new(Cell::new(1_767_225_600_000)))),
+        clock: Rc::new(JumpClock::starting_at(1_767_225_600_000)),
         random: Rc::new(SeqRandom::seeded(7)),
         http: None,
         embedder: None,

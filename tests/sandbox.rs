@@ -9,9 +9,6 @@ mod common;
 static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
     lore::sandbox::meter::Metered(std::alloc::System);
 
-use std::cell::Cell;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
 use futures_executor::block_on;
@@ -20,29 +17,14 @@ use serde_json::{Value, json};
 use common::Harness;
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::testing::SeqRandom;
-use lore::ports::{Clock, Ports};
+use lore::ports::testing::{JumpClock, SeqRandom};
+use lore::ports::Ports;
 use lore::storage::memory::MemoryStorage;
-
-/// A clock that ticks a millisecond per read, and whose `sleep` moves it forward at once: the
-/// wall clock and `ctx.sleep` caps can be tested without waiting.
-pub struct JumpClock(pub Rc<Cell<i64>>);
-
-impl Clock for JumpClock {
-    fn now_ms(&self) -> i64 {
-        self.0.set(self.0.get() + 1);
-        self.0.get()
-    }
-    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
-        self.0.set(self.0.get() + ms as i64);
-        Box::pin(std::future::ready(()))
-    }
-}
 
 fn harness() -> Harness {
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(JumpClock(Rc::new(Cell::new(1_767_225_600_000)))),
+        clock: Rc::new(JumpClock::starting_at(1_767_225_600_000)),
         random: Rc::new(SeqRandom::seeded(7)),
         http: None,
         embedder: None,
@@ -558,7 +540,7 @@ impl lore::ports::Cache for WitnessCache {
 
 #[test]
 fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
-    let clock = Rc::new(JumpClock(Rc::new(Cell::new(1_767_225_600_000))));
+    let clock = Rc::new(JumpClock::starting_at(1_767_225_600_000));
     let storage = Rc::new(MemoryStorage::new());
     let cache = Rc::new(WitnessCache {
         inner: lore::ports::testing::MemoryCache::new(clock.clone()),

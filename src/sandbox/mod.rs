@@ -138,6 +138,22 @@ pub(crate) struct Spec<'c> {
     pub progress: Option<&'c dyn Fn(&str)>,
 }
 
+impl<'c> Spec<'c> {
+    /// A script called through a tool surface (`query_sdk` or `run_sdk`), default caps.
+    fn of(surface: Surface, code: &'c str, args: Option<Value>, dry_run: bool) -> Self {
+        Self {
+            source: surface.name(),
+            tier: surface.tier(),
+            code,
+            args,
+            dry_run,
+            caps: ScriptCaps::default(),
+            origin: Origin::default(),
+            progress: None,
+        }
+    }
+}
+
 impl Surface {
     fn tier(self) -> Tier {
         match self {
@@ -353,14 +369,8 @@ pub async fn run_with_progress(
     progress: Option<&dyn Fn(&str)>,
 ) -> Result<Value, LoreError> {
     let spec = Spec {
-        source: surface.name(),
-        tier: surface.tier(),
-        code,
-        args,
-        dry_run,
-        caps: ScriptCaps::default(),
-        origin: Origin::default(),
         progress,
+        ..Spec::of(surface, code, args, dry_run)
     };
     run_script(lore, caller, spec).await
 }
@@ -376,14 +386,8 @@ pub async fn run_with_caps(
     caps: ScriptCaps,
 ) -> Result<Value, LoreError> {
     let spec = Spec {
-        source: surface.name(),
-        tier: surface.tier(),
-        code,
-        args,
-        dry_run,
         caps,
-        origin: Origin::default(),
-        progress: None,
+        ..Spec::of(surface, code, args, dry_run)
     };
     run_script(lore, caller, spec).await
 }
