@@ -39,5 +39,9 @@ for key, name in [("ten_reads_ms", "10 reads (`entities.get`)"), ("return_1_ms",
     print(f"| {name} | {l['p50']:.2f} ms | {l['p99']:.2f} ms | {n['p50']:.2f} ms | {n['p99']:.2f} ms | {l['p50']/n['p50']:.2f}× |")
 b = lore["hot_loop_bare_boa_ms"]
 print(f"| hot loop in a bare Boa context (same build) | {b['p50']:.2f} ms | {b['p99']:.2f} ms | | | |")
+p = lore["parts_p50"]
+print()
+print(f"lore's parts, p50, each alone: TypeScript strip of the 10-read script {p['strip_ten_reads_ms']:.2f} ms; "
+      f"a bare Boa context built and dropped {p['bare_boa_context_ms']:.2f} ms; one-key storage commit {p['one_key_commit_ms']:.2f} ms.")
 PY
 rm -rf "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["db"])' "$SPEC" | xargs dirname)"

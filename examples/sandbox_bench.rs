@@ -16,6 +16,9 @@
 //!   beside the same loop in a bare Boa context (same build: the instruction counter is always
 //!   compiled in; the difference is lore's realm, `+` guard and tick).
 //!
+//! - parts of the fixed cost, each alone: the TypeScript strip of the 10-read script, a bare
+//!   Boa context built and dropped, and a one-key storage commit (the Action's write).
+//!
 //! It writes `--out` (JSON): the database path, the ids, the storage keys of those ids, and the
 //! script, for the Node peer.
 #![allow(clippy::disallowed_methods)] // a native bench: wall time from the OS
@@ -161,7 +164,11 @@ fn main() {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             let t = Instant::now();
-            let mut context = boa_engine::Context::default();
+            // The build's `fuzz` feature starts a context with no instructions left.
+            let mut context = boa_engine::Context::builder()
+                .instructions_remaining(usize::MAX)
+                .build()
+                .unwrap();
             let v = context
                 .eval(boa_engine::Source::from_bytes(
                     "(function () { let s = 0; for (let i = 0; i < 1000000; i++) { s += i; } return s; })()",
@@ -172,9 +179,39 @@ fn main() {
         }
         (pct(&mut times, 0.5), pct(&mut times, 0.99))
     };
+    // Parts of the fixed cost, each alone.
+    let parts = {
+        let caps = lore::sandbox::caps::ScriptCaps::default();
+        let mut strip = Vec::with_capacity(runs);
+        let mut realm = Vec::with_capacity(runs);
+        let mut commit = Vec::with_capacity(runs);
+        for i in 0..runs {
+            let t = Instant::now();
+            lore::sandbox::strip::strip(TEN_READS, &caps).unwrap();
+            strip.push(t.elapsed().as_secs_f64() * 1000.0);
+            let t = Instant::now();
+            let context = boa_engine::Context::builder()
+                .instructions_remaining(usize::MAX)
+                .build()
+                .unwrap();
+            drop(context);
+            realm.push(t.elapsed().as_secs_f64() * 1000.0);
+            let mut batch = lore::storage::Batch::new();
+            batch.put(&format!("bench/commit/{i}"), vec![b'x'; 600]);
+            let t = Instant::now();
+            block_on(lore.ports.storage.commit(batch)).unwrap();
+            commit.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        json!({
+            "strip_ten_reads_ms": pct(&mut strip, 0.5),
+            "bare_boa_context_ms": pct(&mut realm, 0.5),
+            "one_key_commit_ms": pct(&mut commit, 0.5),
+        })
+    };
     println!(
         "{}",
         json!({
+            "parts_p50": parts,
             "runs": runs,
             "ten_reads_ms": {"p50": ten.0, "p99": ten.1},
             "return_1_ms": {"p50": one.0, "p99": one.1},

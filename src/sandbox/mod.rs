@@ -650,8 +650,7 @@ async fn execute(run: &Run<'_>, host: &Rc<Host>, code: &str) -> Result<Value, Fa
         refused: Cell::new(false),
     });
     // The memory cap counts what script code allocates on this thread (see `meter`): every
-    // stretch that runs it is a section, and the realm is dropped inside one so its memory is
-    // counted back out.
+    // stretch that runs it is a section, and the realm is dropped inside one.
     let _metered = meter::Run::begin();
     let section = meter::Section::enter();
     let mut context = realm::new_context(host.clone(), queue.clone())
@@ -667,9 +666,10 @@ async fn execute(run: &Run<'_>, host: &Rc<Host>, code: &str) -> Result<Value, Fa
         Ok(top) => drive(run, &mut context, host, &queue, &stripped, top).await,
         Err(f) => Err(f),
     };
+    // Its objects are freed by a later collection (counted if inside a section) or, once no
+    // run is active, the count restarts; collecting here would mark the thread's whole heap.
     let section = meter::Section::enter();
     drop(context);
-    boa_engine::gc::force_collect();
     drop(section);
     outcome
 }
