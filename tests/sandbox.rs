@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use common::Harness;
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::testing::{JumpClock, SeqRandom};
 use lore::ports::Ports;
+use lore::ports::testing::{JumpClock, SeqRandom};
 use lore::storage::memory::MemoryStorage;
 
 fn harness() -> Harness {
