@@ -197,7 +197,7 @@ fn main() {
             drop(context);
             realm.push(t.elapsed().as_secs_f64() * 1000.0);
             let mut batch = lore::storage::Batch::new();
-            batch.put(&format!("bench/commit/{i}"), vec![b'x'; 600]);
+            batch.put(format!("bench/commit/{i}"), vec![b'x'; 600]);
             let t = Instant::now();
             block_on(lore.ports.storage.commit(batch)).unwrap();
             commit.push(t.elapsed().as_secs_f64() * 1000.0);
