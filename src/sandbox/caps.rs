@@ -55,7 +55,13 @@ impl Default for ScriptCaps {
             array_len: 1 << 20,
             value_depth: 64,
             buffered_writes: 20_000,
-            memory_bytes: 64 << 20,
+            // A Workers isolate has 128 MB for everything (the module, its caches, V8's own
+            // heap), and its wasm memory never shrinks: scripts get half what they get natively.
+            memory_bytes: if cfg!(target_family = "wasm") {
+                32 << 20
+            } else {
+                64 << 20
+            },
         }
     }
 }
