@@ -90,6 +90,7 @@ fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str)
         description: String::new(),
         created_at_ms: now,
         owner: owner.to_string(),
+        default_profile: None,
     };
     batch
         .require_absent(keys::org(org))

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod compact;
 pub mod embed;
 pub mod error;
 pub mod hooks;

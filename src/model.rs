@@ -14,6 +14,9 @@ pub struct Org {
     pub created_at_ms: i64,
     /// The principal that created it.
     pub owner: String,
+    /// The tool profile `/mcp` serves this org when the URL does not choose one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_profile: Option<crate::compact::Profile>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

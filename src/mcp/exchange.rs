@@ -11,6 +11,7 @@ use super::reply::Streamer;
 use super::tools::{self, Access};
 use crate::Lore;
 use crate::auth::Caller;
+use crate::compact::Profile;
 use crate::error::LoreError;
 
 /// MCP log levels (RFC 5424 order).
@@ -59,6 +60,8 @@ impl LogLevel {
 pub struct Exchange<'a> {
     pub lore: &'a Lore,
     pub caller: &'a Caller,
+    /// The profile and base URL the request's endpoint chose.
+    pub endpoint: &'a super::Endpoint,
     /// The 2026-07-28 era: results carry `resultType`, lists carry caching hints.
     pub stateless: bool,
     pub progress_token: Option<Value>,
@@ -83,6 +86,7 @@ impl<'a> Exchange<'a> {
     pub fn new(
         lore: &'a Lore,
         caller: &'a Caller,
+        endpoint: &'a super::Endpoint,
         stateless: bool,
         params: &Map<String, Value>,
     ) -> Self {
@@ -94,6 +98,7 @@ impl<'a> Exchange<'a> {
         Self {
             lore,
             caller,
+            endpoint,
             stateless,
             progress_token,
             log_level: None,
@@ -181,7 +186,7 @@ impl<'a> Exchange<'a> {
 
     pub fn tools_list(&self) -> Value {
         #[allow(unused_mut)]
-        let mut tools: Vec<Value> = tools::descriptors().to_vec();
+        let mut tools: Vec<Value> = tools::descriptors(self.endpoint.profile).to_vec();
         #[cfg(feature = "conformance-fixtures")]
         tools.extend(super::fixtures::tools(self.stateless));
         self.finish_result(json!({ "tools": tools }), true)
@@ -215,23 +220,41 @@ impl<'a> Exchange<'a> {
         if let Some(result) = super::fixtures::call(self, name, &args).await {
             return result.map(|r| self.finish_result(r, false));
         }
-        let Some(spec) = tools::find(name) else {
-            let known: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
+        let profile = self.endpoint.profile;
+        let Some(spec) = tools::find_in(profile, name) else {
+            let known: Vec<&str> = tools::tools(profile).iter().map(|t| t.name).collect();
+            let elsewhere = tools::find_in(
+                match profile {
+                    Profile::Workspace => Profile::Compact,
+                    Profile::Compact => Profile::Workspace,
+                },
+                name,
+            )
+            .map(|_| {
+                format!(
+                    " ({name} is a tool of the other profile: connect with ?profile={})",
+                    match profile {
+                        Profile::Workspace => "compact",
+                        Profile::Compact => "workspace",
+                    }
+                )
+            })
+            .unwrap_or_default();
             return Err(RpcError::new(
                 jsonrpc::INVALID_PARAMS,
                 format!(
-                    "Unknown tool: {name}. Available tools: {}",
+                    "Unknown tool: {name}. Available tools: {}{elsewhere}",
                     known.join(", ")
                 ),
                 200,
             )
-            .with_data(json!({ "tool": name, "available": known })));
+            .with_data(json!({ "tool": name, "available": known, "profile": profile.as_str() })));
         };
         if spec.access == Access::Write && !self.caller.scopes().write {
             return Err(insufficient_scope(name));
         }
         let outcome = match spec.validate(&args) {
-            Ok(()) if name == tools::QUERY_SDK || name == tools::RUN_SDK => {
+            Ok(()) if name == tools::QUERY_SDK || name == tools::RUN_SDK || name == tools::DO => {
                 // Scripts report each SDK call and sleep, and a heartbeat, as they run.
                 self.progress(0.0, None, Some("started"));
                 let step = |message: &str| self.progress_step(message);
@@ -239,17 +262,39 @@ impl<'a> Exchange<'a> {
                     .progress_token
                     .is_some()
                     .then_some(&step as &dyn Fn(&str));
-                let r = self
-                    .lore
-                    .run_tool_with_progress(self.caller, name, args, progress)
-                    .await;
+                let r = if name == tools::DO {
+                    crate::compact::run_do(
+                        self.lore,
+                        self.caller,
+                        args,
+                        params.get("_meta"),
+                        progress,
+                    )
+                    .await
+                } else {
+                    self.lore
+                        .run_tool_with_progress(self.caller, name, args, progress)
+                        .await
+                };
                 let last = self.progress_sent.get() + 1.0;
                 self.progress(last, Some(last), Some("done"));
                 r
             }
             Ok(()) => {
                 self.progress(0.0, Some(1.0), Some("started"));
-                let r = self.lore.run_tool(self.caller, name, args).await;
+                let r = match name {
+                    tools::SEARCH | tools::FETCH => {
+                        crate::compact::run_read(
+                            self.lore,
+                            self.caller,
+                            name,
+                            args,
+                            self.endpoint.base_url.as_deref(),
+                        )
+                        .await
+                    }
+                    _ => self.lore.run_tool(self.caller, name, args).await,
+                };
                 self.progress(1.0, Some(1.0), Some("done"));
                 r
             }

@@ -9,7 +9,7 @@ use super::exchange::{Exchange, LogLevel};
 use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::{Body, Reply};
-use super::{INSTRUCTIONS, LEGACY_VERSIONS};
+use super::LEGACY_VERSIONS;
 use crate::Lore;
 use crate::auth::Caller;
 
@@ -105,6 +105,7 @@ fn capabilities() -> Value {
 async fn initialize(
     lore: &Lore,
     caller: &Caller,
+    endpoint: &super::Endpoint,
     id: &Value,
     params: &Map<String, Value>,
 ) -> Reply {
@@ -125,7 +126,7 @@ async fn initialize(
         "protocolVersion": version,
         "capabilities": capabilities(),
         "serverInfo": lore.server_info(),
-        "instructions": INSTRUCTIONS,
+        "instructions": endpoint.instructions(),
     });
     let mut reply = Reply::json(200, jsonrpc::result_response(id, result));
     if lore.config.sessions {
@@ -148,12 +149,13 @@ async fn initialize(
 async fn dispatch(
     lore: &Lore,
     caller: &Caller,
+    endpoint: &super::Endpoint,
     session: &mut Option<(String, Session)>,
     method: &str,
     params: &Map<String, Value>,
     stream: Option<std::rc::Rc<super::reply::Streamer>>,
 ) -> (Result<Value, RpcError>, Vec<Value>, bool) {
-    let mut ex = Exchange::new(lore, caller, false, params);
+    let mut ex = Exchange::new(lore, caller, endpoint, false, params);
     ex.stream_progress(stream);
     ex.log_level = session
         .as_ref()
@@ -233,6 +235,7 @@ async fn session_from_headers(
 pub async fn handle(
     lore: &Lore,
     caller: &Caller,
+    endpoint: &super::Endpoint,
     headers: &HeaderMap,
     message: Incoming,
     sse_ok: bool,
@@ -249,7 +252,7 @@ pub async fn handle(
         Incoming::Request { id, method, params } => (id, method, params),
     };
     if method == "initialize" {
-        return initialize(lore, caller, &id, &params).await;
+        return initialize(lore, caller, endpoint, &id, &params).await;
     }
     let mut session = match session_from_headers(lore, caller, headers).await {
         Ok(s) => s,
@@ -264,7 +267,7 @@ pub async fn handle(
         .is_some();
     let stream = stream.filter(|_| sse_ok);
     let (result, notifications, streamed) =
-        dispatch(lore, caller, &mut session, &method, &params, stream).await;
+        dispatch(lore, caller, endpoint, &mut session, &method, &params, stream).await;
     if streamed {
         return Reply::rest_of_stream(&id, result, notifications);
     }
@@ -275,6 +278,7 @@ pub async fn handle(
 pub async fn batch(
     lore: &Lore,
     caller: &Caller,
+    endpoint: &super::Endpoint,
     headers: &HeaderMap,
     items: Vec<Value>,
     _sse_ok: bool,
@@ -302,7 +306,7 @@ pub async fn batch(
         match jsonrpc::parse_message(item) {
             Ok(Incoming::Request { id, method, params }) => {
                 let (result, _, _) =
-                    dispatch(lore, caller, &mut session, &method, &params, None).await;
+                    dispatch(lore, caller, endpoint, &mut session, &method, &params, None).await;
                 responses.push(match result {
                     Ok(r) => jsonrpc::result_response(&id, r),
                     Err(e) => e.to_response(Some(&id)),

@@ -48,6 +48,17 @@ and change data with run_sdk (dry_run: true previews the writes first). \
 To count, filter, join or list records, call query_sql with one read-only SELECT over the org's tables (entities, events, one table per entity type, ...). \
 Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
 
+/// The compact profile's instructions (`search`, `fetch`, `do`).
+pub const COMPACT_INSTRUCTIONS: &str = "lore is your organization's shared memory and records, the same for every agent in the org. \
+Work in three steps: search, then fetch, then do. \
+Call search with a few words to find records (entities, memories), Nouns (entity types), Verbs (what you can do, e.g. Offer.publish) and docs; \
+before answering a question about the org, its people, decisions or preferences, search for it. \
+Call fetch with a result's id to read it in full; fetch /$.d.ts for the TypeScript types of $ before you write a program. \
+Call do with a short TypeScript program (the body of an async function; $ is in scope; return the result) to read or change data, \
+e.g. `return await $.Offer.publish({ offer: 'offer_1' })`, and to save what you learn so the org's other agents share it: \
+`await $.memory.save({ content: 'one self-contained sentence', kind: 'fact' })`. \
+Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
+
 fn unsupported_version(requested: &str, status: u16) -> RpcError {
     RpcError::new(
         jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
@@ -210,6 +221,56 @@ fn accepts(request: &Request<Vec<u8>>) -> Result<bool, RpcError> {
     Ok(sse)
 }
 
+/// What the request's URL and org choose for it: the tool profile (`?profile=`, else the
+/// org's default) and the public base URL links point at.
+pub struct Endpoint {
+    pub profile: crate::compact::Profile,
+    pub base_url: Option<String>,
+}
+
+impl Endpoint {
+    async fn of(
+        lore: &Lore,
+        request: &Request<Vec<u8>>,
+        caller: &Caller,
+    ) -> Result<Self, RpcError> {
+        let params = crate::oauth::form::Params::query(request.uri());
+        let asked = params.one("profile").map_err(|_| {
+            RpcError::new(
+                jsonrpc::INVALID_PARAMS,
+                "give ?profile= once: workspace or compact",
+                400,
+            )
+        })?;
+        let profile = match asked {
+            Some(p) => crate::compact::Profile::parse(p).map_err(|e| {
+                RpcError::new(jsonrpc::INVALID_PARAMS, e.to_string(), 400)
+                    .with_data(json!({ "profile": p, "profiles": crate::compact::Profile::NAMES }))
+            })?,
+            None => {
+                let org: Option<crate::model::Org> = lore
+                    .ports
+                    .record(&crate::keys::org(caller.org()))
+                    .await
+                    .map_err(|e| RpcError::internal(e.to_string()))?;
+                org.and_then(|o| o.default_profile).unwrap_or_default()
+            }
+        };
+        Ok(Self {
+            profile,
+            base_url: crate::oauth::base_url(&lore.config, request.headers()),
+        })
+    }
+
+    /// The instructions `initialize` and `server/discover` give for this profile.
+    pub fn instructions(&self) -> &'static str {
+        match self.profile {
+            crate::compact::Profile::Workspace => INSTRUCTIONS,
+            crate::compact::Profile::Compact => COMPACT_INSTRUCTIONS,
+        }
+    }
+}
+
 async fn post(
     lore: &Lore,
     request: &Request<Vec<u8>>,
@@ -221,6 +282,10 @@ async fn post(
     }
     let caller = match authenticate(lore, request, path_org).await {
         Ok(c) => c,
+        Err(e) => return Reply::error(&e, None),
+    };
+    let endpoint = match Endpoint::of(lore, request, &caller).await {
+        Ok(e) => e,
         Err(e) => return Reply::error(&e, None),
     };
     if !content_type_ok(request) {
@@ -249,7 +314,7 @@ async fn post(
     let headers = request.headers();
     let header_version = headers::get(headers, headers::PROTOCOL_VERSION);
     if let Value::Array(batch) = value {
-        return legacy::batch(lore, &caller, headers, batch, sse_ok).await;
+        return legacy::batch(lore, &caller, &endpoint, headers, batch, sse_ok).await;
     }
     let id = jsonrpc::salvage_id(&value);
     let message = match jsonrpc::parse_message(value) {
@@ -268,14 +333,14 @@ async fn post(
     let is_current =
         (meta_version.is_some() && meta_is_current) || header_version == Some(VERSION_2026);
     if is_current {
-        return stateless::handle(lore, &caller, headers, message, sse_ok, stream).await;
+        return stateless::handle(lore, &caller, &endpoint, headers, message, sse_ok, stream).await;
     }
     if let Some(h) = header_version
         && !LEGACY_VERSIONS.contains(&h)
     {
         return Reply::error(&unsupported_version(h, 400), id.as_ref());
     }
-    legacy::handle(lore, &caller, headers, message, sse_ok, stream).await
+    legacy::handle(lore, &caller, &endpoint, headers, message, sse_ok, stream).await
 }
 
 pub fn too_large(limit: usize) -> RpcError {

