@@ -245,12 +245,16 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
                 ok: outcome.is_ok(),
                 error_code: outcome.as_ref().err().map(|e| e.code().to_string()),
                 elapsed_ms: elapsed,
+                mode: None,
+                attempts: None,
+                replayed: false,
             }],
             error: outcome.as_ref().err().map(LoreError::to_json),
             behavior: None,
             trigger_event: None,
             depth: None,
             operation: None,
+            sends: Vec::new(),
             created_at: crate::records::now_text(&lore.ports),
         };
         if let Err(e) = actions::record(&lore.ports, &caller, action).await {

@@ -29,6 +29,13 @@ pub enum LoreError {
     Unauthorized(String),
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A call out through a connection failed: no answer (`status` none), or an answer whose
+    /// status says it failed.
+    #[error("upstream error: {message}")]
+    Upstream {
+        status: Option<u16>,
+        message: String,
+    },
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error("internal error: {0}")]
@@ -62,6 +69,7 @@ impl LoreError {
             Self::Unavailable(_) => "unavailable",
             Self::Unauthorized(_) => "unauthorized",
             Self::Conflict(_) => "conflict",
+            Self::Upstream { .. } => "upstream_error",
             Self::Storage(StorageError::Conflict { .. }) => "conflict",
             Self::Storage(_) | Self::Internal(_) => "internal",
             Self::Script(f) => f.code,
@@ -77,6 +85,7 @@ impl LoreError {
             "not_found" => 404,
             "conflict" => 409,
             "unavailable" => 501,
+            "upstream_error" => 502,
             "cap_exceeded" | "syntax_error" | "script_error" => 422,
             _ => 500,
         }
@@ -91,7 +100,25 @@ impl LoreError {
         if let Self::InvalidArgument { field, .. } = self {
             v["field"] = serde_json::Value::String(field.clone());
         }
+        if let Self::Upstream {
+            status: Some(status),
+            ..
+        } = self
+        {
+            v["status"] = serde_json::Value::from(*status);
+        }
         v
+    }
+
+    /// Whether trying again later may succeed: no answer from upstream, or its 408, 429 or
+    /// 5xx.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Upstream { status, .. } => {
+                status.is_none_or(|s| s == 408 || s == 429 || s >= 500)
+            }
+            _ => false,
+        }
     }
 }
 

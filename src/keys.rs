@@ -13,6 +13,7 @@
 //! o/{org}/token/{token id}      sha256 of that token (listing and revocation)
 //! o/{org}/ev/{ulid}             Event
 //! o/{org}/idem/{sha256(key)}    IdempotencyRecord of a save_memory call
+//! o/{org}/do/{sha256(principal, key)}  the step journal of `do` runs with an idempotency key
 //! o/{org}/meta/events-seq       the org's event sequence number (commit order)
 //! o/{org}/evseq/{n:020}         ulid of the event with sequence number n
 //! o/{org}/meta/records-version  changes with every entity or relationship write (SQL cache)
@@ -33,7 +34,6 @@
 //! o/{org}/act/{ulid}            Action (audit record)
 //! o/{org}/metric/{name}         org-defined Metric
 //! o/{org}/usage/{day}/{tool}/{instance}  usage counters flushed by one core instance
-//! o/{org}/settings              OrgSettings (description, default profile)
 //! member-of/{principal}/{org}   the orgs a principal belongs to (organizations.list)
 //! auth/password/{principal}     PasswordRecord: the argon2 hash of a local sign-in password
 //! identity/{provider}/{sha256(subject)}  principal id of an upstream identity (GitHub, OIDC)
@@ -210,6 +210,9 @@ impl OrgKeys {
     }
     pub fn idempotency(&self, key_hash: &str) -> String {
         format!("{}idem/{key_hash}", self.root)
+    }
+    pub fn do_journal(&self, key_hash: &str) -> String {
+        format!("{}do/{key_hash}", self.root)
     }
     pub fn session(&self, id: &str) -> String {
         format!("{}session/{id}", self.root)

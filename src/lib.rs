@@ -180,6 +180,26 @@ impl Lore {
         }
     }
 
+    /// Makes the calls a committed `do` run queued in `send` mode: natively after the answer
+    /// (the background port), elsewhere before it.
+    pub(crate) async fn dispatch_sends(
+        &self,
+        caller: &Caller,
+        action_key: String,
+        sends: Vec<sandbox::modes::Queued>,
+    ) {
+        match &self.ports.background {
+            Some(background) => {
+                let core = self.script_copy(self.ports.clone(), false);
+                let caller = caller.clone();
+                background.spawn(Box::pin(async move {
+                    sandbox::modes::dispatch_sends(&core, &caller, &action_key, sends).await;
+                }));
+            }
+            None => sandbox::modes::dispatch_sends(self, caller, &action_key, sends).await,
+        }
+    }
+
     /// `save_memory` and `memory.save`: saves, then reacts to the new events.
     pub(crate) async fn save_memory(
         &self,

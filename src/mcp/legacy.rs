@@ -5,11 +5,11 @@ use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::LEGACY_VERSIONS;
 use super::exchange::{Exchange, LogLevel};
 use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::{Body, Reply};
-use super::LEGACY_VERSIONS;
 use crate::Lore;
 use crate::auth::Caller;
 
@@ -266,8 +266,16 @@ pub async fn handle(
         .and_then(|m| m.get("progressToken"))
         .is_some();
     let stream = stream.filter(|_| sse_ok);
-    let (result, notifications, streamed) =
-        dispatch(lore, caller, endpoint, &mut session, &method, &params, stream).await;
+    let (result, notifications, streamed) = dispatch(
+        lore,
+        caller,
+        endpoint,
+        &mut session,
+        &method,
+        &params,
+        stream,
+    )
+    .await;
     if streamed {
         return Reply::rest_of_stream(&id, result, notifications);
     }

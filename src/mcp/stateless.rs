@@ -10,8 +10,8 @@ use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::Reply;
 use super::{
-    META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
-    SUPPORTED_VERSIONS, VERSION_2026,
+    META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, SUPPORTED_VERSIONS,
+    VERSION_2026,
 };
 use crate::Lore;
 use crate::auth::Caller;

@@ -20,6 +20,33 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<String>,
     pub elapsed_ms: u64,
+    /// `do` programs: the mode the call took effect in (reads have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// `do` programs: attempts made, when more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// `do` programs: answered from an earlier run with the same idempotency key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// A call a `do` program queued in `send` mode, and how it went once made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SendOutcome {
+    /// The receipt id (`snd_…`) the program got.
+    pub id: String,
+    pub method: String,
+    /// `queued`, then `ok` or `error`.
+    pub status: String,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// `{code, message}` when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
 }
 
 /// An audit record.
@@ -32,7 +59,7 @@ pub struct Action {
     /// Where it came from: `api` (REST), `query_sdk`, `run_sdk`, `do`, `behavior` (a
     /// reaction), `operation` (a script operation's run).
     pub source: String,
-    /// `try`, `send` or `do`.
+    /// `try`, `send` or `do`; `default` for a `do` program that left each Verb its own.
     pub mode: String,
     pub dry_run: bool,
     /// `ok`, `error`, or `skipped` (a reaction past the depth limit).
@@ -56,6 +83,9 @@ pub struct Action {
     /// Script operations: the operation that ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
+    /// `do` programs: the calls queued in `send` mode and their outcomes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sends: Vec<SendOutcome>,
     pub created_at: String,
 }
 

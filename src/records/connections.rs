@@ -364,12 +364,13 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
             body,
         })
         .await
-        .map_err(|e| {
-            LoreError::Unavailable(format!(
+        .map_err(|e| LoreError::Upstream {
+            status: None,
+            message: format!(
                 "connection {} ({host}) failed: {}",
                 conn.name,
                 scrub(&e.0, secret.as_deref())
-            ))
+            ),
         })?;
     let truncated = response.body.len() > MAX_RESPONSE_BYTES;
     let raw = &response.body[..response.body.len().min(MAX_RESPONSE_BYTES)];

@@ -349,6 +349,13 @@ fn query_string(args: &Map<String, Value>) -> String {
 /// their connection; script operations run in the sandbox with the caller's permissions,
 /// calling methods up to `allowed` and the operation's own access tier (a `read` operation's
 /// body only reads).
+/// Checks arguments against the operation's `args_schema`; the error names the field.
+pub fn check_args(op: &Operation, args: &Value) -> Result<()> {
+    let validator = crate::schema::compile(&op.args_schema)
+        .map_err(|e| LoreError::Internal(format!("stored args_schema does not compile: {e}")))?;
+    crate::schema::check(&validator, args, "args")
+}
+
 pub async fn run(
     lore: &crate::Lore,
     caller: &Caller,
@@ -357,9 +364,7 @@ pub async fn run(
     allowed: Tier,
 ) -> Result<Value> {
     let ports = &lore.ports;
-    let validator = crate::schema::compile(&op.args_schema)
-        .map_err(|e| LoreError::Internal(format!("stored args_schema does not compile: {e}")))?;
-    crate::schema::check(&validator, &Value::Object(args.clone()), "args")?;
+    check_args(op, &Value::Object(args.clone()))?;
     match &op.body {
         OperationBody::Script { code } => {
             crate::sandbox::run_operation(

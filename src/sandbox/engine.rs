@@ -240,7 +240,8 @@ async fn drive(
     }
 }
 
-/// An SDK error as the script sees it: an `Error` with `code` (and `field`).
+/// An SDK error as the script sees it: an `Error` with `code` (and `field`, or the upstream
+/// `status`).
 fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
     let error: JsError = boa_engine::JsNativeError::error()
         .with_message(e.to_string())
@@ -255,6 +256,13 @@ fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
                 false,
                 context,
             );
+        }
+        if let LoreError::Upstream {
+            status: Some(status),
+            ..
+        } = e
+        {
+            let _ = o.set(js_string!("status"), i32::from(*status), false, context);
         }
     }
     value
@@ -366,6 +374,7 @@ fn static_code(code: &str) -> &'static str {
         "unavailable",
         "unauthorized",
         "conflict",
+        "upstream_error",
         "internal",
     ];
     CODES

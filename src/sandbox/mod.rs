@@ -25,6 +25,7 @@
 pub mod caps;
 mod engine;
 pub mod meter;
+pub mod modes;
 pub mod overlay;
 pub mod reactions;
 pub mod realm;
@@ -132,6 +133,8 @@ pub(crate) struct Spec<'c> {
     pub origin: Origin,
     /// Told each SDK call and sleep the script starts, and every [`PROGRESS_EVERY_MS`].
     pub progress: Option<&'c dyn Fn(&str)>,
+    /// `do` programs: how calls that take effect are dispatched.
+    pub modes: Option<modes::Modes>,
 }
 
 impl<'c> Spec<'c> {
@@ -146,6 +149,7 @@ impl<'c> Spec<'c> {
             caps: ScriptCaps::default(),
             origin: Origin::default(),
             progress: None,
+            modes: None,
         }
     }
 }
@@ -173,6 +177,15 @@ pub struct CallRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<String>,
     pub elapsed_ms: u64,
+    /// `do` programs: the mode a call that takes effect was made in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
+    /// `do` programs: attempts, when more than one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// `do` programs: answered from an earlier run with the same idempotency key.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 /// A write a dry run did not make.
@@ -274,24 +287,33 @@ struct Run<'a> {
     preview: RefCell<Vec<PreviewWrite>>,
     previews: Cell<usize>,
     progress: Option<&'a dyn Fn(&str)>,
+    modes: Option<&'a modes::Modes>,
 }
 
 impl<'a> Run<'a> {
     async fn dispatch(&self, path: String, args: Value) -> Result<Value, LoreError> {
         let clock = self.lore.ports.clock.clone();
         let started = clock.now_ms();
-        let result = self.dispatch_inner(&path, args).await;
+        let meta = RefCell::new(modes::CallMeta::default());
+        let result = match self.modes {
+            Some(modes) if !self.dry_run => self.dispatch_mode(modes, &path, args, &meta).await,
+            _ => self.dispatch_plain(&path, args).await,
+        };
         let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
+        let meta = meta.into_inner();
         self.calls.borrow_mut().push(CallRecord {
             method: path,
             ok: result.is_ok(),
             error_code: result.as_ref().err().map(|e| e.code().to_string()),
             elapsed_ms,
+            mode: meta.mode,
+            attempts: (meta.attempts > 1).then_some(meta.attempts),
+            replayed: meta.replayed,
         });
         result
     }
 
-    async fn dispatch_inner(&self, path: &str, args: Value) -> Result<Value, LoreError> {
+    async fn dispatch_plain(&self, path: &str, args: Value) -> Result<Value, LoreError> {
         let allowed = self.tier;
         if self.dry_run {
             let tier =
@@ -382,10 +404,15 @@ pub async fn run_do(
     idempotency_key: Option<&str>,
     progress: Option<&dyn Fn(&str)>,
 ) -> Result<Value, LoreError> {
-    let _ = (mode, idempotency_key);
+    let caps = ScriptCaps::default();
+    let journal = match idempotency_key {
+        Some(key) => Some(modes::Journal::open(lore, caller, key, code, caps.wall_ms).await?),
+        None => None,
+    };
     let spec = Spec {
         source: "do",
         progress,
+        modes: Some(modes::Modes::new(mode, journal)),
         ..Spec::of(Surface::Run, code, None, false)
     };
     run_script(lore, caller, spec).await
@@ -434,6 +461,7 @@ pub(crate) fn run_operation<'a>(
                 ..Origin::default()
             },
             progress: None,
+            modes: None,
         };
         let mut out = run_script(lore, caller, spec).await?;
         Ok(out["result"].take())
@@ -455,6 +483,7 @@ pub(crate) async fn run_script(
         mut caps,
         origin,
         progress,
+        modes,
     } = spec;
     let clock = lore.ports.clock.clone();
     let started = clock.now_ms();
@@ -523,6 +552,7 @@ pub(crate) async fn run_script(
         preview: RefCell::default(),
         previews: Cell::new(0),
         progress,
+        modes: modes.as_ref(),
     };
     let outcome = engine::execute(&run, &host, code).await;
     let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
@@ -542,7 +572,7 @@ pub(crate) async fn run_script(
         id: String::new(),
         principal: caller.principal().id.clone(),
         source: source.into(),
-        mode: "try".into(),
+        mode: modes.as_ref().map_or("try", modes::Modes::label).into(),
         dry_run,
         status: "ok".into(),
         code_hash: Some(crate::keys::sha256_hex(code)),
@@ -553,6 +583,9 @@ pub(crate) async fn run_script(
                 ok: c.ok,
                 error_code: c.error_code.clone(),
                 elapsed_ms: c.elapsed_ms,
+                mode: c.mode.map(str::to_string),
+                attempts: c.attempts,
+                replayed: c.replayed,
             })
             .collect(),
         error: None,
@@ -560,6 +593,7 @@ pub(crate) async fn run_script(
         trigger_event: origin.trigger_event,
         depth: origin.depth,
         operation: origin.operation,
+        sends: Vec::new(),
         created_at: crate::records::now_text(&lore.ports),
     };
     let ulid = crate::ids::new_ulid(&lore.ports);
@@ -573,7 +607,12 @@ pub(crate) async fn run_script(
                 overlay.into_batch()
             };
             let writes = batch.writes.len();
+            let sends = modes.as_ref().map(|m| m.sends.take()).unwrap_or_default();
+            action.sends = modes::queued_outcomes(&sends);
             batch.put(&action_key, crate::records::to_bytes(&action));
+            if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
+                journal.finish_into(&mut batch, &action.id)?;
+            }
             match lore.ports.storage.commit(batch).await {
                 Ok(()) => {
                     if !dry_run {
@@ -582,6 +621,13 @@ pub(crate) async fn run_script(
                         }
                         let events = scope.events.take();
                         lore.after_commit(caller.org(), events).await;
+                    }
+                    let receipts: Vec<Value> = sends
+                        .iter()
+                        .map(|q| json!({ "id": q.id, "method": q.method, "status": "queued" }))
+                        .collect();
+                    if !sends.is_empty() {
+                        lore.dispatch_sends(caller, action_key.clone(), sends).await;
                     }
                     let mut out = json!({
                         "result": result,
@@ -594,6 +640,11 @@ pub(crate) async fn run_script(
                         out["side_effect_preview"] = serde_json::to_value(&*run.preview.borrow())?;
                     } else {
                         out["writes"] = json!(writes);
+                    }
+                    if let Some(m) = &modes {
+                        out["mode"] = json!(m.label());
+                        out["replayed"] = json!(m.replayed.get());
+                        out["sends"] = Value::Array(receipts);
                     }
                     return Ok(out);
                 }
@@ -642,6 +693,9 @@ pub(crate) async fn run_script(
     {
         Ok(()) => failure.action_id = Some(action.id),
         Err(e) => tracing::warn!(error = %e, "could not record the script's action"),
+    }
+    if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
+        journal.fail(lore, failure.action_id.as_deref()).await;
     }
     Err(LoreError::Script(Box::new(failure)))
 }

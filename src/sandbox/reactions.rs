@@ -131,6 +131,7 @@ async fn react_one(
         caps: ScriptCaps::default(),
         origin,
         progress: None,
+        modes: None,
     };
     if let Err(e) = super::run_script(&inner, &caller, spec).await {
         tracing::info!(behavior = %behavior.name, event = %event.id, error = %e, "a reaction failed");
@@ -162,6 +163,7 @@ async fn record(
         trigger_event: origin.trigger_event,
         depth: origin.depth,
         operation: None,
+        sends: Vec::new(),
         created_at: crate::records::now_text(&lore.ports),
     };
     if let Err(e) = lore

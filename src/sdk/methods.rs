@@ -369,7 +369,7 @@ pub static METHODS: &[MethodSpec] = &[
         "Read the current organization.",
         |cx, a| people::get_org(&cx.lore.ports, cx.caller).await?),
     method!("organizations".update, Admin, Try, UpdateOrg => OrgInfo,
-        "Change the current organization's description.",
+        "Change the current organization's description or its default tool profile (workspace or compact).",
         |cx, a| people::update_org(&cx.lore.ports, cx.caller, a).await?),
 ];
 

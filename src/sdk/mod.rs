@@ -244,6 +244,7 @@ pub async fn check_call(
             let a: crate::records::operations::RunOperation = parse_args(args.clone())?;
             let op = crate::records::operations::get(&lore.ports, caller, &a.name).await?;
             authorize(caller, op.access, allowed, path)?;
+            crate::records::operations::check_args(&op, &Value::Object(a.args))?;
             return Ok(op.access);
         }
         return Ok(spec.tier);
@@ -259,9 +260,58 @@ pub async fn check_call(
             .find(|m| m.path() == path)
             .ok_or_else(|| unknown_method(path))?;
         authorize(caller, method.tier, allowed, path)?;
+        nouns::check_args(&cx, path, args).await?;
         return Ok(method.tier);
     }
     Err(unknown_method(path))
+}
+
+/// What dispatching a call means for modes (SPEC 4.5): the tier it needs, the mode it takes
+/// when the program does not choose, and whether it reaches outside lore (an HTTP call
+/// through a connection), where no rollback undoes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    pub tier: Tier,
+    pub mode: Mode,
+    pub external: bool,
+}
+
+/// Resolves a call for [`Resolved`] without running or authorizing it.
+pub async fn resolve(lore: &Lore, caller: &Caller, path: &str, args: &Value) -> Result<Resolved> {
+    if let Some((_, spec)) = find(path) {
+        if spec.is("operations.run") {
+            let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+            let op = crate::records::operations::get(&lore.ports, caller, name).await?;
+            return Ok(Resolved {
+                tier: op.access,
+                mode: op.mode,
+                external: matches!(
+                    op.body,
+                    crate::records::operations::OperationBody::Http { .. }
+                ),
+            });
+        }
+        return Ok(Resolved {
+            tier: spec.tier,
+            mode: spec.mode,
+            external: spec.is("connections.call"),
+        });
+    }
+    let cx = Cx {
+        lore,
+        caller,
+        allowed: Tier::Admin,
+    };
+    let (_, methods) = nouns::catalog(&cx).await?;
+    let method = methods
+        .iter()
+        .find(|m| m.path() == path)
+        .ok_or_else(|| unknown_method(path))?;
+    Ok(Resolved {
+        tier: method.tier,
+        mode: method.mode,
+        external: method.external,
+    })
 }
 
 fn unknown_method(path: &str) -> LoreError {

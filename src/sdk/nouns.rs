@@ -132,6 +132,8 @@ pub struct NounMethod {
     pub args_ts: String,
     /// The TypeScript result type.
     pub returns_ts: String,
+    /// An HTTP operation: calling it reaches outside lore.
+    pub external: bool,
 }
 
 impl NounMethod {
@@ -156,6 +158,7 @@ pub fn verbs(ty: &EntityType, ops: &[Operation]) -> Vec<NounMethod> {
                 "Page<N>" => format!("Page<{}>", ty.noun),
                 other => other.to_string(),
             },
+            external: false,
         })
         .collect();
     for op in ops
@@ -186,6 +189,7 @@ pub fn verbs(ty: &EntityType, ops: &[Operation]) -> Vec<NounMethod> {
                 operations::OperationBody::Http { .. } => "CallResult".into(),
                 operations::OperationBody::Script { .. } => "unknown".into(),
             },
+            external: matches!(op.body, operations::OperationBody::Http { .. }),
         });
     }
     out
@@ -201,6 +205,26 @@ pub async fn catalog(cx: &Cx<'_>) -> Result<(Vec<EntityType>, Vec<NounMethod>)> 
     let ops = operations::list(ports, cx.caller).await?;
     let methods = tys.iter().flat_map(|t| verbs(t, &ops)).collect();
     Ok((tys, methods))
+}
+
+/// Validates a Noun verb's arguments without running it (dry runs, queued calls): a built-in
+/// verb's against its schema, an operation's against its `args_schema`.
+pub async fn check_args(cx: &Cx<'_>, path: &str, args: &Value) -> Result<()> {
+    let (noun, verb) = path.split_once('.').unwrap_or((path, ""));
+    if let Some(index) = BUILT_INS.iter().position(|b| b.verb == verb) {
+        return crate::schema::check(built_in_validator(index), args, "");
+    }
+    let tys = types::list(&cx.lore.ports, cx.caller).await?;
+    let ty = tys
+        .iter()
+        .find(|t| t.noun == noun)
+        .ok_or_else(|| LoreError::not_found(format!("SDK namespace {noun:?}")))?;
+    let op = operations::list(&cx.lore.ports, cx.caller)
+        .await?
+        .into_iter()
+        .find(|o| o.name == verb && o.entity_type.as_deref() == Some(ty.name.as_str()))
+        .ok_or_else(|| LoreError::not_found(format!("verb {verb:?} of {noun}")))?;
+    operations::check_args(&op, args)
 }
 
 /// Checks that an entity belongs to the Noun's type; others are "not found" through it.

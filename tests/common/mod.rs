@@ -52,23 +52,57 @@ impl Harness {
     }
 
     fn request(&self, token: &str, tool: &str, args: Value) -> http::Request<Vec<u8>> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": args, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": V26,
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}});
-        http::Request::builder()
+        let params = json!({"name": tool, "arguments": args});
+        self.rpc_request("/mcp", token, "tools/call", params)
+    }
+
+    /// A stateless (2026-07-28) request to `uri` (e.g. `/mcp?profile=compact`): the HTTP
+    /// status and the JSON-RPC response. `params._meta` gets the protocol fields added.
+    pub fn rpc(&self, uri: &str, token: &str, method: &str, params: Value) -> (u16, Value) {
+        let response = block_on(
+            self.lore
+                .handle(self.rpc_request(uri, token, method, params)),
+        );
+        let status = response.status().as_u16();
+        let text = String::from_utf8(response.into_body()).unwrap();
+        let json = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .next_back()
+            .map(str::to_string)
+            .unwrap_or(text);
+        (status, serde_json::from_str(&json).unwrap_or(Value::Null))
+    }
+
+    fn rpc_request(
+        &self,
+        uri: &str,
+        token: &str,
+        method: &str,
+        mut params: Value,
+    ) -> http::Request<Vec<u8>> {
+        let meta = params
+            .as_object_mut()
+            .unwrap()
+            .entry("_meta")
+            .or_insert_with(|| json!({}));
+        meta["io.modelcontextprotocol/protocolVersion"] = json!(V26);
+        meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+        let name = params["name"].as_str().map(str::to_string);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut builder = http::Request::builder()
             .method("POST")
-            .uri("/mcp")
+            .uri(uri)
             .header("host", "127.0.0.1:8787")
             .header("authorization", format!("Bearer {token}"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", V26)
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool)
-            .body(serde_json::to_vec(&body).unwrap())
-            .unwrap()
+            .header("mcp-method", method);
+        if let Some(name) = name {
+            builder = builder.header("mcp-name", name);
+        }
+        builder.body(serde_json::to_vec(&body).unwrap()).unwrap()
     }
 
     /// `save_memory`'s ids.

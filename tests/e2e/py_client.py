@@ -10,7 +10,7 @@ spec: {
     {"op": "list_tools"},
     {"op": "save", "args": {...save_memory arguments...}},
     {"op": "search", "args": {...search_memory arguments...}},
-    {"op": "call", "name": "...", "args": {...}}
+    {"op": "call", "name": "...", "args": {...}, "meta": {...}?}
   ]
 }
 
@@ -53,7 +53,9 @@ async def run_step(client: Client, step: dict) -> dict:
         if op == "search":
             return dump(await client.call_tool("search_memory", step.get("args", {})))
         if op == "call":
-            return dump(await client.call_tool(step["name"], step.get("args", {})))
+            return dump(
+                await client.call_tool(step["name"], step.get("args", {}), meta=step.get("meta"))
+            )
         raise ValueError(f"unknown op {op!r}")
     except Exception as exc:  # reported to the node test, which decides what is expected
         return {"exception": describe_exception(exc)}

@@ -234,22 +234,41 @@ interface Action {
   error?: unknown;
   /** `act_…` */
   id: string;
-  /** `try`, `send` or `do`. */
+  /** `try`, `send` or `do`; `default` for a `do` program that left each Verb its own. */
   mode: string;
   /** Script operations: the operation that ran. */
   operation?: string;
   /** Principal id of the caller. */
   principal: string;
+  /** `do` programs: the calls queued in `send` mode and their outcomes. */
+  sends?: ({
+    attempts: number;
+    /** `{code, message}` when it failed. */
+    error?: unknown;
+    finished_at?: string;
+    /** The receipt id (`snd_…`) the program got. */
+    id: string;
+    method: string;
+    result?: unknown;
+    /** `queued`, then `ok` or `error`. */
+    status: string;
+  })[];
   /** Where it came from: `api` (REST), `query_sdk`, `run_sdk`, `do`, `behavior` (a reaction), `operation` (a script operation's run). */
   source: string;
   /** `ok`, `error`, or `skipped` (a reaction past the depth limit). */
   status: string;
   steps: ({
+    /** `do` programs: attempts made, when more than one. */
+    attempts?: number;
     elapsed_ms: number;
     error_code?: string;
     /** Method path, e.g. `entities.create`. */
     method: string;
+    /** `do` programs: the mode the call took effect in (reads have none). */
+    mode?: string;
     ok: boolean;
+    /** `do` programs: answered from an earlier run with the same idempotency key. */
+    replayed?: boolean;
   })[];
   /** Reactions: the event that triggered it (`evt_…`). */
   trigger_event?: string;
@@ -316,6 +335,8 @@ interface TokenSummary {
 
 interface OrgInfo {
   created_at: string;
+  /** The tool profile `/mcp` serves this org unless the URL says `?profile=`. */
+  default_profile: "workspace" | "compact";
   description: string;
   id: string;
   /** Your role in it. */
@@ -957,8 +978,10 @@ interface LoreSdk {
     list(args?: Record<string, never>): Promise<OrgInfo[]>;
     /** Read the current organization. Access: read. */
     get(args?: Record<string, never>): Promise<OrgInfo>;
-    /** Change the current organization's description. Access: admin. */
+    /** Change the current organization's description or its default tool profile (workspace or compact). Access: admin. */
     update(args?: {
+      /** The tool profile `/mcp` serves this org unless the URL says `?profile=`: `workspace` (search_memory, save_memory, search_sdk, query_sdk, query_sql, run_sdk) or `compact` (search, fetch, do). */
+      default_profile?: "workspace" | "compact";
       description?: string;
     }): Promise<OrgInfo>;
   };
