@@ -9,8 +9,10 @@
 //! - [`docs`] holds the short topic pages shipped with lore;
 //! - `do` runs a program through the sandbox with a dispatch mode ([`crate::sandbox::modes`]).
 
+pub mod catalog;
 pub mod docs;
 pub mod fetch;
+mod rank;
 pub mod search;
 
 use schemars::JsonSchema;
@@ -108,8 +110,8 @@ pub async fn run_do(
     meta: Option<&serde_json::Value>,
     progress: Option<&dyn Fn(&str)>,
 ) -> Result<serde_json::Value, LoreError> {
-    let args: DoArgs = serde_json::from_value(args)
-        .map_err(|e| LoreError::invalid("arguments", e.to_string()))?;
+    let args: DoArgs =
+        serde_json::from_value(args).map_err(|e| LoreError::invalid("arguments", e.to_string()))?;
     let from_meta = meta.and_then(|m| {
         META_IDEMPOTENCY_KEYS
             .iter()
