@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use futures_executor::block_on;
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 use common::{Harness, V26};
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::testing::{SeqRandom, StepClock, WordHashEmbedder};
+use lore::ports::testing::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
 use lore::ports::{Embedder, Ports};
 use lore::storage::memory::MemoryStorage;
 
@@ -549,25 +550,95 @@ fn urls_point_at_the_fetch_route_which_needs_a_token() {
     assert_eq!(r.json()["error"]["field"], "id");
 }
 
-#[test]
-fn without_a_base_url_ids_are_lore_urls() {
-    let o = org();
+/// The owner's `Caller`, for calling the core directly.
+fn owner(o: &Org) -> lore::auth::Caller {
     let mut headers = http::HeaderMap::new();
     headers.insert(
         "authorization",
         format!("Bearer {}", o.h.owner).parse().unwrap(),
     );
-    let caller = block_on(o.h.lore.authenticate(&headers, Some("acme")))
+    block_on(o.h.lore.authenticate(&headers, Some("acme")))
         .map_err(|(e, _)| e)
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn without_a_base_url_ids_are_lore_urls() {
+    let o = org();
     let page = block_on(lore::compact::fetch::fetch(
         &o.h.lore,
-        &caller,
+        &owner(&o),
         "/types/Offer",
         None,
     ))
     .unwrap();
     assert_eq!(page["url"], "lore://acme/types/Offer");
+    assert_eq!(page["id"], "/types/Offer");
+    let page = block_on(lore::compact::fetch::fetch(
+        &o.h.lore,
+        &owner(&o),
+        "lore://acme/docs/caps",
+        None,
+    ))
+    .unwrap();
+    assert_eq!(page["id"], "/docs/caps");
+}
+
+#[test]
+fn the_entity_scan_reads_the_newest_windows_first() {
+    const DAY: i64 = 86_400_000;
+    let time = Rc::new(Cell::new(START_MS));
+    let mut p = ports(None);
+    p.clock = Rc::new(JumpClock(time.clone()));
+    let o = org_on(p);
+    let mut made: Vec<(&str, String)> = Vec::new();
+    for (label, day) in [("old", 400), ("mid", 438), ("new", 440)] {
+        time.set(START_MS + day * DAY);
+        for i in 0..3 {
+            let id = api(
+                &o.h,
+                "Offer.create",
+                json!({"name": format!("{label} {i}")}),
+            )["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            made.push((label, id));
+        }
+    }
+    let caller = owner(&o);
+    let all = block_on(lore::compact::catalog::newest_entities(
+        &o.h.lore, &caller, 20,
+    ))
+    .unwrap();
+    let names: Vec<&str> = all.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "new 2",
+            "new 1",
+            "new 0",
+            "mid 2",
+            "mid 1",
+            "mid 0",
+            "old 2",
+            "old 1",
+            "old 0",
+            "Spring bundle"
+        ]
+    );
+    // Five: the whole last day, then the 30-day window fills the rest (its oldest first).
+    let five = block_on(lore::compact::catalog::newest_entities(
+        &o.h.lore, &caller, 5,
+    ))
+    .unwrap();
+    let names: Vec<&str> = five.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names.len(), 5);
+    assert_eq!(names[..3], ["new 2", "new 1", "new 0"]);
+    assert!(names[3..].iter().all(|n| n.starts_with("mid")), "{names:?}");
+    // Search still finds an older entity by its id.
+    let old = &made[0].1;
+    assert_eq!(search(&o, old)[0]["id"], format!("/entities/{old}"));
 }
 
 #[test]
