@@ -22,7 +22,7 @@ pub type Fields = Vec<(f64, String)>;
 
 /// BM25 with weighted term frequencies (BM25F, simplified: one length normalization over the
 /// weighted document). One score per document; 0 when no query term occurs.
-pub fn keyword_scores(tokenizer: &Tokenizer, query: &str, docs: &[Fields]) -> Vec<f64> {
+pub fn keyword_scores(tokenizer: &Tokenizer, query: &str, docs: &[&Fields]) -> Vec<f64> {
     let mut terms = tokenizer.terms(query);
     terms.sort();
     terms.dedup();
@@ -32,7 +32,7 @@ pub fn keyword_scores(tokenizer: &Tokenizer, query: &str, docs: &[Fields]) -> Ve
     // Weighted frequency of each query term per document, and the weighted length.
     let mut freqs: Vec<Vec<f64>> = Vec::with_capacity(docs.len());
     let mut lens: Vec<f64> = Vec::with_capacity(docs.len());
-    for fields in docs {
+    for fields in docs.iter().copied() {
         let mut tf = vec![0.0; terms.len()];
         let mut len = 0.0;
         for (weight, text) in fields {
@@ -74,7 +74,7 @@ static VECTORS: Mutex<Option<HashMap<u64, Vec<f32>>>> = Mutex::new(None);
 /// Per model: until when (clock-port ms) the embedder is not asked again after it failed.
 static RETRY_AFTER_MS: Mutex<Option<HashMap<String, i64>>> = Mutex::new(None);
 
-const CACHE_ENTRIES: usize = 20_000;
+const CACHE_ENTRIES: usize = 4_096;
 const RETRY_MS: i64 = 30_000;
 
 fn text_key(model: &str, text: &str) -> u64 {

@@ -248,8 +248,12 @@ pub async fn search(
     }
 
     // Keyword ranking of everything but memories, one ranking per kind.
-    let docs: Vec<Fields> = candidates.iter().map(|c| c.fields.clone()).collect();
-    let keyword = rank::keyword_scores(&tokenizer, query, &docs);
+    let docs: Vec<&Fields> = candidates[..records_from]
+        .iter()
+        .map(|c| &c.fields)
+        .collect();
+    let mut keyword = rank::keyword_scores(&tokenizer, query, &docs);
+    keyword.resize(candidates.len(), 0.0);
     let mut fused = vec![0.0; candidates.len()];
     let best = keyword.iter().copied().fold(0.0, f64::max);
     for kind in [Kind::Noun, Kind::Verb, Kind::Doc, Kind::Entity] {
