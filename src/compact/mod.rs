@@ -110,8 +110,8 @@ pub async fn run_do(
     meta: Option<&serde_json::Value>,
     progress: Option<&dyn Fn(&str)>,
 ) -> Result<serde_json::Value, LoreError> {
-    let args: DoArgs =
-        serde_json::from_value(args).map_err(|e| LoreError::invalid("arguments", e.to_string()))?;
+    let args: DoArgs = serde_json::from_value(args)
+        .map_err(|e| LoreError::invalid("arguments", e.to_string()))?;
     let from_meta = meta.and_then(|m| {
         META_IDEMPOTENCY_KEYS
             .iter()
