@@ -1,8 +1,8 @@
 //! The REST admin surface: `POST /api/{org}/{tool}` runs an admin tool (`manage_*`,
 //! `query_metric`, `list_metrics`, `list_organizations`) or any SDK method by path
 //! (`entities.list`, `Ticket.create`) with a JSON body; `GET /api/{org}/sdk.d.ts` returns the
-//! caller's TypeScript declarations, and `GET /api/{org}/tools` the admin tools with their
-//! input schemas. Same auth as MCP, same schemas as the SDK, and JSON errors
+//! caller's TypeScript declarations, `GET /api/{org}/tools` the admin tools with their
+//! input schemas, and `GET /api/{org}/fetch?id={path}` the compact profile's `fetch`. Same auth as MCP, same schemas as the SDK, and JSON errors
 //! `{error: {code, message, field?}}` with the stable codes and their HTTP statuses.
 
 use http::{Method, Request, Response, StatusCode};
@@ -16,6 +16,10 @@ use crate::sdk::{self, Cx, Tier, admin_tools, methods::METHODS, nouns, typescrip
 
 /// The file name of the declarations route.
 pub const DECLARATIONS: &str = "sdk.d.ts";
+
+/// The compact profile's `fetch` as a route: `GET /api/{org}/fetch?id={path}`, the `url` of
+/// every `search` hit and `fetch` answer.
+pub const FETCH: &str = "fetch";
 
 fn respond(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
     let mut response = Response::new(body);
@@ -101,6 +105,7 @@ pub async fn handle(
     }
     let mut response = match *request.method() {
         Method::GET if name == DECLARATIONS => declarations(lore, request, org).await,
+        Method::GET if name == FETCH => fetch(lore, request, org).await,
         Method::GET if name == "tools" => match caller_of(lore, request, org).await {
             Ok(_) => ok(
                 &json!({ "tools": admin_tools::ADMIN_TOOLS.iter().map(|t| json!({
@@ -163,6 +168,34 @@ async fn declarations(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Res
             let text = typescript::declarations(&caller, Tier::Admin, &types, &verbs);
             respond(200, "text/plain; charset=utf-8", text.into_bytes())
         }
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn fetch(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<Vec<u8>> {
+    let caller = match caller_of(lore, request, org).await {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
+    let id = request.uri().query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "id")
+            .map(|(_, v)| v.into_owned())
+    });
+    let Some(id) = id else {
+        return error_response(&LoreError::invalid(
+            "id",
+            format!(
+                "give ?id= with a path such as /types or /$.d.ts ({})",
+                crate::compact::fetch::FORMS
+            ),
+        ));
+    };
+    let base = crate::oauth::base_url(&lore.config, request.headers());
+    let outcome = crate::compact::fetch::fetch(lore, &caller, &id, base.as_deref()).await;
+    lore.count_usage(&caller, FETCH, outcome.is_ok()).await;
+    match outcome {
+        Ok(v) => ok(&v),
         Err(e) => error_response(&e),
     }
 }

@@ -9,8 +9,10 @@
 //! - [`docs`] holds the short topic pages shipped with lore;
 //! - `do` runs a program through the sandbox with a dispatch mode ([`crate::sandbox::modes`]).
 
+pub mod catalog;
 pub mod docs;
 pub mod fetch;
+mod rank;
 pub mod search;
 
 use schemars::JsonSchema;

@@ -13,7 +13,7 @@ pub mod keyword;
 mod save;
 pub use save::FeedItem;
 mod search;
-pub use search::Ranking;
+pub use search::{Ranking, event_json};
 pub mod semantic;
 pub mod vector;
 

@@ -206,26 +206,33 @@ impl MemoryService {
                     e
                 }
             };
-            let mut v = json!({
-                "id": e.id,
-                "content": e.content,
-                "kind": e.kind,
-                "score": score,
-                "entity_ids": e.entity_ids,
-                "author": e.author,
-                "created_at": format_time(e.created_at_ms),
-            });
-            if let Some(old) = &e.supersedes_event_id {
-                v["supersedes_event_id"] = json!(old);
-            }
+            let mut v = event_json(&e);
+            v["score"] = json!(score);
             if let Some(newer) = superseded_by {
                 v["superseded_by"] = json!(newer);
-            }
-            if let Some(payload) = &e.payload {
-                v["payload"] = payload.clone();
             }
             results.push(v);
         }
         Ok(json!({ "results": results }))
     }
+}
+
+/// An event as the memory search and the compact `fetch` show it (without score or
+/// supersession by a later event, which only the index knows).
+pub fn event_json(e: &Event) -> Value {
+    let mut v = json!({
+        "id": e.id,
+        "content": e.content,
+        "kind": e.kind,
+        "entity_ids": e.entity_ids,
+        "author": e.author,
+        "created_at": format_time(e.created_at_ms),
+    });
+    if let Some(old) = &e.supersedes_event_id {
+        v["supersedes_event_id"] = json!(old);
+    }
+    if let Some(payload) = &e.payload {
+        v["payload"] = payload.clone();
+    }
+    v
 }

@@ -120,6 +120,14 @@ fn built_in_validator(index: usize) -> &'static jsonschema::Validator {
     })[index]
 }
 
+/// The JSON Schema of a built-in verb's arguments; `None` for a custom verb.
+pub fn built_in_schema(verb: &str) -> Option<Value> {
+    BUILT_INS
+        .iter()
+        .find(|b| b.verb == verb)
+        .map(|b| (b.schema)())
+}
+
 /// One verb of one Noun, as listings show it.
 #[derive(Debug, Clone)]
 pub struct NounMethod {
