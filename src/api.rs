@@ -103,6 +103,9 @@ pub async fn handle(
     if let Err(reason) = lore.config.origins.check(request.headers()) {
         return error_response(&LoreError::Forbidden(reason));
     }
+    if let Some(log) = crate::request_log::RequestLog::of(request) {
+        log.tool(name);
+    }
     let mut response = match *request.method() {
         Method::GET if name == DECLARATIONS => declarations(lore, request, org).await,
         Method::GET if name == FETCH => fetch(lore, request, org).await,
@@ -148,9 +151,14 @@ async fn caller_of(
     request: &Request<Vec<u8>>,
     org: &str,
 ) -> Result<Caller, LoreError> {
-    lore.authenticate(request.headers(), Some(org))
+    let caller = lore
+        .authenticate(request.headers(), Some(org))
         .await
-        .map_err(|(e, _)| e)
+        .map_err(|(e, _)| e)?;
+    if let Some(log) = crate::request_log::RequestLog::of(request) {
+        log.caller(&caller);
+    }
+    Ok(caller)
 }
 
 async fn declarations(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<Vec<u8>> {
@@ -296,6 +304,11 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
     }
     match outcome {
         Ok(json) => respond(200, "application/json", json.get().as_bytes().to_vec()),
-        Err(e) => error_response(&e),
+        Err(e) => {
+            if let Some(log) = crate::request_log::RequestLog::of(request) {
+                log.error(&e);
+            }
+            error_response(&e)
+        }
     }
 }

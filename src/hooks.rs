@@ -87,6 +87,9 @@ pub async fn handle(
     org: &str,
     feed_name: &str,
 ) -> Response<Vec<u8>> {
+    if let Some(log) = crate::request_log::RequestLog::of(request) {
+        log.org(org);
+    }
     if request.method() != Method::POST {
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,

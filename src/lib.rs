@@ -20,6 +20,7 @@ pub mod model;
 pub mod oauth;
 pub mod ports;
 pub mod records;
+pub mod request_log;
 pub mod sandbox;
 pub mod schema;
 pub mod sdk;
@@ -312,6 +313,28 @@ impl Lore {
 
     async fn serve(
         &self,
+        mut request: Request<Vec<u8>>,
+        out: Option<std::rc::Rc<dyn mcp::reply::ReplyStream>>,
+    ) -> Response<Vec<u8>> {
+        let started = self.ports.clock.now_ms();
+        let log = request_log::RequestLog::start(&request, || self.ports.random_hex(8));
+        request.extensions_mut().insert(log.clone());
+        let method = request.method().to_string();
+        let path: String = request.uri().path().chars().take(200).collect();
+        let mut response = self.route(request, out).await;
+        if let Ok(value) = http::HeaderValue::from_str(&log.id) {
+            response
+                .headers_mut()
+                .insert(request_log::REQUEST_ID_HEADER, value);
+        }
+        let duration_ms = self.ports.clock.now_ms() - started;
+        let line = log.emit(&method, &path, response.status().as_u16(), duration_ms);
+        response.extensions_mut().insert(line);
+        response
+    }
+
+    async fn route(
+        &self,
         request: Request<Vec<u8>>,
         out: Option<std::rc::Rc<dyn mcp::reply::ReplyStream>>,
     ) -> Response<Vec<u8>> {
@@ -429,7 +452,7 @@ impl Lore {
         }
     }
 
-    /// Validates and runs a tool: what `lore memory run` does locally. Besides the MCP tools it
+    /// Validates and runs a tool: what `lore memory run` does locally. Besides the MCP tools (both profiles) it
     /// takes the admin tools and any SDK method path (`entities.create`, `Ticket.list`).
     pub async fn call_tool(
         &self,
@@ -445,8 +468,16 @@ impl Lore {
             let json = sdk::call(self, caller, name, args, sdk::Tier::Admin).await?;
             return Ok(serde_json::from_str(json.get())?);
         }
+        if let Some(spec) = mcp::tools::find_in(compact::Profile::Compact, name) {
+            spec.validate(&args)?;
+            return match name {
+                mcp::tools::DO => compact::run_do(self, caller, args, None, None).await,
+                _ => compact::run_read(self, caller, name, args, None).await,
+            };
+        }
         let spec = mcp::tools::find(name).ok_or_else(|| {
             let mut known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();
+            known.extend(mcp::tools::COMPACT_TOOLS.iter().map(|t| t.name));
             known.extend(sdk::admin_tools::ADMIN_TOOLS.iter().map(|t| t.name));
             LoreError::invalid(
                 "tool",

@@ -220,6 +220,9 @@ impl<'a> Exchange<'a> {
         if let Some(result) = super::fixtures::call(self, name, &args).await {
             return result.map(|r| self.finish_result(r, false));
         }
+        if let Some(log) = &self.endpoint.log {
+            log.tool(name);
+        }
         let profile = self.endpoint.profile;
         let Some(spec) = tools::find_in(profile, name) else {
             let known: Vec<&str> = tools::tools(profile).iter().map(|t| t.name).collect();
@@ -307,6 +310,9 @@ impl<'a> Exchange<'a> {
             Ok(value) if name == tools::QUERY_SQL => untrusted_rows(value),
             Ok(value) => tool_success(value),
             Err(e) => {
+                if let Some(log) = &self.endpoint.log {
+                    log.error(&e);
+                }
                 self.log(
                     LogLevel::Warning,
                     json!({ "tool": name, "error": e.to_json() }),

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use crate::Lore;
 use crate::auth::Caller;
 use crate::error::LoreError;
+use crate::request_log::RequestLog;
 use jsonrpc::RpcError;
 use reply::Reply;
 
@@ -226,6 +227,8 @@ fn accepts(request: &Request<Vec<u8>>) -> Result<bool, RpcError> {
 pub struct Endpoint {
     pub profile: crate::compact::Profile,
     pub base_url: Option<String>,
+    /// The request's log line, for the method, tool and outcome.
+    pub log: Option<std::sync::Arc<RequestLog>>,
 }
 
 impl Endpoint {
@@ -259,6 +262,7 @@ impl Endpoint {
         Ok(Self {
             profile,
             base_url: crate::oauth::base_url(&lore.config, request.headers()),
+            log: RequestLog::of(request).cloned(),
         })
     }
 
@@ -284,6 +288,9 @@ async fn post(
         Ok(c) => c,
         Err(e) => return Reply::error(&e, None),
     };
+    if let Some(log) = RequestLog::of(request) {
+        log.caller(&caller);
+    }
     let endpoint = match Endpoint::of(lore, request, &caller).await {
         Ok(e) => e,
         Err(e) => return Reply::error(&e, None),
@@ -321,6 +328,9 @@ async fn post(
         Ok(m) => m,
         Err(e) => return Reply::error(&e, id.as_ref()),
     };
+    if let (Some(log), Some(method)) = (&endpoint.log, message.method()) {
+        log.rpc_method(method);
+    }
     let meta_version = message
         .params()
         .and_then(|p| p.get("_meta"))

@@ -575,7 +575,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 ))?,
                 Some(url) => block_on(call_remote_tool(
                     &UreqClient::default(),
-                    &url,
+                    &compact_url(url, &tool),
                     token.as_deref(),
                     &tool,
                     args,
@@ -710,4 +710,14 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A compact-profile tool (`search`, `fetch`, `do`) is reached at `?profile=compact`.
+fn compact_url(url: String, tool: &str) -> String {
+    let compact = lore::mcp::tools::find_in(lore::compact::Profile::Compact, tool).is_some();
+    if !compact || url.contains("profile=") {
+        return url;
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}profile=compact")
 }

@@ -412,11 +412,16 @@ async fn respond(
             }
         }
     };
-    tracing::info!(
-        target: "lore::request",
+    // The core wrote the request's line (`lore::request`); this one adds the connection.
+    tracing::debug!(
+        target: "lore::connection",
         %peer,
+        request_id = response
+            .headers()
+            .get(crate::request_log::REQUEST_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-"),
         method = %method,
-        path = %path,
         status = response.status().as_u16(),
         duration_us = started.elapsed().as_micros() as u64,
     );

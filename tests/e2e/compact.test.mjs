@@ -13,7 +13,7 @@ import path from 'node:path';
 
 import {
   startServer, initDb, createOrg, createToken, tempDir, cleanupDir, runPython, apiPost,
-  raw2026, toolText, E2E_DIR, TARGET,
+  raw2026, toolText, lore, onlyNative, recordSecret, E2E_DIR, TARGET,
 } from './lib/server.mjs';
 import { connectSdk1, connectV2 } from './lib/clients.mjs';
 
@@ -44,6 +44,9 @@ const SEED_SCHEMAS = {
 };
 /** The seed's example program. */
 const SEED_PROGRAM = "const offer = await $.Offer.publish({ offer: 'offer_1' })\nreturn offer\n";
+/** A marker in a program's source: script source must never reach the logs. */
+const SOURCE_MARKER = `source-marker-${process.pid}-${Date.now()}`;
+recordSecret(SOURCE_MARKER);
 
 let dir;
 let server;
@@ -264,7 +267,7 @@ test('do, mode do: transient failures are retried with backoff until the call su
   const { client } = await connectV2(url, owner);
   try {
     flaky.state.failNext = 2;
-    const out = ok(await client.callTool({ name: 'do', arguments: { code: "return await $.Offer.publish({ offer: 'do_1' })", mode: 'do' } }));
+    const out = ok(await client.callTool({ name: 'do', arguments: { code: `// ${SOURCE_MARKER}\nreturn await $.Offer.publish({ offer: 'do_1' })`, mode: 'do' } }));
     assert.equal(out.result.status, 200);
     assert.equal(flaky.hits('/offers/do_1/publish'), 3, 'two failures, then success');
     assert.equal(out.calls[0].attempts, 3);
@@ -354,4 +357,13 @@ test('the profile can be the org default, and a raw 2026-07-28 call sees the com
   }
   const bad = await raw2026(`${base}?profile=nano`, owner, 'tools/list');
   assert.equal(bad.status, 400);
+});
+
+test('lore memory run takes the compact tools, locally and remotely', onlyNative('the CLI opens the local database'), async () => {
+  const remote = await lore(['memory', 'run', 'fetch', '{"id":"/docs/modes"}', '--url', `${server.base}/mcp/${ORG}`, '--token', owner]);
+  assert.equal(remote.code, 0, remote.stderr);
+  assert.match(JSON.parse(remote.stdout).text, /idempotency/);
+  const local = await lore(['memory', 'run', 'do', '{"code":"return (await $.Offer.list()).items.length > 0"}', '--db', server.db, '--org', ORG]);
+  assert.equal(local.code, 0, local.stderr);
+  assert.equal(JSON.parse(local.stdout).result, true);
 });

@@ -13,10 +13,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 
-import { startServer, tempDir, cleanupDir, onlyNative, TARGET, WORKSPACE_TOOLS, LORE_BIN } from './lib/server.mjs';
+import { startServer, tempDir, cleanupDir, onlyNative, TARGET, WORKSPACE_TOOLS, LORE_BIN, recordSecret } from './lib/server.mjs';
 import { launchBrowser, signInAndConsent, startCallbackServer, startHttpsServer, MemoryProvider } from './lib/oauth.mjs';
 
 const PASSWORD = 'e2e owner password, long enough';
+recordSecret(PASSWORD);
 const native = onlyNative('the owner password is set by lore serve on a new database');
 
 let server;

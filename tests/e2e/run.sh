@@ -106,5 +106,13 @@ export LORE_BIN
 log "LORE_BIN=$LORE_BIN"
 
 cd "$E2E"
+# Every `lore serve` of the run logs JSON into LORE_E2E_LOGS, and the harness notes there each
+# secret the tests were given; afterwards check_logs.mjs fails the run if any log line holds
+# one (tokens, connection and webhook secrets, passwords, script source markers).
+export LORE_E2E_LOGS=${LORE_E2E_LOGS:-$(mktemp -d)}
+: > "$LORE_E2E_LOGS/secrets.txt"
 # Files run in parallel processes, each with its own servers on OS-chosen loopback ports.
-exec "$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs
+status=0
+"$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs || status=$?
+"$NODE" ./check_logs.mjs "$LORE_E2E_LOGS" || status=$?
+exit "$status"

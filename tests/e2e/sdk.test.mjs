@@ -15,7 +15,7 @@ import path from 'node:path';
 
 import {
   startServer, initDb, createOrg, tempDir, cleanupDir, lore, runPython, rawPost,
-  apiPost, apiDeclarations, E2E_DIR, WORKSPACE_TOOLS, TARGET, onlyNative, assertFinds,
+  apiPost, apiDeclarations, E2E_DIR, WORKSPACE_TOOLS, TARGET, onlyNative, assertFinds, recordSecret,
 } from './lib/server.mjs';
 import { connectSdk1, connectV2, search } from './lib/clients.mjs';
 
@@ -27,6 +27,7 @@ const ADMIN_TOOLS = [
 ];
 /** The connection's credential: it must never come back from lore. */
 const SECRET = `sk_live_${randomBytes(12).toString('hex')}`;
+recordSecret(SECRET);
 const TICKET_SCHEMA = {
   type: 'object',
   properties: {
@@ -798,6 +799,7 @@ test('webhook: a signed JSON delivery is accepted once (202), deduplicated, and 
   assert.equal(feed.auth, 'hmac');
   assert.equal(feed.url, `/hooks/${ORG}/github`);
   assert.ok(typeof feed.secret === 'string' && feed.secret.length >= 16, JSON.stringify(feed));
+  recordSecret(feed.secret);
   // The secret is shown once: never by get or list.
   const got = ok(await api(acme.token, 'feeds.get', { name: 'github' }));
   assert.equal('secret' in got, false);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, appendFileSync, writeFileSync } from 'node:fs';
 import { tmpdir, homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +27,19 @@ export const WORKSPACE_TOOLS = ['query_sdk', 'query_sql', 'run_sdk', 'save_memor
  */
 export const TARGET = process.env.LORE_TARGET || 'native';
 if (!['native', 'worker', 'spin'].includes(TARGET)) throw new Error(`LORE_TARGET=${TARGET}: expected native, worker or spin`);
+
+/**
+ * Where a full run keeps every `lore serve` log and the secrets the tests used (run.sh sets
+ * it; check_logs.mjs reads it). Empty: nothing is kept.
+ */
+export const LOG_DIR = process.env.LORE_E2E_LOGS || '';
+
+/** Notes secrets this run used, so the log check can look for them. */
+export function recordSecret(...values) {
+  if (!LOG_DIR) return;
+  const lines = values.filter((v) => typeof v === 'string' && v.length >= 8).map((v) => `${v}\n`).join('');
+  if (lines) appendFileSync(path.join(LOG_DIR, 'secrets.txt'), lines);
+}
 
 /** `{skip: reason}` on the worker target: for tests of what only the native server has. */
 export function onlyNative(reason) {
@@ -77,9 +90,11 @@ export async function startServer(opts = {}) {
   const ownDir = opts.db ? null : await tempDir();
   const db = opts.db ?? path.join(ownDir, 'lore.db');
   const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];
+  // In a full run, logs are JSON (one object per line) with lore's debug events, and kept.
+  const logEnv = LOG_DIR ? { LORE_LOG_FORMAT: 'json', RUST_LOG: process.env.RUST_LOG ?? 'info,lore=debug' } : {};
   const child = spawn(LORE_BIN, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1', ...(opts.env ?? {}) },
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1', ...logEnv, ...(opts.env ?? {}) },
   });
   live.add(child);
   let stderr = '';
@@ -91,6 +106,7 @@ export async function startServer(opts = {}) {
   const exited = new Promise((resolve) => {
     child.on('exit', (code, signal) => {
       live.delete(child);
+      if (LOG_DIR) writeFileSync(path.join(LOG_DIR, `serve-${process.pid}-${child.pid}.log`), stderr);
       resolve({ code, signal });
     });
   });
@@ -122,6 +138,9 @@ export async function startServer(opts = {}) {
     await delay(25);
   }
   const tokenMatch = /owner token \(shown once\):\s+(lore_[A-Za-z0-9_-]+)/.exec(stderr);
+  if (tokenMatch) recordSecret(tokenMatch[1]);
+  const passwordMatch = /sign-in page \(shown once[^)]*\):\s+(\S+)/.exec(stderr);
+  if (passwordMatch) recordSecret(passwordMatch[1]);
 
   const server = {
     target: 'native',
@@ -180,7 +199,9 @@ export async function issueToken(server, { org = 'default', role, scopes = 'mcp:
   const args = ['token', 'create', '--db', server.db, '--org', org, '--scopes', scopes, '--json'];
   if (role) args.push('--role', role);
   if (name) args.push('--name', name);
-  return loreJson(args);
+  const issued = await loreJson(args);
+  recordSecret(issued.token);
+  return issued;
 }
 
 /** `lore token create` with role member by default: returns the token secret. */
@@ -201,7 +222,9 @@ export async function revokeToken(server, tokenId, org = 'default') {
 /** `lore org create`: returns {org, token}. */
 export async function createOrg(server, name) {
   if (server.target !== 'native') return server.operator('org-create', { name });
-  return loreJson(['org', 'create', name, '--db', server.db, '--json']);
+  const created = await loreJson(['org', 'create', name, '--db', server.db, '--json']);
+  recordSecret(created.token);
+  return created;
 }
 
 /**
@@ -312,7 +335,9 @@ export function runPython(spec, { timeoutMs = 60_000 } = {}) {
 
 /** `lore init --org ORG` on a new database: resolves {org, principal, token, token_id}. */
 export async function initDb(db, org = 'default') {
-  return loreJson(['init', '--db', db, '--org', org, '--json']);
+  const created = await loreJson(['init', '--db', db, '--org', org, '--json']);
+  recordSecret(created.token, created.password);
+  return created;
 }
 
 /**

@@ -138,5 +138,10 @@ async fn handle(request: Request) -> Reply {
     if let Some(response) = test_routes::handle(&request).await {
         return from_core(response);
     }
-    from_core(lore.handle(request).await)
+    let response = lore.handle(request).await;
+    // The request's structured log line: Spin keeps a component's standard output as its log.
+    if let Some(line) = lore::request_log::Line::of(&response) {
+        println!("{}", line.0);
+    }
+    from_core(response)
 }

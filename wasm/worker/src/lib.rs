@@ -127,5 +127,10 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     if let Some(response) = test_routes::handle(&lore, &env, &request).await {
         return from_http(response);
     }
-    from_http(lore.handle(request).await)
+    let response = lore.handle(request).await;
+    // The request's structured log line, for `wrangler tail` and Workers Logs.
+    if let Some(line) = lore::request_log::Line::of(&response) {
+        worker::console_log!("{}", line.0);
+    }
+    from_http(response)
 }
