@@ -362,7 +362,8 @@ test('the profile can be the org default, and a raw 2026-07-28 call sees the com
 test('lore memory run takes the compact tools, locally and remotely', onlyNative('the CLI opens the local database'), async () => {
   const remote = await lore(['memory', 'run', 'fetch', '{"id":"/docs/modes"}', '--url', `${server.base}/mcp/${ORG}`, '--token', owner]);
   assert.equal(remote.code, 0, remote.stderr);
-  assert.match(JSON.parse(remote.stdout).text, /idempotency/);
+  const printed = JSON.parse(remote.stdout);
+  assert.match((printed.structuredContent ?? printed).text, /idempotency/, remote.stdout.slice(0, 500));
   const local = await lore(['memory', 'run', 'do', '{"code":"return (await $.Offer.list()).items.length > 0"}', '--db', server.db, '--org', ORG]);
   assert.equal(local.code, 0, local.stderr);
   assert.equal(JSON.parse(local.stdout).result, true);
