@@ -91,6 +91,7 @@ fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str)
         created_at_ms: now,
         owner: owner.to_string(),
         default_profile: None,
+        rate_limits: None,
     };
     batch
         .require_absent(keys::org(org))

@@ -68,6 +68,11 @@ pub fn error_response(e: &LoreError) -> Response<Vec<u8>> {
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, c);
     }
+    if let Some(secs) = e.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    }
     response
 }
 

@@ -36,6 +36,15 @@ pub enum LoreError {
         status: Option<u16>,
         message: String,
     },
+    /// Over a rate limit (`limit`: `token` or `org`); try again after `retry_after_ms`.
+    #[error(
+        "rate_limited: over the {limit} limit of {per_minute} requests per minute; retry after {retry_after_ms} ms"
+    )]
+    RateLimited {
+        limit: &'static str,
+        per_minute: u32,
+        retry_after_ms: u64,
+    },
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error("internal error: {0}")]
@@ -70,6 +79,7 @@ impl LoreError {
             Self::Unauthorized(_) => "unauthorized",
             Self::Conflict(_) => "conflict",
             Self::Upstream { .. } => "upstream_error",
+            Self::RateLimited { .. } => "rate_limited",
             Self::Storage(StorageError::Conflict { .. }) => "conflict",
             Self::Storage(_) | Self::Internal(_) => "internal",
             Self::Script(f) => f.code,
@@ -86,6 +96,7 @@ impl LoreError {
             "conflict" => 409,
             "unavailable" => 501,
             "upstream_error" => 502,
+            "rate_limited" => 429,
             "cap_exceeded" | "syntax_error" | "script_error" => 422,
             _ => 500,
         }
@@ -107,7 +118,25 @@ impl LoreError {
         {
             v["status"] = serde_json::Value::from(*status);
         }
+        if let Self::RateLimited {
+            limit,
+            per_minute,
+            retry_after_ms,
+        } = self
+        {
+            v["limit"] = serde_json::Value::from(*limit);
+            v["per_minute"] = serde_json::Value::from(*per_minute);
+            v["retry_after_ms"] = serde_json::Value::from(*retry_after_ms);
+        }
         v
+    }
+
+    /// `Retry-After` in whole seconds (at least 1) for a rate-limited request.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after_ms, .. } => Some(retry_after_ms.div_ceil(1000).max(1)),
+            _ => None,
+        }
     }
 
     /// Whether trying again later may succeed: no answer from upstream, or its 408, 429 or

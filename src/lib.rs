@@ -19,6 +19,7 @@ pub mod memory;
 pub mod model;
 pub mod oauth;
 pub mod ports;
+pub mod ratelimit;
 pub mod records;
 pub mod request_log;
 pub mod sandbox;
@@ -33,6 +34,8 @@ pub mod native;
 
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
+
+use std::collections::HashMap;
 
 use auth::Caller;
 use error::LoreError;
@@ -65,6 +68,9 @@ pub struct Config {
     pub upstream: Vec<oauth::upstream::Provider>,
     /// The row, time and size budgets of one `query_sql` query.
     pub sql: sql::Limits,
+    /// Requests per minute per token and per org, enforced when a rate limiter is attached
+    /// (`Lore::with_rate_limiter`); orgs may lower them for themselves.
+    pub rate_limits: ratelimit::RateLimits,
 }
 
 impl Default for Config {
@@ -78,6 +84,7 @@ impl Default for Config {
             public_url: None,
             upstream: Vec::new(),
             sql: sql::Limits::default(),
+            rate_limits: ratelimit::RateLimits::default(),
         }
     }
 }
@@ -97,7 +104,19 @@ pub struct Lore {
     pub(crate) reaction_depth: u8,
     /// Decoded SQL tables kept between queries (`config.sql.cache_bytes`).
     pub(crate) sql_cache: std::rc::Rc<sql::TableCache>,
+    /// Where rate-limit buckets live; `None`: no limits.
+    pub(crate) limiter: Option<std::rc::Rc<dyn ratelimit::RateLimiter>>,
+    /// Org records read recently (default profile, rate limits), for [`ORG_TTL_MS`].
+    pub(crate) orgs: OrgCache,
 }
+
+/// Org records an instance read, with when it read them.
+pub(crate) type OrgCache =
+    std::rc::Rc<std::cell::RefCell<HashMap<OrgId, (i64, Option<model::Org>)>>>;
+
+/// How long an instance trusts an org record it read (its default profile and rate limits):
+/// a change made through another instance applies within this time.
+pub const ORG_TTL_MS: i64 = 5_000;
 
 impl Lore {
     /// Chooses the rankings `search_memory` fuses; only the retrieval evaluation changes it.
@@ -125,7 +144,76 @@ impl Lore {
             usage: records::metrics::UsageCounters::new(instance),
             script: None,
             reaction_depth: 0,
+            limiter: None,
+            orgs: std::rc::Rc::default(),
         }
+    }
+
+    /// Enforces `config.rate_limits` with buckets in `limiter` (the rate-limiter port).
+    pub fn with_rate_limiter(mut self, limiter: std::rc::Rc<dyn ratelimit::RateLimiter>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// The org's record, read at most every [`ORG_TTL_MS`] by this instance.
+    pub(crate) async fn org_record(&self, org: &OrgId) -> Result<Option<model::Org>, LoreError> {
+        let now = self.ports.clock.now_ms();
+        if let Some((at, org)) = self.orgs.borrow().get(org)
+            && now - at < ORG_TTL_MS
+        {
+            return Ok(org.clone());
+        }
+        let record: Option<model::Org> = self.ports.record(&keys::org(org)).await?;
+        let mut orgs = self.orgs.borrow_mut();
+        if orgs.len() >= 4_096 {
+            orgs.clear();
+        }
+        orgs.insert(org.clone(), (now, record.clone()));
+        Ok(record)
+    }
+
+    /// Forgets a cached org record (after this instance changed it).
+    pub(crate) fn forget_org(&self, org: &OrgId) {
+        self.orgs.borrow_mut().remove(org);
+    }
+
+    /// Takes one request from the caller's token and org buckets; over a limit, the error
+    /// names it.
+    async fn rate_check(&self, caller: &Caller) -> Result<(), LoreError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        let own = self
+            .org_record(caller.org())
+            .await?
+            .and_then(|o| o.rate_limits);
+        let limits = self.config.rate_limits.for_org(own);
+        let now = self.ports.clock.now_ms();
+        let token = caller
+            .token_id()
+            .map_or_else(|| caller.principal().id.clone(), str::to_string);
+        let named = [
+            ("token", format!("tok/{token}"), limits.token_per_minute),
+            (
+                "org",
+                format!("org/{}", caller.org()),
+                limits.org_per_minute,
+            ),
+        ];
+        let named: Vec<_> = named.into_iter().filter(|(_, _, r)| *r > 0).collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        let buckets: Vec<(String, u32)> = named.iter().map(|(_, k, r)| (k.clone(), *r)).collect();
+        let decision = limiter.take(caller.org().as_str(), &buckets, now).await;
+        if let Some((i, retry_after_ms)) = decision.refused {
+            return Err(LoreError::RateLimited {
+                limit: named[i].0,
+                per_minute: named[i].2,
+                retry_after_ms,
+            });
+        }
+        Ok(())
     }
 
     /// The core as a script run sees it (`sandbox`): the same configuration, `ports` (whose
@@ -148,6 +236,8 @@ impl Lore {
             script: self.script.clone(),
             reaction_depth: self.reaction_depth,
             sql_cache: std::rc::Rc::new(sql::TableCache::new(0)),
+            limiter: self.limiter.clone(),
+            orgs: self.orgs.clone(),
         }
     }
 
@@ -261,9 +351,12 @@ impl Lore {
                 ));
             }
         }
-        auth::resolve_caller(&self.ports, credential, path_org, &self.config.default_org)
-            .await
-            .map_err(|e| (e, true))
+        let caller =
+            auth::resolve_caller(&self.ports, credential, path_org, &self.config.default_org)
+                .await
+                .map_err(|e| (e, true))?;
+        self.rate_check(&caller).await.map_err(|e| (e, true))?;
+        Ok(caller)
     }
 
     /// Counts a tool or method call in the built-in usage metrics, and writes the buffered

@@ -17,6 +17,9 @@ pub struct Org {
     /// The tool profile `/mcp` serves this org when the URL does not choose one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_profile: Option<crate::compact::Profile>,
+    /// The org's own, lower rate limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<crate::ratelimit::OrgRateLimits>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

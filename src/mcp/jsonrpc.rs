@@ -18,6 +18,8 @@ pub const FORBIDDEN: i32 = -32003;
 pub const HEADER_MISMATCH: i32 = -32020;
 pub const MISSING_CLIENT_CAPABILITY: i32 = -32021;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+/// Over a rate limit (lore's own code in the server range); HTTP 429 with `Retry-After`.
+pub const RATE_LIMITED: i32 = -32029;
 
 /// A protocol-level failure: a JSON-RPC error object plus how to send it over HTTP.
 #[derive(Debug, Clone, PartialEq)]

@@ -166,6 +166,12 @@ async fn authenticate(
             LoreError::Forbidden(m) => {
                 RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403)
             }
+            e @ LoreError::RateLimited { .. } => {
+                let retry = e.retry_after_secs().unwrap_or(1);
+                RpcError::new(jsonrpc::RATE_LIMITED, e.to_string(), 429)
+                    .with_data(e.to_json())
+                    .with_header("retry-after", retry.to_string())
+            }
             other => RpcError::internal(other.to_string()),
         })
 }
@@ -251,9 +257,8 @@ impl Endpoint {
                     .with_data(json!({ "profile": p, "profiles": crate::compact::Profile::NAMES }))
             })?,
             None => {
-                let org: Option<crate::model::Org> = lore
-                    .ports
-                    .record(&crate::keys::org(caller.org()))
+                let org = lore
+                    .org_record(caller.org())
                     .await
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 org.and_then(|o| o.default_profile).unwrap_or_default()

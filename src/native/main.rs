@@ -89,6 +89,12 @@ enum Command {
         /// Open connections at most; further ones are closed at once.
         #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
         max_connections: usize,
+        /// Requests per minute one token may make (0: no limit); an org may lower it.
+        #[arg(long, default_value_t = 600, env = "LORE_RATE_TOKEN_PER_MINUTE")]
+        rate_token_per_minute: u32,
+        /// Requests per minute all of one org's tokens may make (0: no limit).
+        #[arg(long, default_value_t = 3000, env = "LORE_RATE_ORG_PER_MINUTE")]
+        rate_org_per_minute: u32,
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
         /// The public base URL clients reach the server at (e.g. https://lore.example.com):
@@ -360,6 +366,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             workers,
             max_body_bytes,
             max_connections,
+            rate_token_per_minute,
+            rate_org_per_minute,
             embeddings,
             public_url,
         } => {
@@ -401,6 +409,10 @@ fn run(command: Command) -> anyhow::Result<()> {
                 public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
                 upstream: lore::oauth::upstream::from_vars(|name| std::env::var(name).ok())
                     .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
+                rate_limits: lore::ratelimit::RateLimits {
+                    token_per_minute: rate_token_per_minute,
+                    org_per_minute: rate_org_per_minute,
+                },
                 ..Config::default()
             };
             drop(lore);

@@ -63,6 +63,8 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let mut inboxes = Vec::new();
     // Connections open across all workers.
     let open = Arc::new(AtomicUsize::new(0));
+    // One set of rate-limit buckets for the whole process, shared by every worker.
+    let limiter = crate::ratelimit::MemoryLimiter::default();
     for n in 0..options.workers.max(1) {
         let (inbox, connections) = mpsc::unbounded_channel();
         inboxes.push(inbox);
@@ -72,6 +74,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let embedder = options.embedder.clone();
         let limits = options.limits;
         let open = open.clone();
+        let limiter = limiter.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lore-worker-{n}"))
             // Scripts run on these threads: give them the stack the sandbox is sized for.
@@ -83,7 +86,15 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                 let local = tokio::task::LocalSet::new();
                 local.block_on(
                     &rt,
-                    worker(connections, db, embedder, config, stop, limits, open),
+                    worker(
+                        connections,
+                        db,
+                        embedder,
+                        config,
+                        stop,
+                        limits,
+                        Shared { open, limiter },
+                    ),
                 )
             })?;
         workers.push(handle);
@@ -154,6 +165,12 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     Ok(())
 }
 
+/// What every worker thread shares: the count of open connections and the rate-limit buckets.
+struct Shared {
+    open: Arc<AtomicUsize>,
+    limiter: crate::ratelimit::MemoryLimiter,
+}
+
 async fn worker(
     mut connections: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
     db: PathBuf,
@@ -161,14 +178,15 @@ async fn worker(
     config: Config,
     mut stop: watch::Receiver<bool>,
     limits: ConnectionLimits,
-    open: Arc<AtomicUsize>,
+    shared: Shared,
 ) -> anyhow::Result<()> {
+    let Shared { open, limiter } = shared;
     let mut ports = native_ports(&db, &embedder)
         .with_context(|| format!("cannot open database {}", db.display()))?;
     // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
     let background = Rc::new(LocalTasks::default());
     ports.background = Some(background.clone());
-    let lore = Rc::new(Lore::new(ports, config));
+    let lore = Rc::new(Lore::new(ports, config).with_rate_limiter(Rc::new(limiter)));
     let active = Rc::new(Cell::new(0usize));
     // An idle worker still writes the usage counts it holds.
     let flusher = {

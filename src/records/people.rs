@@ -89,6 +89,10 @@ pub struct OrgInfo {
     pub created_at: String,
     /// The tool profile `/mcp` serves this org unless the URL says `?profile=`.
     pub default_profile: crate::compact::Profile,
+    /// The org's own rate limits (requests per minute), where it set lower ones than the
+    /// server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<crate::ratelimit::OrgRateLimits>,
 }
 
 /// `organizations.update`
@@ -101,6 +105,9 @@ pub struct UpdateOrg {
     /// (search_memory, save_memory, search_sdk, query_sdk, query_sql, run_sdk) or `compact`
     /// (search, fetch, do).
     pub default_profile: Option<crate::compact::Profile>,
+    /// Lower the server's rate limits for this org (requests per minute per token, and for
+    /// the whole org); values above the server's limits are refused. `{}` clears them.
+    pub rate_limits: Option<crate::ratelimit::OrgRateLimits>,
 }
 
 fn parse_role(field: &str, role: &str) -> Result<Role> {
@@ -384,6 +391,7 @@ async fn org_info(ports: &Ports, org: &OrgId, role: Role) -> Result<Option<OrgIn
         role: role.as_str().into(),
         created_at: format_time(o.created_at_ms),
         default_profile: o.default_profile.unwrap_or_default(),
+        rate_limits: o.rate_limits,
     }))
 }
 
@@ -416,7 +424,40 @@ pub async fn get_org(ports: &Ports, caller: &Caller) -> Result<OrgInfo> {
         .ok_or_else(|| LoreError::not_found(format!("org {}", caller.org())))
 }
 
-pub async fn update_org(ports: &Ports, caller: &Caller, args: UpdateOrg) -> Result<OrgInfo> {
+/// `organizations.update`; `server` holds the server's rate limits, which an org may only
+/// lower.
+pub async fn update_org(
+    ports: &Ports,
+    caller: &Caller,
+    args: UpdateOrg,
+    server: crate::ratelimit::RateLimits,
+) -> Result<OrgInfo> {
+    if let Some(own) = &args.rate_limits {
+        for (field, value, ceiling) in [
+            (
+                "rate_limits/token_per_minute",
+                own.token_per_minute,
+                server.token_per_minute,
+            ),
+            (
+                "rate_limits/org_per_minute",
+                own.org_per_minute,
+                server.org_per_minute,
+            ),
+        ] {
+            if let Some(v) = value
+                && ceiling != 0
+                && v > ceiling
+            {
+                return Err(LoreError::invalid(
+                    field,
+                    format!(
+                        "{v} is above this server's limit of {ceiling} requests per minute; an org may only lower it"
+                    ),
+                ));
+            }
+        }
+    }
     let key = keys::org(caller.org());
     let old: Org = ports
         .record(&key)
@@ -428,6 +469,9 @@ pub async fn update_org(ports: &Ports, caller: &Caller, args: UpdateOrg) -> Resu
     }
     if let Some(p) = args.default_profile {
         org.default_profile = Some(p);
+    }
+    if let Some(own) = args.rate_limits {
+        org.rate_limits = (own != crate::ratelimit::OrgRateLimits::default()).then_some(own);
     }
     super::replace(ports, &key, &old, &org).await?;
     get_org(ports, caller).await

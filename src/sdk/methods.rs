@@ -369,8 +369,12 @@ pub static METHODS: &[MethodSpec] = &[
         "Read the current organization.",
         |cx, a| people::get_org(&cx.lore.ports, cx.caller).await?),
     method!("organizations".update, Admin, Try, UpdateOrg => OrgInfo,
-        "Change the current organization's description or its default tool profile (workspace or compact).",
-        |cx, a| people::update_org(&cx.lore.ports, cx.caller, a).await?),
+    "Change the current organization's description, its default tool profile (workspace or compact), or lower its rate limits.",
+    |cx, a| {
+        let info = people::update_org(&cx.lore.ports, cx.caller, a, cx.lore.config.rate_limits).await?;
+        cx.lore.forget_org(cx.caller.org());
+        info
+    }),
 ];
 
 /// Runtime helpers scripts get beside the SDK (`ctx`), for `search_sdk` and the `.d.ts`.

@@ -114,6 +114,7 @@ async function main() {
         compatibilityDate: config.compatibilityDate,
         d1Databases: { DB: 'lore-local' },
         kvNamespaces: { CACHE: 'lore-cache-local' },
+        durableObjects: { LORE_LIMITER: 'RateLimiterObject' },
         bindings: { ...config.vars, ...args.vars, ...(secret ? { LORE_OPERATOR_SECRET: secret } : {}) },
         wrappedBindings: { AI: { scriptName: 'test-only-workers-ai' } },
       },

@@ -7,6 +7,7 @@
 //! | `lore_allowed_origins` | browser origins allowed besides the app's own (comma-separated) | none |
 //! | `lore_allowed_hosts` | host names accepted in `Host` (comma-separated) | any |
 //! | `lore_max_body_bytes` | largest request body | 4 MiB |
+//! | `lore_rate_token_per_minute`, `lore_rate_org_per_minute` | rate limits per token and per org (0: none; buckets in key-value) | 600, 3000 |
 //! | `lore_no_auth` | `1`: tokenless requests act as the local owner. Honoured only by the test build | off |
 //! | `lore_operator_secret` | turns the operator routes on (see `operator`) | unset: off |
 //! | `lore_public_url` | the public base URL, the OAuth issuer and resource | the request's `Host` |
@@ -60,6 +61,7 @@ fn list(value: Option<String>) -> Vec<String> {
 
 /// Reads the configuration; an invalid value is an error naming the variable.
 pub async fn from_variables() -> Result<Config, String> {
+    let defaults = lore::ratelimit::RateLimits::default();
     let default_org = match var("lore_default_org").await {
         Some(name) => OrgId::parse(&name).map_err(|e| format!("lore_default_org: {e}"))?,
         None => Config::default().default_org,
@@ -95,7 +97,22 @@ pub async fn from_variables() -> Result<Config, String> {
             .map(|u| u.trim_end_matches('/').to_string()),
         upstream,
         sql: lore::sql::Limits::default(),
+        rate_limits: lore::ratelimit::RateLimits {
+            token_per_minute: per_minute("lore_rate_token_per_minute", defaults.token_per_minute)
+                .await?,
+            org_per_minute: per_minute("lore_rate_org_per_minute", defaults.org_per_minute).await?,
+        },
     })
+}
+
+/// A requests-per-minute variable; unset is `default`.
+async fn per_minute(name: &str, default: u32) -> Result<u32, String> {
+    match var(name).await {
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("{name}: {n:?} is not a number of requests per minute")),
+        None => Ok(default),
+    }
 }
 
 /// The OpenAI-compatible endpoint to embed with, if `lore_embeddings_url` is set; `None` means

@@ -77,3 +77,48 @@ impl Cache for SpinKvCache {
         self.store().await?.delete(key).await.map_err(failed)
     }
 }
+
+/// The rate-limiter port on Spin key-value: each bucket is a JSON value under `rl/{key}`.
+/// Spin key-value has no compare-and-swap, so requests racing on one bucket may each see the
+/// same count: the limit is approximate under such races (never more than the racing
+/// requests over it). A store that cannot be reached lets the request through.
+pub struct SpinKvLimiter {
+    cache: SpinKvCache,
+}
+
+impl SpinKvLimiter {
+    pub fn new(label: &'static str, clock: Rc<dyn Clock>) -> Self {
+        Self {
+            cache: SpinKvCache::new(label, clock),
+        }
+    }
+}
+
+impl lore::ratelimit::RateLimiter for SpinKvLimiter {
+    fn take(
+        &self,
+        _scope: &str,
+        buckets: &[(String, u32)],
+        now_ms: i64,
+    ) -> lore::ratelimit::DecisionFuture<'_> {
+        let buckets = buckets.to_vec();
+        Box::pin(async move {
+            let Ok(store) = self.cache.store().await else {
+                return lore::ratelimit::Decision::ALLOWED;
+            };
+            let mut old = Vec::with_capacity(buckets.len());
+            for (key, _) in &buckets {
+                let value = store.get(format!("rl/{key}")).await.ok().flatten();
+                old.push(value.and_then(|v| serde_json::from_slice(&v).ok()));
+            }
+            let rates: Vec<u32> = buckets.iter().map(|(_, r)| *r).collect();
+            let (states, decision) = lore::ratelimit::take(&old, &rates, now_ms);
+            for ((key, _), state) in buckets.iter().zip(states) {
+                if let Ok(bytes) = serde_json::to_vec(&state) {
+                    let _ = store.set(format!("rl/{key}"), bytes).await;
+                }
+            }
+            decision
+        })
+    }
+}

@@ -107,7 +107,7 @@ async fn instance() -> Result<Lore, String> {
         random: Rc::new(WasiRandom),
         http: Some(http.clone()),
         embedder: Some(embedder),
-        cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock))),
+        cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock.clone()))),
         background: None,
     };
     // Usage counts: a fresh instance per request flushes its one count before it ends, into
@@ -117,7 +117,8 @@ async fn instance() -> Result<Lore, String> {
     let mut slot = [0u8; 1];
     ports.random.fill(&mut slot);
     let instance = format!("spin{}", slot[0] % USAGE_SLOTS);
-    Ok(Lore::with_usage_instance(ports, config, instance))
+    let limiter = Rc::new(kv::SpinKvLimiter::new(KV_STORE, clock));
+    Ok(Lore::with_usage_instance(ports, config, instance).with_rate_limiter(limiter))
 }
 
 #[http_service]

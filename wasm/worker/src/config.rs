@@ -6,6 +6,7 @@
 //! | `LORE_ALLOWED_ORIGINS` | browser origins allowed besides the Worker's own (comma-separated) | none |
 //! | `LORE_ALLOWED_HOSTS` | host names accepted in `Host` (comma-separated) | any: Cloudflare routes only the Worker's own hosts here |
 //! | `LORE_MAX_BODY_BYTES` | largest request body | 4 MiB |
+//! | `LORE_RATE_TOKEN_PER_MINUTE`, `LORE_RATE_ORG_PER_MINUTE` | rate limits per token and per org (0: none; buckets in the `LORE_LIMITER` Durable Object) | 600, 3000 |
 //! | `LORE_PUBLIC_URL` | the Worker's public origin: the OAuth issuer and the prefix of resource URLs | from each request's `Host`, `https` |
 //! | `LORE_GITHUB_CLIENT_ID`, `LORE_OIDC_*` | identity providers for the sign-in page (see `lore::oauth::upstream::from_vars`; secrets as Worker secrets) | none |
 //! | `LORE_NO_AUTH` | `1`: tokenless requests act as the local owner. Honoured only by the test build | off |
@@ -39,6 +40,7 @@ fn list(value: Option<String>) -> Vec<String> {
 
 /// Reads the configuration; an invalid value is an error naming the variable.
 pub fn from_env(env: &Env) -> Result<Config, String> {
+    let defaults = lore::ratelimit::RateLimits::default();
     let default_org = match var(env, "LORE_DEFAULT_ORG") {
         Some(name) => OrgId::parse(&name).map_err(|e| format!("LORE_DEFAULT_ORG: {e}"))?,
         None => Config::default().default_org,
@@ -68,5 +70,23 @@ pub fn from_env(env: &Env) -> Result<Config, String> {
         })
         .map_err(|e| format!("identity provider configuration: {e}"))?,
         sql: lore::sql::Limits::default(),
+        rate_limits: lore::ratelimit::RateLimits {
+            token_per_minute: per_minute(
+                env,
+                "LORE_RATE_TOKEN_PER_MINUTE",
+                defaults.token_per_minute,
+            )?,
+            org_per_minute: per_minute(env, "LORE_RATE_ORG_PER_MINUTE", defaults.org_per_minute)?,
+        },
     })
+}
+
+/// A requests-per-minute variable; unset is `default`.
+fn per_minute(env: &Env, name: &str, default: u32) -> Result<u32, String> {
+    match var(env, name) {
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("{name}: {n:?} is not a number of requests per minute")),
+        None => Ok(default),
+    }
 }

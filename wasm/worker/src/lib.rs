@@ -13,6 +13,7 @@ static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
 
 mod config;
 mod d1;
+mod limiter;
 mod operator;
 mod ports;
 #[cfg(feature = "test-build")]
@@ -71,7 +72,11 @@ fn instance(env: &Env) -> worker::Result<Rc<Lore>> {
         return Ok(lore);
     }
     let config = config::from_env(env).map_err(worker::Error::RustError)?;
-    let lore = Rc::new(Lore::new(ports(env)?, config));
+    let mut lore = Lore::new(ports(env)?, config);
+    if let Some(limiter) = limiter::DurableLimiter::from_env(env) {
+        lore = lore.with_rate_limiter(Rc::new(limiter));
+    }
+    let lore = Rc::new(lore);
     INSTANCE.with(|i| *i.borrow_mut() = Some(lore.clone()));
     Ok(lore)
 }

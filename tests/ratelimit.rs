@@ -1,0 +1,219 @@
+//! Rate limits per token and per org (SPEC 10) through `/mcp` and `/api`: over a limit is HTTP
+//! 429 with `Retry-After` and an error naming the limit; buckets refill with time; an org may
+//! lower its limits but not raise them; other orgs are not affected.
+
+mod common;
+
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use common::{Harness, V26};
+use lore::admin::{self, TokenRequest};
+use lore::model::{Role, Scopes};
+use lore::ports::Ports;
+use lore::ports::testing::{JumpClock, SeqRandom};
+use lore::ratelimit::{MemoryLimiter, RateLimits};
+use lore::storage::memory::MemoryStorage;
+use lore::{Config, Lore};
+
+struct World {
+    h: Harness,
+    clock: JumpClock,
+    rival: String,
+}
+
+/// 60 requests a minute per token (a burst of 10), 120 per org (a burst of 20).
+fn world() -> World {
+    let clock = JumpClock::starting_at(1_767_225_600_000);
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(JumpClock(clock.0.clone())),
+        random: Rc::new(SeqRandom::seeded(9)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    let mut h = Harness::on(ports.clone(), "acme");
+    let rival = block_on(admin::create_org(&ports, "rival")).unwrap().token;
+    let config = Config {
+        rate_limits: RateLimits {
+            token_per_minute: 60,
+            org_per_minute: 120,
+        },
+        ..Config::default()
+    };
+    h.lore = Lore::new(ports, config).with_rate_limiter(Rc::new(MemoryLimiter::default()));
+    World { h, clock, rival }
+}
+
+impl World {
+    fn token(&self, role: Role) -> String {
+        let request = TokenRequest {
+            org: "acme".into(),
+            role: Some(role),
+            scopes: Scopes::parse("mcp:read mcp:write").unwrap(),
+            principal: None,
+            name: None,
+            expires_at_ms: None,
+        };
+        block_on(admin::create_token(&self.h.lore.ports, request))
+            .unwrap()
+            .token
+    }
+
+    /// `tools/list` on `/mcp`: status, `Retry-After`, body.
+    fn list(&self, token: &str) -> (u16, Option<String>, Value) {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": V26,
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let request = http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .header("mcp-protocol-version", V26)
+            .header("mcp-method", "tools/list")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        reply(block_on(self.h.lore.handle(request)))
+    }
+
+    /// `POST /api/{org}/{method}`: status, `Retry-After`, body.
+    fn api(
+        &self,
+        org: &str,
+        token: &str,
+        method: &str,
+        args: Value,
+    ) -> (u16, Option<String>, Value) {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(format!("/api/{org}/{method}"))
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&args).unwrap())
+            .unwrap();
+        reply(block_on(self.h.lore.handle(request)))
+    }
+
+    fn wait_ms(&self, ms: i64) {
+        self.clock.0.set(self.clock.0.get() + ms);
+    }
+}
+
+fn reply(response: http::Response<Vec<u8>>) -> (u16, Option<String>, Value) {
+    let status = response.status().as_u16();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = serde_json::from_slice(response.body()).unwrap_or(Value::Null);
+    (status, retry, body)
+}
+
+#[test]
+fn a_token_over_its_limit_gets_429_with_retry_after_then_refills() {
+    let w = world();
+    let owner = w.h.owner.clone();
+    for i in 0..10 {
+        assert_eq!(w.list(&owner).0, 200, "request {i} is within the burst");
+    }
+    let (status, retry, body) = w.list(&owner);
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(retry.as_deref(), Some("1"));
+    assert_eq!(body["error"]["code"], -32029, "{body}");
+    assert_eq!(body["error"]["data"]["limit"], "token");
+    assert_eq!(body["error"]["data"]["per_minute"], 60);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("token limit")
+    );
+    // The REST surface is limited by the same buckets.
+    let (status, retry, body) = w.api("acme", &owner, "organizations.get", json!({}));
+    assert_eq!(status, 429, "{body}");
+    assert!(retry.is_some());
+    assert_eq!(body["error"]["code"], "rate_limited");
+    // Another org is not affected; one second later the token may call again.
+    assert_eq!(
+        w.api("rival", &w.rival, "organizations.get", json!({})).0,
+        200
+    );
+    w.wait_ms(1_000);
+    assert_eq!(w.list(&owner).0, 200);
+    assert_eq!(w.list(&owner).0, 429);
+}
+
+#[test]
+fn an_org_limit_holds_across_its_tokens() {
+    let w = world();
+    let tokens: Vec<String> = (0..3).map(|_| w.token(Role::Member)).collect();
+    // Two tokens use up the org's burst of 20 between them.
+    for t in &tokens[..2] {
+        for _ in 0..10 {
+            assert_eq!(w.list(t).0, 200);
+        }
+    }
+    let (status, _, body) = w.list(&tokens[2]);
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["data"]["limit"], "org");
+    // A refused request took nothing: after 0.5 s (one org request back) the fresh token
+    // still has its whole burst for the org to meter.
+    w.wait_ms(500);
+    assert_eq!(w.list(&tokens[2]).0, 200);
+    assert_eq!(w.list(&tokens[2]).0, 429);
+}
+
+#[test]
+fn an_org_may_lower_its_limits_and_never_raise_them() {
+    let w = world();
+    let owner = w.h.owner.clone();
+    let (status, _, body) = w.api(
+        "acme",
+        &owner,
+        "organizations.update",
+        json!({"rate_limits": {"token_per_minute": 600}}),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "rate_limits/token_per_minute");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only lower")
+    );
+    let (status, _, body) = w.api(
+        "acme",
+        &owner,
+        "organizations.update",
+        json!({"rate_limits": {"token_per_minute": 6}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["rate_limits"]["token_per_minute"], 6);
+    // 6 a minute: a burst of one.
+    let member = w.token(Role::Member);
+    assert_eq!(w.list(&member).0, 200);
+    let (status, _, body) = w.list(&member);
+    assert_eq!(status, 429);
+    assert_eq!(body["error"]["data"]["per_minute"], 6);
+    // `{}` clears the org's own limits.
+    w.wait_ms(60_000);
+    let (status, _, body) = w.api(
+        "acme",
+        &owner,
+        "organizations.update",
+        json!({"rate_limits": {}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("rate_limits").is_none(), "{body}");
+    for _ in 0..5 {
+        assert_eq!(w.list(&member).0, 200);
+    }
+}
