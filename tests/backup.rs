@@ -119,6 +119,12 @@ fn backup_refuses_to_replace_a_file_without_force_and_needs_a_lore_database() {
     backup(&db, &copy, true).unwrap();
     assert_eq!(keys(&copy, "a/").len(), 3);
 
+    for e in [
+        backup(&db, &db, true).unwrap_err(),
+        restore(&db, &dir.join(".").join("lore.db"), true).unwrap_err(),
+    ] {
+        assert!(e.to_string().contains("the database itself"), "{e}");
+    }
     let e = backup(&dir.join("missing.db"), &dir.join("x.db"), false).unwrap_err();
     assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
     let other = dir.join("other.db");
@@ -310,4 +316,43 @@ fn the_cli_backs_up_restores_and_exits_non_zero_on_a_problem() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("FAIL  integrity"), "{out}");
     assert!(err.contains("has problems"), "{err}");
+
+    // Against a running `lore serve`: backup works, restore is refused and changes nothing.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Command::new(lore)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--db",
+            db_s,
+        ])
+        .env_remove("LORE_DB")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let _server = KillOnDrop(server);
+    let mut line = String::new();
+    while !line.contains("lore listening") {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0);
+    }
+    let live = dir.join("live.db");
+    let (code, _, err) = run(&["backup", live.to_str().unwrap(), "--db", db_s]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(&["restore", copy_s, "--db", db_s, "--force"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("open in another process"), "{err}");
+    let (code, _, err) = run(&["doctor", "--db", db_s]);
+    assert_eq!(code, Some(0), "{err}");
 }

@@ -225,6 +225,16 @@ impl Drop for Temp {
     }
 }
 
+/// Copying a database onto itself would replace the file under its own connections.
+fn refuse_same_file(a: &Path, b: &Path) -> anyhow::Result<()> {
+    if let (Ok(a), Ok(b)) = (a.canonicalize(), b.canonicalize())
+        && a == b
+    {
+        bail!("{} is the database itself; name another file", b.display());
+    }
+    Ok(())
+}
+
 fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -236,6 +246,7 @@ fn parent_dir(path: &Path) -> PathBuf {
 /// and writing it. The copy is a self-contained file (rollback journal, no `-wal`), checked
 /// with `integrity_check` before it is renamed into place.
 pub fn backup(db: &Path, dest: &Path, force: bool) -> anyhow::Result<Copied> {
+    refuse_same_file(db, dest)?;
     if dest.exists() && !force {
         bail!("{} exists; pass --force to replace it", dest.display());
     }
@@ -266,6 +277,7 @@ pub fn backup(db: &Path, dest: &Path, force: bool) -> anyhow::Result<Copied> {
 /// Replaces the database at `db` with the backup `from`: the backup is checked first, a
 /// database that exists needs `force` and must not be open anywhere else (a running server).
 pub fn restore(from: &Path, db: &Path, force: bool) -> anyhow::Result<Copied> {
+    refuse_same_file(from, db)?;
     if !from.is_file() {
         bail!("{} does not exist", from.display());
     }
