@@ -13,6 +13,7 @@ use lore::admin::{self, InitOutcome, IssuedToken, TokenRequest};
 use lore::embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use lore::mcp::headers::OriginPolicy;
 use lore::model::{Role, Scopes};
+use lore::native::backup::{BackupArgs, DoctorArgs, RestoreArgs};
 use lore::native::client::{admin_url, call_remote_admin, call_remote_tool};
 use lore::native::ports::{EmbedderChoice, UreqClient, native_ports};
 use lore::native::server::{ConnectionLimits, ServeOptions, serve};
@@ -155,6 +156,13 @@ enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Write a consistent copy of the database to a file, also while `lore serve` is writing.
+    Backup(BackupArgs),
+    /// Replace the database with a backup (checked first; the server must be stopped).
+    Restore(RestoreArgs),
+    /// Check the database: integrity, schema, WAL mode and synchronous level. Exits 1 on a
+    /// problem.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Subcommand)]
@@ -533,6 +541,26 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token { command } => token(command),
+        Command::Backup(a) => copied(
+            lore::native::backup::backup(&a.db, &a.file, a.force)?,
+            a.json,
+        ),
+        Command::Restore(a) => copied(
+            lore::native::backup::restore(&a.file, &a.db, a.force)?,
+            a.json,
+        ),
+        Command::Doctor(a) => {
+            let report = lore::native::backup::doctor(&a.db);
+            if a.json {
+                print_json(&serde_json::to_value(&report)?);
+            } else {
+                lore::native::backup::print_report(&report);
+            }
+            if !report.ok {
+                bail!("{} has problems (see the report)", a.db.display());
+            }
+            Ok(())
+        }
         Command::Login { url, no_browser } => {
             let path = block_on(lore::native::login::login(
                 &UreqClient::default(),
@@ -613,6 +641,21 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn copied(c: lore::native::backup::Copied, json_out: bool) -> anyhow::Result<()> {
+    if json_out {
+        print_json(&serde_json::to_value(&c)?);
+    } else {
+        println!(
+            "{} -> {}: {} keys, {} bytes (integrity ok)",
+            c.from.display(),
+            c.to.display(),
+            c.keys,
+            c.bytes
+        );
+    }
+    Ok(())
 }
 
 /// How the owner's password was chosen.

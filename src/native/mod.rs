@@ -1,6 +1,8 @@
 //! The native adapter: SQLite storage, OS clock and randomness, blocking outbound HTTP, the
-//! hyper server, the remote MCP client the CLI uses, and `lore login`. The only place with native I/O.
+//! hyper server, the remote MCP client the CLI uses, `lore login`, and `lore backup`/`restore`/
+//! `doctor`. The only place with native I/O.
 
+pub mod backup;
 pub mod client;
 pub mod login;
 pub mod ports;

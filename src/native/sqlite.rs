@@ -1,8 +1,12 @@
 //! Native SQLite storage (rusqlite, bundled SQLite) on the shared schema. One connection per
 //! worker thread; WAL lets readers run beside the single writer.
 //!
-//! Durability: `journal_mode=WAL` with `synchronous=FULL`, so a write is on disk (WAL fsynced)
-//! before the request that made it is answered; it survives a process kill and a power cut.
+//! Durability: `journal_mode=WAL` with `synchronous=FULL` ([`configure`]). Every commit appends
+//! its pages to the WAL and fsyncs the WAL before `COMMIT` returns, so a write is on disk before
+//! the request that made it is answered: it survives `kill -9` (the WAL is replayed at the next
+//! open) and a power cut. `synchronous=NORMAL` would fsync only at checkpoints: still safe
+//! against a process kill (the OS holds the written pages), but the last commits could vanish
+//! in a power cut.
 
 use std::path::Path;
 use std::rc::Rc;
@@ -15,6 +19,22 @@ use crate::storage::{
     Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds,
     scan_sql, validate_key,
 };
+
+/// The journal mode every lore connection runs in (stored in the file once set).
+pub const JOURNAL_MODE: &str = "WAL";
+/// The `synchronous` level every lore connection runs with (per connection, not stored):
+/// FULL, so each commit fsyncs the WAL before it returns.
+pub const SYNCHRONOUS: &str = "FULL";
+/// `PRAGMA synchronous` reads back FULL as 2.
+pub const SYNCHRONOUS_FULL: i64 = 2;
+
+/// The settings every connection to a lore database gets: a 10 s busy timeout (one writer at a
+/// time; the others wait), WAL, and `synchronous=FULL`.
+pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", JOURNAL_MODE)?;
+    conn.pragma_update(None, "synchronous", SYNCHRONOUS)
+}
 
 /// A handle to one SQLite connection. Not `Send`: each worker thread opens its own.
 pub struct SqliteStorage {
@@ -38,12 +58,7 @@ impl SqliteStorage {
     }
 
     fn setup(conn: Connection) -> Result<Self, StorageError> {
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(backend)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(backend)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(backend)?;
+        configure(&conn).map_err(backend)?;
         conn.execute_batch(SQL_SCHEMA).map_err(backend)?;
         Ok(Self {
             conn: Rc::new(conn),
@@ -158,6 +173,27 @@ mod tests {
                 "{plan}"
             );
         }
+    }
+
+    /// The settings the durability promise rests on (ARCHITECTURE.md, "Durability"): WAL,
+    /// stored in the file, and `synchronous=FULL` on the connection that writes.
+    #[test]
+    fn connections_run_in_wal_mode_with_full_syncs() {
+        let dir = std::env::temp_dir().join(format!("lore-sqlite-sync-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = super::SqliteStorage::open(&dir.join("sync.db")).unwrap();
+        let mode: String = store
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let level: i64 = store
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(level, super::SYNCHRONOUS_FULL);
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
