@@ -45,6 +45,9 @@ pub enum LoreError {
         per_minute: u32,
         retry_after_ms: u64,
     },
+    /// The server is at a capacity limit (e.g. scripts running at once); retry shortly.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error("internal error: {0}")]
@@ -80,6 +83,7 @@ impl LoreError {
             Self::Conflict(_) => "conflict",
             Self::Upstream { .. } => "upstream_error",
             Self::RateLimited { .. } => "rate_limited",
+            Self::Overloaded(_) => "overloaded",
             Self::Storage(StorageError::Conflict { .. }) => "conflict",
             Self::Storage(_) | Self::Internal(_) => "internal",
             Self::Script(f) => f.code,
@@ -97,6 +101,7 @@ impl LoreError {
             "unavailable" => 501,
             "upstream_error" => 502,
             "rate_limited" => 429,
+            "overloaded" => 503,
             "cap_exceeded" | "syntax_error" | "script_error" => 422,
             _ => 500,
         }
@@ -135,6 +140,7 @@ impl LoreError {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Self::RateLimited { retry_after_ms, .. } => Some(retry_after_ms.div_ceil(1000).max(1)),
+            Self::Overloaded(_) => Some(1),
             _ => None,
         }
     }

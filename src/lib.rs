@@ -106,6 +106,8 @@ pub struct Lore {
     pub(crate) sql_cache: std::rc::Rc<sql::TableCache>,
     /// Where rate-limit buckets live; `None`: no limits.
     pub(crate) limiter: Option<std::rc::Rc<dyn ratelimit::RateLimiter>>,
+    /// Scripts that may run at once in the process; `None`: no cap.
+    pub(crate) script_slots: Option<ratelimit::ScriptSlots>,
     /// Org records read recently (default profile, rate limits), for [`ORG_TTL_MS`].
     pub(crate) orgs: OrgCache,
 }
@@ -145,8 +147,15 @@ impl Lore {
             script: None,
             reaction_depth: 0,
             limiter: None,
+            script_slots: None,
             orgs: std::rc::Rc::default(),
         }
+    }
+
+    /// Caps the scripts running at once (shared by every clone of `slots`).
+    pub fn with_script_slots(mut self, slots: ratelimit::ScriptSlots) -> Self {
+        self.script_slots = Some(slots);
+        self
     }
 
     /// Enforces `config.rate_limits` with buckets in `limiter` (the rate-limiter port).
@@ -237,6 +246,7 @@ impl Lore {
             reaction_depth: self.reaction_depth,
             sql_cache: std::rc::Rc::new(sql::TableCache::new(0)),
             limiter: self.limiter.clone(),
+            script_slots: self.script_slots.clone(),
             orgs: self.orgs.clone(),
         }
     }

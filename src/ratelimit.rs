@@ -175,6 +175,49 @@ impl RateLimiter for MemoryLimiter {
     }
 }
 
+/// How many scripts may run at once in a process (`lore serve --max-scripts`): each run of
+/// a tool's script holds a slot; past the limit a run is refused at once (`overloaded`, with
+/// a hint to retry) instead of queueing behind the others. Clones share the slots.
+#[derive(Clone, Debug)]
+pub struct ScriptSlots {
+    running: Arc<std::sync::atomic::AtomicUsize>,
+    max: usize,
+}
+
+/// A held slot; dropping it frees the slot.
+#[derive(Debug)]
+pub struct ScriptSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for ScriptSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl ScriptSlots {
+    pub fn new(max: usize) -> Self {
+        Self {
+            running: Arc::default(),
+            max,
+        }
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A slot, if one is free.
+    pub fn try_take(&self) -> Option<ScriptSlot> {
+        use std::sync::atomic::Ordering;
+        self.running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ScriptSlot(self.running.clone()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +272,16 @@ mod tests {
             }
         );
         assert_eq!(server.for_org(None), server);
+    }
+
+    #[test]
+    fn script_slots_are_freed_when_dropped() {
+        let slots = ScriptSlots::new(2);
+        let a = slots.try_take().unwrap();
+        let _b = slots.clone().try_take().unwrap();
+        assert!(slots.try_take().is_none());
+        drop(a);
+        assert!(slots.try_take().is_some());
     }
 
     #[test]

@@ -217,3 +217,22 @@ fn an_org_may_lower_its_limits_and_never_raise_them() {
         assert_eq!(w.list(&member).0, 200);
     }
 }
+
+#[test]
+fn scripts_past_the_servers_cap_are_refused_at_once_with_overloaded() {
+    let mut w = world();
+    let slots = lore::ratelimit::ScriptSlots::new(1);
+    let ports = w.h.lore.ports.clone();
+    let lore = std::mem::replace(&mut w.h.lore, Lore::new(ports, Config::default()));
+    w.h.lore = lore.with_script_slots(slots.clone());
+    let owner = w.h.owner.clone();
+    let held = slots.try_take().expect("a free slot");
+    let r = w.h.call(&owner, "run_sdk", json!({"code": "return 1"}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("overloaded"), "{text}");
+    drop(held);
+    let r = w.h.call(&owner, "run_sdk", json!({"code": "return 1"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["result"], 1);
+}

@@ -2,7 +2,7 @@
 //!
 //! Every kind is ranked on its own, then the rankings are fused by reciprocal rank:
 //! - Nouns, Verbs and docs: BM25 over their names and descriptions, plus, with an embedder,
-//!   cosine similarity of the query to their text (see [`super::rank::similarities`]);
+//!   cosine similarity of the query to their text (see `rank::similarities`);
 //! - memories: the hybrid memory search (BM25 and vectors, already fused);
 //! - entities: BM25 over name, type and property values of the newest
 //!   [`ENTITY_SCAN`] entities (a query that is an `ent_…` id also finds an older one).

@@ -96,6 +96,10 @@ enum Command {
         /// Requests per minute all of one org's tokens may make (0: no limit).
         #[arg(long, default_value_t = 3000, env = "LORE_RATE_ORG_PER_MINUTE")]
         rate_org_per_minute: u32,
+        /// Scripts (query_sdk, run_sdk, do) running at once in the server; more are refused
+        /// with `overloaded` (default: 8 per worker thread).
+        #[arg(long, env = "LORE_MAX_SCRIPTS")]
+        max_scripts: Option<usize>,
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
         /// The public base URL clients reach the server at (e.g. https://lore.example.com):
@@ -376,6 +380,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             max_connections,
             rate_token_per_minute,
             rate_org_per_minute,
+            max_scripts,
             embeddings,
             public_url,
         } => {
@@ -437,6 +442,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     drain_timeout: Duration::from_secs(10),
                     max_connections,
                 },
+                max_scripts: max_scripts.unwrap_or(8 * workers).max(1),
                 embedder,
             };
             serve(options, |local| {

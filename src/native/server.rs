@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub config: Config,
     pub workers: usize,
     pub limits: ConnectionLimits,
+    /// Scripts running at once across the workers.
+    pub max_scripts: usize,
     pub embedder: EmbedderChoice,
 }
 
@@ -65,6 +67,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let open = Arc::new(AtomicUsize::new(0));
     // One set of rate-limit buckets for the whole process, shared by every worker.
     let limiter = crate::ratelimit::MemoryLimiter::default();
+    let slots = crate::ratelimit::ScriptSlots::new(options.max_scripts);
     for n in 0..options.workers.max(1) {
         let (inbox, connections) = mpsc::unbounded_channel();
         inboxes.push(inbox);
@@ -75,6 +78,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let limits = options.limits;
         let open = open.clone();
         let limiter = limiter.clone();
+        let slots = slots.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lore-worker-{n}"))
             // Scripts run on these threads: give them the stack the sandbox is sized for.
@@ -93,7 +97,11 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                         config,
                         stop,
                         limits,
-                        Shared { open, limiter },
+                        Shared {
+                            open,
+                            limiter,
+                            slots,
+                        },
                     ),
                 )
             })?;
@@ -165,10 +173,12 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     Ok(())
 }
 
-/// What every worker thread shares: the count of open connections and the rate-limit buckets.
+/// What every worker thread shares: the count of open connections, the rate-limit buckets
+/// and the script slots.
 struct Shared {
     open: Arc<AtomicUsize>,
     limiter: crate::ratelimit::MemoryLimiter,
+    slots: crate::ratelimit::ScriptSlots,
 }
 
 async fn worker(
@@ -180,13 +190,21 @@ async fn worker(
     limits: ConnectionLimits,
     shared: Shared,
 ) -> anyhow::Result<()> {
-    let Shared { open, limiter } = shared;
+    let Shared {
+        open,
+        limiter,
+        slots,
+    } = shared;
     let mut ports = native_ports(&db, &embedder)
         .with_context(|| format!("cannot open database {}", db.display()))?;
     // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
     let background = Rc::new(LocalTasks::default());
     ports.background = Some(background.clone());
-    let lore = Rc::new(Lore::new(ports, config).with_rate_limiter(Rc::new(limiter)));
+    let lore = Rc::new(
+        Lore::new(ports, config)
+            .with_rate_limiter(Rc::new(limiter))
+            .with_script_slots(slots),
+    );
     let active = Rc::new(Cell::new(0usize));
     // An idle worker still writes the usage counts it holds.
     let flusher = {

@@ -497,6 +497,17 @@ pub(crate) async fn run_script(
             origin.operation.as_deref().unwrap_or("this operation")
         )));
     }
+    // A tool's own script holds one of the process's script slots while it runs; a nested
+    // operation runs inside its caller's.
+    let _slot = match (&lore.script_slots, nesting) {
+        (Some(slots), 0) => Some(slots.try_take().ok_or_else(|| {
+            LoreError::Overloaded(format!(
+                "{} scripts are already running on this server, its limit; try again in a moment",
+                slots.max()
+            ))
+        })?),
+        _ => None,
+    };
     let mut started_ms = started;
     if let Some(o) = &outer {
         caps.sdk_calls = o.host.caps.sdk_calls;
