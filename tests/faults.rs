@@ -400,3 +400,31 @@ fn a_read_failing_mid_query_sql_is_an_error_and_the_next_query_sees_every_row() 
         json!([["a"], ["b"], ["c"]])
     );
 }
+
+#[test]
+fn a_script_that_loses_its_commit_race_runs_again_and_commits_once() {
+    let f = setup();
+    let before = f.dump();
+    // The script's commit (its writes and its Action in one batch) is answered as if another
+    // writer had changed what it read: nothing was written, so it runs again and commits.
+    f.faults.lose_race_at(1);
+    let r = f.run(
+        "const saved = await client.memory.save({content: 'The kiln fires on Thursdays.'}); return saved.ids.length",
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["result"], 1);
+    assert_eq!(f.faults.injected(), 1);
+    let events: Vec<String> = diff(&before, &f.dump())
+        .into_iter()
+        .filter(|k| k.contains("/ev/"))
+        .collect();
+    assert_eq!(events.len(), 1, "saved once: {events:?}");
+    let found = f.h.search(&f.h.owner, json!({"query": "kiln Thursdays"}));
+    assert_eq!(
+        found
+            .iter()
+            .filter(|m| m["content"] == "The kiln fires on Thursdays.")
+            .count(),
+        1
+    );
+}

@@ -112,7 +112,7 @@ pub struct Scope {
 }
 
 /// Where a run comes from, for its Action.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Origin {
     pub behavior: Option<String>,
     pub trigger_event: Option<String>,
@@ -151,6 +151,29 @@ impl<'c> Spec<'c> {
             progress: None,
             modes: None,
         }
+    }
+}
+
+impl Spec<'_> {
+    /// The same run once more, if it can be made again from scratch: a `do` run with an
+    /// idempotency journal cannot (its journal already holds this attempt).
+    fn again(&self) -> Option<Self> {
+        let modes = match &self.modes {
+            Some(m) if m.journal.is_some() => return None,
+            Some(m) => Some(modes::Modes::new(m.mode, None)),
+            None => None,
+        };
+        Some(Self {
+            source: self.source,
+            tier: self.tier,
+            code: self.code,
+            args: self.args.clone(),
+            dry_run: self.dry_run,
+            caps: self.caps.clone(),
+            origin: self.origin.clone(),
+            progress: self.progress,
+            modes,
+        })
     }
 }
 
@@ -217,6 +240,10 @@ pub struct ScriptFailure {
     pub logs: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action_id: Option<String>,
+    /// The run lost its commit to a concurrent writer and nothing outside lore saw it: it may
+    /// run again from the start.
+    #[serde(skip)]
+    pub retryable: bool,
 }
 
 impl std::fmt::Display for ScriptFailure {
@@ -468,12 +495,39 @@ pub(crate) fn run_operation<'a>(
     })
 }
 
-/// Runs one script and records its Action; `Ok` is the tool's structured result.
+/// Attempts of a run whose commit lost a race with another writer (optimistic concurrency):
+/// its writes were discarded and, when nothing outside lore saw it, it runs again.
+pub const COMMIT_ATTEMPTS: u32 = 3;
+
+/// Runs one script and records its Action; `Ok` is the tool's structured result. A run that
+/// lost its commit to a concurrent writer, and made no request outside lore that may have
+/// changed something, runs again from the start (up to [`COMMIT_ATTEMPTS`]); each attempt
+/// is an Action.
 pub(crate) async fn run_script(
     lore: &Lore,
     caller: &Caller,
     spec: Spec<'_>,
 ) -> Result<Value, LoreError> {
+    let mut spec = spec;
+    let mut attempt = 1;
+    loop {
+        let again = if lore.script.is_none() && attempt < COMMIT_ATTEMPTS {
+            spec.again()
+        } else {
+            None
+        };
+        match run_once(lore, caller, spec).await {
+            Err(LoreError::Script(f)) if f.retryable && again.is_some() => {
+                lore.ports.clock.sleep(5 * u64::from(attempt)).await;
+                spec = again.expect("checked");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn run_once(lore: &Lore, caller: &Caller, spec: Spec<'_>) -> Result<Value, LoreError> {
     let Spec {
         source,
         tier,
@@ -521,6 +575,15 @@ pub(crate) async fn run_script(
     ));
     let mut ports = lore.ports.clone();
     ports.storage = overlay.clone();
+    // A nested run's HTTP already goes through its caller's `Outbound`.
+    let outbound = match (&ports.http, &outer) {
+        (Some(inner), None) => Some(Rc::new(overlay::Outbound::new(inner.clone()))),
+        _ => None,
+    };
+    if let Some(o) = &outbound {
+        ports.http = Some(o.clone());
+    }
+    let mut retryable = false;
     let deferred = ports
         .cache
         .clone()
@@ -659,12 +722,15 @@ pub(crate) async fn run_script(
                     }
                     return Ok(out);
                 }
-                Err(crate::storage::StorageError::Conflict { key }) => Failure::plain(
-                    "conflict",
-                    format!(
-                        "another writer changed data this script read ({key}) before its writes could commit; nothing was written, run it again"
-                    ),
-                ),
+                Err(crate::storage::StorageError::Conflict { key }) => {
+                    retryable = outbound.as_ref().is_none_or(|o| !o.reached_outside());
+                    Failure::plain(
+                        "conflict",
+                        format!(
+                            "another writer changed data this script read ({key}) before its writes could commit; nothing was written, run it again"
+                        ),
+                    )
+                }
                 Err(e) => Failure::plain(
                     "internal",
                     format!("the script's writes could not commit: {e}"),
@@ -689,6 +755,7 @@ pub(crate) async fn run_script(
         elapsed_ms,
         logs,
         action_id: None,
+        retryable,
     };
     action.status = "error".into();
     action.error = Some(json!({

@@ -265,6 +265,41 @@ impl crate::ports::Cache for DeferredCache {
     }
 }
 
+/// The run's outbound HTTP: notes whether a request that may change something outside lore
+/// (anything but `GET` and `HEAD`) went out, so that a run that lost a commit race is run
+/// again only when nothing outside saw it.
+pub struct Outbound {
+    inner: Rc<dyn crate::ports::HttpClient>,
+    effect: Cell<bool>,
+}
+
+impl Outbound {
+    pub fn new(inner: Rc<dyn crate::ports::HttpClient>) -> Self {
+        Self {
+            inner,
+            effect: Cell::new(false),
+        }
+    }
+
+    /// Whether a request that may have changed something went out.
+    pub fn reached_outside(&self) -> bool {
+        self.effect.get()
+    }
+}
+
+#[async_trait(?Send)]
+impl crate::ports::HttpClient for Outbound {
+    async fn send(
+        &self,
+        request: crate::ports::OutboundRequest,
+    ) -> Result<crate::ports::OutboundResponse, crate::ports::PortError> {
+        if !matches!(request.method.as_str(), "GET" | "HEAD") {
+            self.effect.set(true);
+        }
+        self.inner.send(request).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

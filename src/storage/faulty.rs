@@ -51,6 +51,8 @@ pub struct FaultyStorage {
     reads: Trigger,
     writes: Trigger,
     commits: Trigger,
+    /// Commits answered as if another writer had won the race (a failed check).
+    races: Trigger,
     injected: Cell<u64>,
     last: RefCell<Option<String>>,
 }
@@ -62,6 +64,7 @@ impl FaultyStorage {
             reads: Trigger::default(),
             writes: Trigger::default(),
             commits: Trigger::default(),
+            races: Trigger::default(),
             injected: Cell::new(0),
             last: RefCell::new(None),
         }
@@ -82,9 +85,15 @@ impl FaultyStorage {
         self.commits.arm(n);
     }
 
+    /// Answers the `n`th commit from now with `Conflict`, as when a concurrent writer changed
+    /// a key the batch checks; nothing is written.
+    pub fn lose_race_at(&self, n: u64) {
+        self.races.arm(n);
+    }
+
     /// Disarms every trigger.
     pub fn heal(&self) {
-        for t in [&self.reads, &self.writes, &self.commits] {
+        for t in [&self.reads, &self.writes, &self.commits, &self.races] {
             t.at.set(None);
         }
     }
@@ -138,6 +147,11 @@ impl Storage for FaultyStorage {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
+        if self.races.hit(1) {
+            self.injected.set(self.injected.get() + 1);
+            let key = batch.keys().next().unwrap_or_default().to_string();
+            return Err(StorageError::Conflict { key });
+        }
         let write_hit = self.writes.hit(batch.writes.len() as u64);
         if self.commits.hit(1) || write_hit {
             let first = batch.keys().next().unwrap_or_default();
