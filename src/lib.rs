@@ -108,7 +108,7 @@ pub struct Lore {
     pub(crate) limiter: Option<std::rc::Rc<dyn ratelimit::RateLimiter>>,
     /// Scripts that may run at once in the process; `None`: no cap.
     pub(crate) script_slots: Option<ratelimit::ScriptSlots>,
-    /// Org records read recently (default profile, rate limits), for [`ORG_TTL_MS`].
+    /// Org records read recently (their rate limits), for [`ORG_TTL_MS`].
     pub(crate) orgs: OrgCache,
 }
 
@@ -116,8 +116,8 @@ pub struct Lore {
 pub(crate) type OrgCache =
     std::rc::Rc<std::cell::RefCell<HashMap<OrgId, (i64, Option<model::Org>)>>>;
 
-/// How long an instance trusts an org record it read (its default profile and rate limits):
-/// a change made through another instance applies within this time.
+/// How long an instance trusts an org record it read for rate limits: a change of an org's
+/// limits made through another instance applies within this time.
 pub const ORG_TTL_MS: i64 = 5_000;
 
 impl Lore {

@@ -2,12 +2,9 @@
 //! profile selection (`?profile=`, the org default), the golden `tools/list`, and each mode
 //! against a flaky local HTTP operation (a real server on loopback that fails twice, then
 //! answers), with idempotency keys that must not repeat side effects.
-#![allow(clippy::disallowed_methods)] // the flaky server runs on a thread of its own
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,61 +31,32 @@ struct Flaky {
 
 impl Flaky {
     fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let fail = Arc::new(AtomicUsize::new(0));
         let log = Arc::new(Mutex::new(Vec::new()));
         let (f, l) = (fail.clone(), log.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                let _ = reader.read_line(&mut request_line);
-                let path = request_line
-                    .split_whitespace()
-                    .nth(1)
-                    .unwrap_or("")
-                    .to_string();
-                let mut line = String::new();
-                let mut length = 0;
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                    if line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                    line.clear();
-                }
-                let mut rest = vec![0; length];
-                let _ = reader.read_exact(&mut rest);
-                let n = {
-                    let mut log = l.lock().unwrap();
-                    log.push(path.clone());
-                    log.len()
-                };
-                let failing = f
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
-                    .is_ok();
-                let (status, body) = if failing {
-                    ("503 Service Unavailable", json!({"error": "try later"}))
-                } else {
-                    ("200 OK", json!({"published": path, "n": n}))
-                };
-                let body = body.to_string();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+        let url = common::serve_http(move |target, _body| {
+            let path = target.split_whitespace().nth(1).unwrap_or("").to_string();
+            let n = {
+                let mut log = l.lock().unwrap();
+                log.push(path.clone());
+                log.len()
+            };
+            let failing = f
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+                .is_ok();
+            if failing {
+                (
+                    "503 Service Unavailable".into(),
+                    json!({"error": "try later"}).to_string(),
+                )
+            } else {
+                (
+                    "200 OK".into(),
+                    json!({"published": path, "n": n}).to_string(),
+                )
             }
         });
-        Self {
-            url: format!("http://127.0.0.1:{}", addr.port()),
-            fail,
-            log,
-        }
+        Self { url, fail, log }
     }
 
     /// The next `n` requests fail.
@@ -155,19 +123,9 @@ impl World {
 
     /// An admin SDK call through the REST surface as the owner.
     fn admin(&self, method: &str, args: Value) -> Value {
-        let req = http::Request::builder()
-            .method("POST")
-            .uri(format!("/api/acme/{method}"))
-            .header("host", "127.0.0.1:8787")
-            .header("authorization", format!("Bearer {}", self.h.owner))
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&args).unwrap())
-            .unwrap();
-        let response = block_on(self.h.lore.handle(req));
-        let status = response.status().as_u16();
-        let body: Value = serde_json::from_slice(&response.into_body()).unwrap();
-        assert_eq!(status, 200, "{method}: {body}");
-        body
+        let r = self.h.api("acme", &self.h.owner, method, args);
+        assert_eq!(r.status, 200, "{method}: {}", r.json);
+        r.json
     }
 
     fn token(&self, role: Role, scopes: &str) -> String {

@@ -71,15 +71,9 @@ fn http(h: &Harness, method: &str, uri: &str, token: Option<&str>, body: Option<
 }
 
 fn api(h: &Harness, name: &str, args: Value) -> Value {
-    let r = http(
-        h,
-        "POST",
-        &format!("/api/acme/{name}"),
-        Some(&h.owner),
-        Some(args),
-    );
-    assert_eq!(r.status, 200, "{name}: {}", r.text);
-    r.json()
+    let r = h.api("acme", &h.owner, name, args);
+    assert_eq!(r.status, 200, "{name}: {}", r.json);
+    r.json
 }
 
 /// A stateless MCP request to the compact profile; the JSON-RPC `result`.
@@ -107,15 +101,7 @@ fn mcp(h: &Harness, token: &str, method: &str, params: Value) -> Value {
             .handle(req.body(serde_json::to_vec(&body).unwrap()).unwrap()),
     );
     assert_eq!(response.status(), 200);
-    let text = String::from_utf8(response.into_body()).unwrap();
-    let json = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .next_back()
-        .map(str::to_string)
-        .unwrap_or(text);
-    let v: Value = serde_json::from_str(&json).unwrap();
-    v["result"].clone()
+    common::rpc_message(&String::from_utf8(response.into_body()).unwrap())["result"].clone()
 }
 
 /// A compact tool call: the structured result, checked to be a success whose one text item

@@ -91,15 +91,12 @@ impl World {
         method: &str,
         args: Value,
     ) -> (u16, Option<String>, Value) {
-        let request = http::Request::builder()
-            .method("POST")
-            .uri(format!("/api/{org}/{method}"))
-            .header("host", "127.0.0.1:8787")
-            .header("authorization", format!("Bearer {token}"))
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&args).unwrap())
-            .unwrap();
-        reply(block_on(self.h.lore.handle(request)))
+        let r = self.h.api(org, token, method, args);
+        let retry = r
+            .headers
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        (r.status, retry, r.json)
     }
 
     fn wait_ms(&self, ms: i64) {

@@ -2,10 +2,9 @@
 //! `ORDER BY`, pagination, typed tables, budgets, the 1 MB cut, refused writes, errors that
 //! name the problem, a virtual feed served by a local HTTP server, SQL metrics, and a
 //! cross-org probe suite that must never return another org's row.
-#![allow(clippy::disallowed_methods)] // the feed's HTTP server runs on a thread of its own
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod common;
+
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -839,36 +838,13 @@ fn sql_metrics_evaluate_through_the_engine() {
 
 /// A one-route HTTP server on loopback answering every request with `body`, counting them.
 fn feed_server(body: &'static str) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let hits = Arc::new(AtomicUsize::new(0));
     let counter = hits.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            let mut length = 0;
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                line.clear();
-            }
-            let mut rest = vec![0; length];
-            let _ = reader.read_exact(&mut rest);
-            counter.fetch_add(1, Ordering::SeqCst);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
+    let url = common::serve_http(move |_, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        ("200 OK".into(), body.to_string())
     });
-    (format!("http://127.0.0.1:{}", addr.port()), hits)
+    (url, hits)
 }
 
 #[test]

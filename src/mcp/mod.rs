@@ -257,8 +257,10 @@ impl Endpoint {
                     .with_data(json!({ "profile": p, "profiles": crate::compact::Profile::NAMES }))
             })?,
             None => {
-                let org = lore
-                    .org_record(caller.org())
+                // Read fresh: a profile change through another instance applies at once.
+                let org: Option<crate::model::Org> = lore
+                    .ports
+                    .record(&crate::keys::org(caller.org()))
                     .await
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 org.and_then(|o| o.default_profile).unwrap_or_default()

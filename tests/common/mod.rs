@@ -39,16 +39,25 @@ impl Harness {
     pub fn call(&self, token: &str, tool: &str, args: Value) -> Value {
         let response = block_on(self.lore.handle(self.request(token, tool, args)));
         assert_eq!(response.status(), 200);
-        let bytes = response.into_body();
-        let text = String::from_utf8(bytes).unwrap();
-        let json = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .next_back()
-            .map(str::to_string)
-            .unwrap_or(text);
-        let v: Value = serde_json::from_str(&json).unwrap();
-        v["result"].clone()
+        rpc_message(&String::from_utf8(response.into_body()).unwrap())["result"].clone()
+    }
+
+    /// `POST /api/{org}/{method}` (an admin tool or SDK method) with `args` as `token`.
+    pub fn api(&self, org: &str, token: &str, method: &str, args: Value) -> Reply {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(format!("/api/{org}/{method}"))
+            .header("host", "127.0.0.1:8787")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&args).unwrap())
+            .unwrap();
+        let response = block_on(self.lore.handle(request));
+        Reply {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            json: serde_json::from_slice(response.body()).unwrap_or(Value::Null),
+        }
     }
 
     fn request(&self, token: &str, tool: &str, args: Value) -> http::Request<Vec<u8>> {
@@ -65,13 +74,7 @@ impl Harness {
         );
         let status = response.status().as_u16();
         let text = String::from_utf8(response.into_body()).unwrap();
-        let json = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .next_back()
-            .map(str::to_string)
-            .unwrap_or(text);
-        (status, serde_json::from_str(&json).unwrap_or(Value::Null))
+        (status, rpc_message(&text))
     }
 
     fn rpc_request(
@@ -126,6 +129,66 @@ impl Harness {
             .unwrap()
             .clone()
     }
+}
+
+/// An HTTP answer of the REST surface.
+pub struct Reply {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub json: Value,
+}
+
+/// The JSON-RPC message of an MCP answer: the body, or the last `data:` line of an SSE
+/// stream; `Null` when it is not JSON.
+pub fn rpc_message(text: &str) -> Value {
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .next_back()
+        .unwrap_or(text);
+    serde_json::from_str(json).unwrap_or(Value::Null)
+}
+
+/// A loopback HTTP/1.1 server on its own thread: `answer(method and path, body)` gives each
+/// request's status line (e.g. `200 OK`) and JSON body. Returns its base URL.
+#[allow(clippy::disallowed_methods)] // the server needs a thread of its own
+pub fn serve_http(answer: impl Fn(&str, &[u8]) -> (String, String) + Send + 'static) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let target: String = request_line
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut line = String::new();
+            let mut length = 0;
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let (status, body) = answer(&target, &body);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://127.0.0.1:{}", addr.port())
 }
 
 pub fn ids(results: &[Value]) -> Vec<String> {

@@ -7,15 +7,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { execFile } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 import {
   startServer, initDb, createOrg, createToken, tempDir, cleanupDir, runPython, apiPost,
-  raw2026, toolText, lore, onlyNative, recordSecret, E2E_DIR, TARGET,
+  raw2026, toolText, lore, onlyNative, recordSecret, TARGET,
 } from './lib/server.mjs';
 import { connectSdk1, connectV2 } from './lib/clients.mjs';
+import { typecheck as tscCheck } from './lib/tsc.mjs';
 
 const ORG = 'shop';
 /** The seed's input schemas, exactly (seeds/002). */
@@ -124,24 +123,9 @@ function startFlaky() {
   });
 }
 
-/** Runs the real `tsc --noEmit --strict` over declarations and one program. */
-async function typecheck(dts, program) {
-  const work = await tempDir();
-  try {
-    await writeFile(path.join(work, 'lore.d.ts'), dts);
-    // The program is the body of an async function with `$` in scope.
-    await writeFile(path.join(work, 'program.ts'), `export async function main() {\n${program}}\n`);
-    const tsc = path.join(E2E_DIR, 'node_modules', 'typescript', 'bin', 'tsc');
-    const args = [tsc, '--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022', '--pretty', 'false', 'lore.d.ts', 'program.ts'];
-    return await new Promise((resolve, reject) => {
-      execFile(process.execPath, args, { cwd: work, timeout: 60_000 }, (error, stdout, stderr) => {
-        if (error && typeof error.code !== 'number') return reject(error);
-        resolve({ code: error ? error.code : 0, output: `${stdout}${stderr}` });
-      });
-    });
-  } finally {
-    await cleanupDir(work);
-  }
+/** Runs the real `tsc` over declarations and one program (the body of an async function). */
+function typecheck(dts, program) {
+  return tscCheck({ 'lore.d.ts': dts, 'program.ts': `export async function main() {\n${program}}\n` });
 }
 
 function ok(result) {

@@ -9,15 +9,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { createHmac, randomBytes } from 'node:crypto';
-import { execFile } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 import {
   startServer, initDb, createOrg, tempDir, cleanupDir, lore, runPython, rawPost,
-  apiPost, apiDeclarations, E2E_DIR, WORKSPACE_TOOLS, TARGET, onlyNative, assertFinds, recordSecret,
+  apiPost, apiDeclarations, WORKSPACE_TOOLS, TARGET, onlyNative, assertFinds, recordSecret,
 } from './lib/server.mjs';
 import { connectSdk1, connectV2, search } from './lib/clients.mjs';
+import { typecheck as tscCheck } from './lib/tsc.mjs';
 
 const ORG = 'acme';
 const ADMIN_TOOLS = [
@@ -179,23 +178,9 @@ function postOnFreshConnection(url, token, body) {
   });
 }
 
-/** Runs the real `tsc` (npm typescript) over the declarations and one script. */
-async function typecheck(dts, script) {
-  const work = await tempDir();
-  try {
-    await writeFile(path.join(work, 'sdk.d.ts'), dts);
-    await writeFile(path.join(work, 'script.ts'), script);
-    const tsc = path.join(E2E_DIR, 'node_modules', 'typescript', 'bin', 'tsc');
-    const args = [tsc, '--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022', '--pretty', 'false', 'sdk.d.ts', 'script.ts'];
-    return await new Promise((resolve, reject) => {
-      execFile(process.execPath, args, { cwd: work, timeout: 60_000 }, (error, stdout, stderr) => {
-        if (error && typeof error.code !== 'number') return reject(error);
-        resolve({ code: error ? error.code : 0, output: `${stdout}${stderr}` });
-      });
-    });
-  } finally {
-    await cleanupDir(work);
-  }
+/** Runs the real `tsc` over the declarations and one script. */
+function typecheck(dts, script) {
+  return tscCheck({ 'sdk.d.ts': dts, 'script.ts': script });
 }
 
 /** `lore memory run TOOL ARGS ...flags`; the output is kept in the transcript. */
