@@ -497,12 +497,12 @@ pub(crate) fn run_operation<'a>(
 
 /// Attempts of a run whose commit lost a race with another writer (optimistic concurrency):
 /// its writes were discarded and, when nothing outside lore saw it, it runs again.
-pub const COMMIT_ATTEMPTS: u32 = 3;
+pub const COMMIT_ATTEMPTS: u32 = 6;
 
 /// Runs one script and records its Action; `Ok` is the tool's structured result. A run that
 /// lost its commit to a concurrent writer, and made no request outside lore that may have
-/// changed something, runs again from the start (up to [`COMMIT_ATTEMPTS`]); each attempt
-/// is an Action.
+/// changed something, runs again from the start after a random wait (up to
+/// [`COMMIT_ATTEMPTS`] in all); each attempt is an Action.
 pub(crate) async fn run_script(
     lore: &Lore,
     caller: &Caller,
@@ -518,7 +518,14 @@ pub(crate) async fn run_script(
         };
         match run_once(lore, caller, spec).await {
             Err(LoreError::Script(f)) if f.retryable && again.is_some() => {
-                lore.ports.clock.sleep(5 * u64::from(attempt)).await;
+                // A random wait, doubling its range each time, so racing runs spread out.
+                let mut r = [0u8; 2];
+                lore.ports.random.fill(&mut r);
+                let range = 10u64 << attempt.min(6);
+                lore.ports
+                    .clock
+                    .sleep(1 + u64::from(u16::from_le_bytes(r)) % range)
+                    .await;
                 spec = again.expect("checked");
                 attempt += 1;
             }
