@@ -339,6 +339,13 @@ interface OrgInfo {
   default_profile: "workspace" | "compact";
   description: string;
   id: string;
+  /** The org's own rate limits (requests per minute), where it set lower ones than the server's. */
+  rate_limits?: {
+    /** Requests per minute the org's tokens may make together; at most the server's limit. */
+    org_per_minute?: number;
+    /** Requests per minute one token may make; at most the server's limit. */
+    token_per_minute?: number;
+  };
   /** Your role in it. */
   role: string;
 }
@@ -978,11 +985,18 @@ interface LoreSdk {
     list(args?: Record<string, never>): Promise<OrgInfo[]>;
     /** Read the current organization. Access: read. */
     get(args?: Record<string, never>): Promise<OrgInfo>;
-    /** Change the current organization's description or its default tool profile (workspace or compact). Access: admin. */
+    /** Change the current organization's description, its default tool profile (workspace or compact), or lower its rate limits. Access: admin. */
     update(args?: {
       /** The tool profile `/mcp` serves this org unless the URL says `?profile=`: `workspace` (search_memory, save_memory, search_sdk, query_sdk, query_sql, run_sdk) or `compact` (search, fetch, do). */
       default_profile?: "workspace" | "compact";
       description?: string;
+      /** Lower the server's rate limits for this org (requests per minute per token, and for the whole org); values above the server's limits are refused. `{}` clears them. */
+      rate_limits?: {
+        /** Requests per minute the org's tokens may make together; at most the server's limit. */
+        org_per_minute?: number;
+        /** Requests per minute one token may make; at most the server's limit. */
+        token_per_minute?: number;
+      };
     }): Promise<OrgInfo>;
   };
   SupportCase: {
