@@ -98,23 +98,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP PIPE
 
-# Port 0: the OS picks a free port and lore prints the address it bound.
+# Port 0: the OS picks a free port and lore prints the address it bound. The suite calls fast
+# from one caller, so rate limits are off here (tests/e2e/limits.test.mjs checks them).
 : >"$OUT/server.log"
 SECRET=""
 if [[ "$TARGET" == native ]]; then
-    "$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 >"$OUT/server.log" 2>&1 &
+    "$LORE" serve --no-auth --addr 127.0.0.1:0 --db "$DATA/c.db" --workers 2 \
+        --rate-token-per-minute 0 --rate-org-per-minute 0 >"$OUT/server.log" 2>&1 &
 elif [[ "$TARGET" == spin ]]; then
     # The Spin test component in the dev host, one fresh instance per request, Spin SQLite and
     # key-value on files under $DATA; lore_no_auth is honoured only by the test build.
     SECRET="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
     "$SPIN_HOST" "$SPIN_COMPONENT" --addr 127.0.0.1:0 --db "$DATA/spin.db" \
         --var lore_no_auth=1 --var lore_allowed_hosts=127.0.0.1,localhost \
+        --var lore_rate_token_per_minute=0 --var lore_rate_org_per_minute=0 \
         --var "lore_operator_secret=$SECRET" >"$OUT/server.log" 2>&1 &
 else
     # The Workers test build under workerd (Miniflare) with D1 and KV; LORE_NO_AUTH is honoured
     # only by the test build.
     node "$REPO/tests/worker/serve.mjs" --build "$WORKER_BUILD" --persist "$DATA" \
-        --var LORE_NO_AUTH=1 --var LORE_ALLOWED_HOSTS=127.0.0.1,localhost >"$OUT/server.log" 2>&1 &
+        --var LORE_NO_AUTH=1 --var LORE_ALLOWED_HOSTS=127.0.0.1,localhost \
+        --var LORE_RATE_TOKEN_PER_MINUTE=0 --var LORE_RATE_ORG_PER_MINUTE=0 >"$OUT/server.log" 2>&1 &
 fi
 SERVER_PID=$!
 
