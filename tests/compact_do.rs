@@ -442,3 +442,29 @@ fn a_viewer_runs_read_programs_and_nothing_that_takes_effect() {
     }
     assert_eq!(w.shop.hits("/offers/offer_1/publish"), 0);
 }
+
+#[test]
+fn a_failed_rerun_keeps_what_the_successful_run_committed() {
+    let w = World::new();
+    // The first run commits an offer; a re-run with the same key fails after replaying it
+    // (the flag type is gone); a third run must still replay the committed create.
+    w.admin("templates.create", json!({"name": "flag"}));
+    w.admin("entities.create", json!({"type": "flag", "name": "go"}));
+    let code = "const o = await $.Offer.create({ name: 'Kept', properties: { price: 2 } }); \
+                const flags = await $.entities.list({ type: 'flag' }); \
+                if (flags.items.length === 0) throw new Error('no flag'); \
+                return o.id";
+    let first = w.ok(json!({"code": code, "mode": "do", "idempotency_key": "keep"}));
+    let flag = w.admin("entities.list", json!({"type": "flag"}))["items"][0]["id"].clone();
+    w.admin("entities.delete", json!({"id": flag}));
+    let e = w.fails(json!({"code": code, "mode": "do", "idempotency_key": "keep"}));
+    assert_eq!(e["code"], "script_error", "{e}");
+    w.admin(
+        "entities.create",
+        json!({"type": "flag", "name": "go again"}),
+    );
+    let third = w.ok(json!({"code": code, "mode": "do", "idempotency_key": "keep"}));
+    assert_eq!(third["replayed"], 1, "{third}");
+    assert_eq!(third["result"], first["result"]);
+    assert_eq!(w.count("SELECT COUNT(*) FROM offer"), 1);
+}

@@ -561,12 +561,19 @@ async fn run_once(lore: &Lore, caller: &Caller, spec: Spec<'_>) -> Result<Value,
     // A tool's own script holds one of the process's script slots while it runs; a nested
     // operation runs inside its caller's.
     let _slot = match (&lore.script_slots, nesting) {
-        (Some(slots), 0) => Some(slots.try_take().ok_or_else(|| {
-            LoreError::Overloaded(format!(
-                "{} scripts are already running on this server, its limit; try again in a moment",
-                slots.max()
-            ))
-        })?),
+        (Some(slots), 0) => match slots.try_take() {
+            Some(slot) => Some(slot),
+            None => {
+                // A journal opened for this run must not stay "running".
+                if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
+                    journal.fail(lore, None).await;
+                }
+                return Err(LoreError::Overloaded(format!(
+                    "{} scripts are already running on this server, its limit; try again in a moment",
+                    slots.max()
+                )));
+            }
+        },
         _ => None,
     };
     let mut started_ms = started;

@@ -129,6 +129,8 @@ pub(crate) struct Journal {
     /// Results of the steps earlier runs finished, by step name.
     prior: HashMap<String, Value>,
     record: RefCell<Record>,
+    /// How many of `record.steps` earlier runs finished (this run's come after them).
+    earlier: usize,
     /// The bytes last stored under `key` (each write requires them).
     stored: RefCell<Vec<u8>>,
 }
@@ -200,6 +202,7 @@ impl Journal {
         Ok(Self {
             key,
             prior,
+            earlier: record.steps.len(),
             record: RefCell::new(record),
             stored: RefCell::new(bytes),
         })
@@ -259,11 +262,17 @@ impl Journal {
         Ok(())
     }
 
-    /// Records a failed run: only the steps that reached outside lore stay finished.
+    /// Records a failed run: of this run's steps only those that reached outside lore stay
+    /// finished (its data writes were rolled back); earlier runs' steps all stay.
     pub async fn fail(&self, lore: &Lore, action_id: Option<&str>) {
         {
             let mut record = self.record.borrow_mut();
-            record.steps.retain(|s| s.external);
+            let mut i = 0;
+            let earlier = self.earlier;
+            record.steps.retain(|s| {
+                i += 1;
+                i <= earlier || s.external
+            });
             if let Some(id) = action_id
                 && !record.actions.iter().any(|a| a == id)
             {
