@@ -18,6 +18,7 @@
 #                      target; default: where `scripts/build-spin` puts them in $CARGO_TARGET_DIR)
 #   TOOLS              where Node and the suite are installed (default: <repo>/.tools)
 #   CONFORMANCE_OUT    where logs and per-check results go (default: a new temp dir, kept)
+#   LORE_CONFORMANCE_INSTALL_ONLY  install Node and the suite, then exit
 #
 # Then (native target) the suite's authorization-server checks, `conformance authorization`,
 # against a `lore serve` with auth on: RFC 8414 metadata, and the authorization code grant,
@@ -59,6 +60,8 @@ fi
 export PATH="$NODE_BIN:$PATH"
 [[ "$(node --version)" == "v$NODE_VERSION" ]] || die "expected node v$NODE_VERSION on PATH, got $(node --version)"
 [[ -x "$SUITE_BIN" ]] || die "the suite is not installed at $SUITE_BIN"
+# LORE_CONFORMANCE_INSTALL_ONLY=1: only install (the test command does it while it compiles).
+[[ -z "${LORE_CONFORMANCE_INSTALL_ONLY:-}" ]] || exit 0
 
 # --- server -----------------------------------------------------------------------------------
 TARGET="${LORE_TARGET:-native}"

@@ -17,6 +17,7 @@
 #   LORE_CHROMIUM     the Chromium the OAuth tests drive (default /usr/bin/chromium, installed
 #                     with apt-get when missing).
 #   LORE_OAUTH_SHOTS  a directory for screenshots of the sign-in and consent pages (optional).
+#   LORE_E2E_INSTALL_ONLY  install the packages and Chromium, then exit.
 # Extra arguments are passed to `node --test` (e.g. --test-name-pattern=isolation).
 set -euo pipefail
 
@@ -77,6 +78,11 @@ if [ "${LORE_TARGET:-native}" = native ] && [ ! -x "${LORE_CHROMIUM:-/usr/bin/ch
   else
     (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
   fi
+fi
+
+# LORE_E2E_INSTALL_ONLY=1: only install (the test command does it while it compiles).
+if [ -n "${LORE_E2E_INSTALL_ONLY:-}" ]; then
+  exit 0
 fi
 
 # What is under test: `lore serve` (LORE_TARGET=native, the default) or the Workers build under
