@@ -3,7 +3,7 @@
 // bound from a small input. It returns [ctx, sdk]; nothing it defines stays global.
 (function (host) {
   'use strict';
-  const { call, sleep, log, now, random, cap, jsonDepth, regexRisk, countOf, tick, args, maxString, maxArray, maxDepth, maxRecursion } = host;
+  const { call, sleep, log, now, random, cap, jsonDepth, regexExec, regexCompile, countOf, tick, args, maxString, maxArray, maxDepth, maxRecursion } = host;
   const freeze = Object.freeze;
   const isArray = Array.isArray;
   const StringProto = String.prototype;
@@ -181,19 +181,105 @@
     writable: false,
     configurable: false,
   });
-  // The regex engine backtracks with no step limit: refuse patterns that can backtrack
-  // exponentially, and cap the input. Every match, replace, split and test goes through exec.
-  const RegExpProto = RegExp.prototype;
-  const exec = RegExpProto.exec;
-  const source = Object.getOwnPropertyDescriptor(RegExpProto, 'source').get;
-  Object.defineProperty(RegExpProto, 'exec', {
-    value: freeze(function exec_(input) {
-      const text = String(input);
-      str(text.length);
-      if (regexRisk(apply(source, this, []))) cap('regex');
-      return apply(exec, this, [text]);
-    }),
+  // Regular expressions: every match goes through `regexExec` (`sandbox::regexp`), a matcher
+  // whose steps count against the steps cap, and never through the engine's own matcher. The
+  // engine calls a regexp's `exec` for match, matchAll, replace, search, split and test, and
+  // would use its own matcher only for a regexp whose `exec` is not callable: so `exec` is
+  // fixed on a frozen prototype, and every regexp a script can hold is born non-extensible
+  // (no own `exec`, no other prototype): literals compile into __lore_regexp(source, flags),
+  // and the RegExp the script sees makes such regexps and refuses subclasses.
+  const NativeRegExp = RegExp;
+  const RegExpProto = NativeRegExp.prototype;
+  const preventExtensions = Object.preventExtensions;
+  const construct = Reflect.construct;
+  const defineProperty = Object.defineProperty;
+  let ScriptRegExp;
+  const flagsOf = Object.getOwnPropertyDescriptor(RegExpProto, 'flags').get;
+  // Every pattern is compiled by lore's matcher first (`regexCompile`: a SyntaxError for a bad
+  // one, a RangeError past its size and nesting limits), so the engine's own compiler only ever
+  // sees patterns within those limits.
+  const make = (pattern, flags) => {
+    let p = pattern;
+    let f = flags;
+    if (p !== null && typeof p === 'object' && apply(isRegExp, p, [])) {
+      if (f === undefined) f = apply(flagsOf, p, []);
+      p = apply(sourceOf, p, []);
+    }
+    p = p === undefined ? '' : String(p);
+    f = f === undefined ? '' : String(f);
+    regexCompile(p, f);
+    return preventExtensions(construct(NativeRegExp, [p, f], ScriptRegExp));
+  };
+  ScriptRegExp = function RegExp(pattern, flags) {
+    if (new.target !== undefined && new.target !== ScriptRegExp) {
+      throw new TypeError('RegExp cannot be subclassed in lore scripts');
+    }
+    // RegExp(re) without `new` and without flags is `re` itself (ECMA-262 22.2.4.1).
+    if (new.target === undefined && flags === undefined && pattern !== null
+        && typeof pattern === 'object' && pattern.constructor === ScriptRegExp
+        && apply(isRegExp, pattern, [])) {
+      return pattern;
+    }
+    return make(pattern, flags);
+  };
+  const isRegExp = function () {
+    try { apply(sourceOf, this, []); return true; } catch { return false; }
+  };
+  const sourceOf = Object.getOwnPropertyDescriptor(RegExpProto, 'source').get;
+  defineProperty(ScriptRegExp, 'prototype', { value: RegExpProto, writable: false, enumerable: false, configurable: false });
+  defineProperty(ScriptRegExp, 'length', { value: 2, writable: false, enumerable: false, configurable: true });
+  defineProperty(ScriptRegExp, Symbol.species, { get: freeze(function () { return this; }), enumerable: false, configurable: false });
+  if (typeof NativeRegExp.escape === 'function') {
+    defineProperty(ScriptRegExp, 'escape', { value: NativeRegExp.escape, writable: false, enumerable: false, configurable: false });
+  }
+  defineProperty(RegExpProto, 'constructor', { value: ScriptRegExp, writable: false, enumerable: false, configurable: false });
+  // Annex B `re.compile(pattern, flags)` recompiles in place: through lore's matcher first.
+  const compile = RegExpProto.compile;
+  if (typeof compile === 'function') {
+    defineProperty(RegExpProto, 'compile', {
+      value: freeze({ compile(pattern, flags) {
+        const made = make(pattern, flags);
+        return apply(compile, this, [apply(sourceOf, made, []), apply(flagsOf, made, [])]);
+      } }.compile),
+      writable: false,
+      enumerable: false,
+      configurable: false,
+    });
+  }
+  // A string given to match, matchAll or search becomes a regexp inside the built-in: made
+  // here instead, so its pattern is checked the same way.
+  const patternArg = (name, flags) => {
+    const original = StringProto[name];
+    defineProperty(StringProto, name, {
+      value: freeze({
+        [name](regexp) {
+          tick();
+          const usesOwn = regexp !== null && regexp !== undefined
+            && (typeof regexp === 'object' || typeof regexp === 'function')
+            && regexp[name === 'matchAll' ? Symbol.matchAll : name === 'match' ? Symbol.match : Symbol.search] !== undefined;
+          return apply(original, this, [usesOwn || regexp === undefined ? regexp : make(regexp, flags)]);
+        },
+      }[name]),
+      writable: false,
+      configurable: false,
+    });
+  };
+  patternArg('match', undefined);
+  patternArg('matchAll', 'g');
+  patternArg('search', undefined);
+  defineProperty(RegExpProto, 'exec', {
+    value: freeze({ exec(string) { return regexExec(this, string); } }.exec),
     writable: false,
+    enumerable: false,
+    configurable: false,
+  });
+  freeze(RegExpProto);
+  freeze(ScriptRegExp);
+  defineProperty(globalThis, 'RegExp', { value: ScriptRegExp, writable: true, enumerable: false, configurable: true });
+  defineProperty(globalThis, '__lore_regexp', {
+    value: freeze(function __lore_regexp(source, flags) { return make(source, flags); }),
+    writable: false,
+    enumerable: false,
     configurable: false,
   });
   return [ctx, sdk];

@@ -14,7 +14,8 @@ pub struct ScriptCaps {
     pub wall_ms: u64,
     /// One `ctx.sleep()`.
     pub sleep_ms: u64,
-    /// Interpreter steps (bytecode instructions): the deterministic CPU budget.
+    /// Interpreter steps (bytecode instructions), plus the steps of the run's regular
+    /// expression matching: the deterministic CPU budget.
     pub steps: u64,
     /// Nested calls (JavaScript frames plus host re-entries).
     pub recursion: usize,
@@ -83,7 +84,6 @@ pub enum Cap {
     ArrayLength,
     ValueDepth,
     BufferedWrites,
-    Regex,
     NeverSettles,
     Memory,
 }
@@ -104,7 +104,6 @@ impl Cap {
             Self::ArrayLength => "array_length",
             Self::ValueDepth => "value_depth",
             Self::BufferedWrites => "buffered_writes",
-            Self::Regex => "regex",
             Self::NeverSettles => "never_settles",
             Self::Memory => "memory",
         }
@@ -126,9 +125,17 @@ impl Cap {
             Self::ArrayLength => caps.array_len as u64,
             Self::ValueDepth => caps.value_depth as u64,
             Self::BufferedWrites => caps.buffered_writes as u64,
-            Self::Regex => 1,
             Self::NeverSettles => 0,
             Self::Memory => caps.memory_bytes as u64,
+        }
+    }
+
+    /// The cap with its limit, for messages: "the steps cap (20000000 interpreter steps)", or
+    /// just "the never_settles cap" for a cap that has no amount.
+    pub fn named(self, caps: &ScriptCaps) -> String {
+        match self.unit() {
+            "" => format!("the {} cap", self.as_str()),
+            unit => format!("the {} cap ({} {unit})", self.as_str(), self.limit(caps)),
         }
     }
 
@@ -145,7 +152,6 @@ impl Cap {
             Self::StringLength => "characters",
             Self::ArrayLength => "elements",
             Self::BufferedWrites => "writes",
-            Self::Regex => "level of nested unbounded repetition",
             Self::NeverSettles => "",
         }
     }
@@ -157,7 +163,9 @@ impl Cap {
             Self::SdkCalls => "batch work (create_many, list with a filter) or split the script",
             Self::WallClock => "split the work into shorter scripts",
             Self::Sleep => "sleep less per call; poll in a loop within the wall clock",
-            Self::Steps => "the script computes too much; loop less or move work into SDK filters",
+            Self::Steps => {
+                "the script computes too much (its regular expressions' matching counts too); loop less, match simpler patterns on shorter text, or move work into SDK filters"
+            }
             Self::Recursion => "recurse less deeply",
             Self::Jobs => {
                 "the script schedules too many promise jobs (an endless then/await chain?)"
@@ -168,9 +176,6 @@ impl Cap {
             Self::ArrayLength => "build smaller arrays",
             Self::ValueDepth => "pass and return flatter values",
             Self::BufferedWrites => "write less in one run; split it",
-            Self::Regex => {
-                "the pattern repeats a group that itself repeats or alternates (like (a+)+), or uses a back-reference, which can backtrack exponentially; rewrite it without nesting"
-            }
             Self::NeverSettles => {
                 "the script awaits a promise nothing will ever settle; resolve it or do not await it"
             }

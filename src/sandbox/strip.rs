@@ -67,11 +67,15 @@ pub const STRING_GUARD: &str = "__lore_str";
 /// The host function at the top of every loop body and function body: it checks the memory
 /// cap, which nothing inside the engine does (see `sandbox::meter`).
 pub const TICK: &str = "__lore_tick";
+/// What a regular expression literal becomes: `/a+/g` is `__lore_regexp("a+", "g")`, a
+/// RegExp that lore's matcher runs (see `sandbox::regexp`).
+pub const REGEXP: &str = "__lore_regexp";
 /// Scripts may not name the guards (a local `__lore_add` would shadow the global one).
 const RESERVED_PREFIX: &str = "__lore_";
 
 /// Rewrites `a + b` to `__lore_add(a, b)`, `x += v` to `x = __lore_add(x, v)` for plain names
-/// and members of plain names, and `` `..${x}..` `` to `__lore_str(`..${x}..`)`; and begins
+/// and members of plain names, `` `..${x}..` `` to `__lore_str(`..${x}..`)`, and `/re/f` to
+/// `__lore_regexp("re", "f")`; and begins
 /// every loop body and function body with `__lore_tick()` (a concise arrow body `e` becomes
 /// `(__lore_tick(), e)`).
 struct GuardConcatenation<'a> {
@@ -211,6 +215,29 @@ impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
                 let span = t.span;
                 let template = expr.take_in(&self.ast);
                 *expr = self.guard(STRING_GUARD, span, vec![template]);
+            }
+            Expression::RegExpLiteral(r) => {
+                let span = r.span;
+                let source = Expression::new_string_literal(
+                    span,
+                    <oxc::str::Str as oxc::allocator::FromIn<&str>>::from_in(
+                        r.regex.pattern.text.as_str(),
+                        self.alloc,
+                    ),
+                    None,
+                    &self.ast,
+                );
+                let flags = r.regex.flags.to_inline_string();
+                let flags = Expression::new_string_literal(
+                    span,
+                    <oxc::str::Str as oxc::allocator::FromIn<&str>>::from_in(
+                        flags.as_str(),
+                        self.alloc,
+                    ),
+                    None,
+                    &self.ast,
+                );
+                *expr = self.guard(REGEXP, span, vec![source, flags]);
             }
             _ => {}
         }
