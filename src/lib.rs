@@ -108,6 +108,11 @@ pub struct Lore {
     pub(crate) limiter: Option<std::rc::Rc<dyn ratelimit::RateLimiter>>,
     /// Scripts that may run at once in the process; `None`: no cap.
     pub(crate) script_slots: Option<ratelimit::ScriptSlots>,
+    /// Where scripts' JavaScript runs when not here (natively: a thread per run, so a script's
+    /// computing never holds the thread that serves requests); `None`: inline.
+    pub(crate) script_threads: Option<std::rc::Rc<dyn sandbox::remote::ScriptThreads>>,
+    /// Where SQL queries compute when not here (natively: a thread per query); `None`: inline.
+    pub(crate) offload: Option<std::rc::Rc<dyn ports::Offload>>,
     /// Org records read recently (their rate limits), for [`ORG_TTL_MS`].
     pub(crate) orgs: OrgCache,
 }
@@ -148,8 +153,25 @@ impl Lore {
             reaction_depth: 0,
             limiter: None,
             script_slots: None,
+            script_threads: None,
+            offload: None,
             orgs: std::rc::Rc::default(),
         }
+    }
+
+    /// Runs SQL queries' computing through `offload` (natively: on a thread of its own).
+    pub fn with_offload(mut self, offload: std::rc::Rc<dyn ports::Offload>) -> Self {
+        self.offload = Some(offload);
+        self
+    }
+
+    /// Runs scripts' JavaScript on the threads `threads` makes (see [`sandbox::remote`]).
+    pub fn with_script_threads(
+        mut self,
+        threads: std::rc::Rc<dyn sandbox::remote::ScriptThreads>,
+    ) -> Self {
+        self.script_threads = Some(threads);
+        self
     }
 
     /// Caps the scripts running at once (shared by every clone of `slots`).
@@ -247,6 +269,8 @@ impl Lore {
             sql_cache: std::rc::Rc::new(sql::TableCache::new(0)),
             limiter: self.limiter.clone(),
             script_slots: self.script_slots.clone(),
+            script_threads: self.script_threads.clone(),
+            offload: self.offload.clone(),
             orgs: self.orgs.clone(),
         }
     }
@@ -442,6 +466,12 @@ impl Lore {
         out: Option<std::rc::Rc<dyn mcp::reply::ReplyStream>>,
     ) -> Response<Vec<u8>> {
         let path = request.uri().path().to_string();
+        if let Some(name) = mcp::headers::repeated_singleton(request.headers()) {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": { "code": "invalid_request", "message": format!("the request has more than one {name} header; send it once") } }),
+            );
+        }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         if let Some(response) = oauth::handle(self, &request).await {
             return response;
@@ -511,9 +541,15 @@ impl Lore {
             }
             mcp::tools::QUERY_SQL => {
                 let args = serde_json::from_value(args).map_err(parse_err)?;
-                let result =
-                    sql::query(&self.ports, caller, &self.config.sql, &self.sql_cache, args)
-                        .await?;
+                let result = sql::query(
+                    &self.ports,
+                    caller,
+                    &self.config.sql,
+                    &self.sql_cache,
+                    self.offload.as_deref(),
+                    args,
+                )
+                .await?;
                 Ok(serde_json::to_value(result)?)
             }
             mcp::tools::QUERY_SDK => {

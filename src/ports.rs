@@ -88,6 +88,14 @@ pub trait Background {
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
 }
 
+/// Runs a piece of synchronous computing somewhere else (natively: a thread of its own), so
+/// that it does not hold the thread serving requests. The job gets a clock that works where
+/// it runs; the future completes when the job has. A host without one (`None`: Workers,
+/// Spin, the tests) runs such work inline.
+pub trait Offload {
+    fn run(&self, job: Box<dyn FnOnce(Rc<dyn Clock>) + Send>) -> Pin<Box<dyn Future<Output = ()>>>;
+}
+
 /// A failure reported by a port implementation.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]

@@ -175,30 +175,90 @@ impl RateLimiter for MemoryLimiter {
     }
 }
 
-/// How many scripts may run at once in a process (`lore serve --max-scripts`): each run of
-/// a tool's script holds a slot; past the limit a run is refused at once (`overloaded`, with
-/// a hint to retry) instead of queueing behind the others. Clones share the slots.
+/// How many scripts may run at once in a process (`lore serve --max-scripts`), and the share
+/// of them one org and one token may hold (`--max-scripts-per-org`, `--max-scripts-per-token`):
+/// each run of a tool's script holds a slot; past a limit a run is refused at once
+/// (`overloaded`, saying whose share is full) instead of queueing behind the others, so no org
+/// can take every slot. Clones share the slots.
 #[derive(Clone, Debug)]
 pub struct ScriptSlots {
-    running: Arc<std::sync::atomic::AtomicUsize>,
+    held: Arc<std::sync::Mutex<Held>>,
     max: usize,
+    per_org: usize,
+    per_token: usize,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    total: usize,
+    by_org: HashMap<String, usize>,
+    by_token: HashMap<String, usize>,
 }
 
 /// A held slot; dropping it frees the slot.
 #[derive(Debug)]
-pub struct ScriptSlot(Arc<std::sync::atomic::AtomicUsize>);
+pub struct ScriptSlot {
+    held: Arc<std::sync::Mutex<Held>>,
+    org: String,
+    token: String,
+}
 
 impl Drop for ScriptSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        let mut guard = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let held = &mut *guard;
+        held.total = held.total.saturating_sub(1);
+        for (map, key) in [
+            (&mut held.by_org, &self.org),
+            (&mut held.by_token, &self.token),
+        ] {
+            if let Some(n) = map.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// Whose share of the script slots is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotsFull {
+    Server { max: usize },
+    Org { max: usize },
+    Token { max: usize },
+}
+
+impl SlotsFull {
+    /// The refusal, in words that say whose share is full.
+    pub fn message(self, org: &str) -> String {
+        match self {
+            Self::Server { max } => format!(
+                "{max} scripts are already running on this server, its limit; try again in a moment"
+            ),
+            Self::Org { max } => format!(
+                "org {org} already runs {max} scripts at once, its share of this server; wait for one to finish"
+            ),
+            Self::Token { max } => format!(
+                "this token already runs {max} scripts at once, its share; wait for one to finish or use another agent's token"
+            ),
+        }
     }
 }
 
 impl ScriptSlots {
+    /// `max` slots in all; an org may hold half of them and a token a quarter (at least one).
     pub fn new(max: usize) -> Self {
+        Self::with_shares(max, (max / 2).max(1), (max / 4).max(1))
+    }
+
+    pub fn with_shares(max: usize, per_org: usize, per_token: usize) -> Self {
         Self {
-            running: Arc::default(),
+            held: Arc::default(),
             max,
+            per_org: per_org.min(max).max(1),
+            per_token: per_token.min(per_org).min(max).max(1),
         }
     }
 
@@ -206,15 +266,37 @@ impl ScriptSlots {
         self.max
     }
 
-    /// A slot, if one is free.
-    pub fn try_take(&self) -> Option<ScriptSlot> {
-        use std::sync::atomic::Ordering;
-        self.running
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| ScriptSlot(self.running.clone()))
+    pub fn per_org(&self) -> usize {
+        self.per_org
+    }
+
+    pub fn per_token(&self) -> usize {
+        self.per_token
+    }
+
+    /// A slot for a run of `org` by `token`, if the server, the org and the token each have
+    /// one free; else whose share is full.
+    pub fn try_take(&self, org: &str, token: &str) -> Result<ScriptSlot, SlotsFull> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.total >= self.max {
+            return Err(SlotsFull::Server { max: self.max });
+        }
+        if held.by_org.get(org).copied().unwrap_or(0) >= self.per_org {
+            return Err(SlotsFull::Org { max: self.per_org });
+        }
+        if held.by_token.get(token).copied().unwrap_or(0) >= self.per_token {
+            return Err(SlotsFull::Token {
+                max: self.per_token,
+            });
+        }
+        held.total += 1;
+        *held.by_org.entry(org.to_string()).or_default() += 1;
+        *held.by_token.entry(token.to_string()).or_default() += 1;
+        Ok(ScriptSlot {
+            held: self.held.clone(),
+            org: org.to_string(),
+            token: token.to_string(),
+        })
     }
 }
 
@@ -276,12 +358,47 @@ mod tests {
 
     #[test]
     fn script_slots_are_freed_when_dropped() {
-        let slots = ScriptSlots::new(2);
-        let a = slots.try_take().unwrap();
-        let _b = slots.clone().try_take().unwrap();
-        assert!(slots.try_take().is_none());
+        let slots = ScriptSlots::with_shares(2, 2, 2);
+        let a = slots.try_take("o", "t").unwrap();
+        let _b = slots.clone().try_take("o", "t").unwrap();
+        assert_eq!(
+            slots.try_take("p", "u").unwrap_err(),
+            SlotsFull::Server { max: 2 }
+        );
         drop(a);
-        assert!(slots.try_take().is_some());
+        assert!(slots.try_take("o", "t").is_ok());
+    }
+
+    #[test]
+    fn one_org_or_token_holds_only_its_share_of_the_slots() {
+        let slots = ScriptSlots::new(8);
+        assert_eq!((slots.per_org(), slots.per_token()), (4, 2));
+        let mut held = Vec::new();
+        // One token: two slots.
+        held.push(slots.try_take("a", "a1").unwrap());
+        held.push(slots.try_take("a", "a1").unwrap());
+        assert_eq!(
+            slots.try_take("a", "a1").unwrap_err(),
+            SlotsFull::Token { max: 2 }
+        );
+        // The org's other tokens: two more, then the org's share is full.
+        held.push(slots.try_take("a", "a2").unwrap());
+        held.push(slots.try_take("a", "a3").unwrap());
+        assert_eq!(
+            slots.try_take("a", "a4").unwrap_err(),
+            SlotsFull::Org { max: 4 }
+        );
+        // Another org still runs its scripts.
+        for t in ["b1", "b1", "b2", "b2"] {
+            held.push(slots.try_take("b", t).unwrap());
+        }
+        assert_eq!(
+            slots.try_take("c", "c1").unwrap_err(),
+            SlotsFull::Server { max: 8 }
+        );
+        held.clear();
+        assert!(slots.try_take("c", "c1").is_ok());
+        assert!(SlotsFull::Org { max: 4 }.message("a").contains("org a"));
     }
 
     #[test]

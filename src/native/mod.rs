@@ -1,6 +1,6 @@
 //! The native adapter: SQLite storage, OS clock and randomness, blocking outbound HTTP, the
-//! hyper server, the remote MCP client the CLI uses, `lore login`, and `lore backup`/`restore`/
-//! `doctor`. The only place with native I/O.
+//! hyper server and the threads scripts run on, the remote MCP client the CLI uses,
+//! `lore login`, and `lore backup`/`restore`/`doctor`. The only place with native I/O.
 
 pub mod backup;
 pub mod client;
@@ -8,3 +8,4 @@ pub mod login;
 pub mod ports;
 pub mod server;
 pub mod sqlite;
+pub mod threads;

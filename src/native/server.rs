@@ -36,8 +36,8 @@ pub struct ServeOptions {
     pub config: Config,
     pub workers: usize,
     pub limits: ConnectionLimits,
-    /// Scripts running at once across the workers.
-    pub max_scripts: usize,
+    /// Scripts running at once across the workers, and each org's and token's share.
+    pub scripts: crate::ratelimit::ScriptSlots,
     pub embedder: EmbedderChoice,
 }
 
@@ -67,7 +67,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let open = Arc::new(AtomicUsize::new(0));
     // One set of rate-limit buckets for the whole process, shared by every worker.
     let limiter = crate::ratelimit::MemoryLimiter::default();
-    let slots = crate::ratelimit::ScriptSlots::new(options.max_scripts);
+    let slots = options.scripts.clone();
     for n in 0..options.workers.max(1) {
         let (inbox, connections) = mpsc::unbounded_channel();
         inboxes.push(inbox);
@@ -203,7 +203,9 @@ async fn worker(
     let lore = Rc::new(
         Lore::new(ports, config)
             .with_rate_limiter(Rc::new(limiter))
-            .with_script_slots(slots),
+            .with_script_slots(slots)
+            .with_script_threads(Rc::new(super::threads::ThreadPerRun))
+            .with_offload(Rc::new(super::threads::ThreadPerJob)),
     );
     let active = Rc::new(Cell::new(0usize));
     // An idle worker still writes the usage counts it holds.

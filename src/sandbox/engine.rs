@@ -17,11 +17,26 @@ use serde_json::Value;
 use super::caps::Cap;
 use super::realm::{self, Host, JobQueue, Op, OpKind};
 use super::strip::{self, Form, StripError, Stripped};
-use super::{Failure, OpFuture, PROGRESS_EVERY_MS, Run, meter};
+use super::{Failure, OpFuture, PROGRESS_EVERY_MS, meter};
 use crate::error::LoreError;
+use crate::ports::Clock;
+
+/// What the run loop needs from the run it drives: its SDK calls made, its progress told, its
+/// buffered writes watched, and a clock. The run itself implements it when the script runs on
+/// the thread that serves the request; natively a script's JavaScript runs on a thread of its
+/// own (`sandbox::remote`), whose implementation forwards each call to the run's thread.
+pub trait Ops {
+    fn call(&self, path: String, args: Value) -> OpFuture<'_>;
+    /// Whether a progress sink listens (heartbeats are only kept for one).
+    fn reports_progress(&self) -> bool;
+    fn progress(&self, what: &str);
+    /// Whether the run's buffered writes are past their cap (checked after every call).
+    fn over_cap(&self) -> bool;
+    fn clock(&self) -> Rc<dyn Clock>;
+}
 
 /// Strips, evaluates and drives the script to completion; `Ok` is its returned value.
-pub(super) async fn execute(run: &Run<'_>, host: &Rc<Host>, code: &str) -> Result<Value, Failure> {
+pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value, Failure> {
     let caps = &host.caps;
     let stripped = strip::strip(code, caps).map_err(|e| match e {
         StripError::Cap(cap) => Failure::cap(cap, caps),
@@ -109,7 +124,7 @@ fn start(
 
 /// The event loop: run jobs, check caps and the result, await host operations, repeat.
 async fn drive(
-    run: &Run<'_>,
+    run: &dyn Ops,
     context: &mut Context,
     host: &Rc<Host>,
     queue: &Rc<JobQueue>,
@@ -117,10 +132,14 @@ async fn drive(
     top: JsPromise,
 ) -> Result<Value, Failure> {
     let caps = &host.caps;
-    let clock = run.lore.ports.clock.clone();
+    let clock = run.clock();
     let mut inflight: Vec<(Op, OpFuture<'_>)> = Vec::new();
     let mut deadline: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
     let mut heartbeat: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
+    // SDK calls that were still running when the script's value settled (calls it started
+    // but did not await) and failed: the run fails with their names rather than commit the
+    // rest as if all had gone well.
+    let mut unawaited_failures: Vec<String> = Vec::new();
     loop {
         let section = meter::Section::enter();
         if let Err(e) = queue.clone().run_jobs(context) {
@@ -129,7 +148,24 @@ async fn drive(
         if let Some(f) = limit_failure(context, host, queue) {
             return Err(f);
         }
+        if let Some(f) = wall_clock_failure(host, clock.as_ref()) {
+            return Err(f);
+        }
         match top.state() {
+            // The script returned, but calls it started and did not await are still pending:
+            // they are settled first (on every platform), so their writes commit with the run
+            // or the run fails; none is dropped silently.
+            PromiseState::Fulfilled(_)
+                if !inflight.is_empty() || !host.pending.borrow().is_empty() => {}
+            PromiseState::Fulfilled(_) if !unawaited_failures.is_empty() => {
+                return Err(Failure::plain(
+                    "script_error",
+                    format!(
+                        "the script returned without awaiting {}, which then failed; await every SDK call (or Promise.all them) so a failure reaches the script",
+                        unawaited_failures.join("; ")
+                    ),
+                ));
+            }
             PromiseState::Fulfilled(v) => {
                 let mut size = host.output_bytes.get();
                 return realm::to_json(&v, host, context, &mut size).map_err(|e| {
@@ -148,18 +184,15 @@ async fn drive(
             }
             PromiseState::Pending => {}
         }
-        if clock.now_ms() >= host.deadline_ms() {
-            return Err(Failure::cap(Cap::WallClock, caps));
-        }
         while let Some(op) = host.pending.borrow_mut().pop_front() {
-            if let Some(progress) = run.progress {
+            if run.reports_progress() {
                 match &op.kind {
-                    OpKind::Call { path, .. } => progress(path),
-                    OpKind::Sleep { ms } => progress(&format!("ctx.sleep({ms})")),
+                    OpKind::Call { path, .. } => run.progress(path),
+                    OpKind::Sleep { ms } => run.progress(&format!("ctx.sleep({ms})")),
                 }
             }
             let future: OpFuture<'_> = match &op.kind {
-                OpKind::Call { path, args } => Box::pin(run.dispatch(path.clone(), args.clone())),
+                OpKind::Call { path, args } => run.call(path.clone(), args.clone()),
                 OpKind::Sleep { ms } => {
                     let sleep = clock.sleep(*ms);
                     Box::pin(async move {
@@ -192,11 +225,11 @@ async fn drive(
             }
             // A run that waits long tells its progress sink it is alive (a client resets its
             // request timeout on progress).
-            if let Some(progress) = run.progress {
+            if run.reports_progress() {
                 let beat = heartbeat.get_or_insert_with(|| clock.sleep(PROGRESS_EVERY_MS));
                 if beat.as_mut().poll(cx).is_ready() {
                     heartbeat = None;
-                    progress("running");
+                    run.progress("running");
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
@@ -215,15 +248,23 @@ async fn drive(
         .await;
         if done.is_empty() {
             deadline = None; // the timer fired: the next turn checks the clock
-            if clock.now_ms() >= host.deadline_ms() {
-                return Err(Failure::cap(Cap::WallClock, caps));
+            if let Some(f) = wall_clock_failure(host, clock.as_ref()) {
+                return Err(f);
             }
             continue;
         }
+        // A host operation that returns past the deadline ends the run there.
+        if let Some(f) = wall_clock_failure(host, clock.as_ref()) {
+            return Err(f);
+        }
         let _section = meter::Section::enter();
+        let returned = matches!(top.state(), PromiseState::Fulfilled(_));
         for (op, result) in done {
-            if run.overlay.over_cap() {
+            if run.over_cap() {
                 return Err(Failure::cap(Cap::BufferedWrites, caps));
+            }
+            if returned && let (OpKind::Call { path, .. }, Err(e)) = (&op.kind, &result) {
+                unawaited_failures.push(format!("client.{path} ({}: {e})", e.code()));
             }
             let settled = match result {
                 Ok(v) => JsValue::from_json(&v, context)
@@ -266,6 +307,12 @@ fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
         }
     }
     value
+}
+
+/// The wall-clock cap, as a hard bound: the run ends once its deadline has passed, whatever it
+/// was doing (host functions check it too, see `Host::check_deadline`).
+fn wall_clock_failure(host: &Host, clock: &dyn Clock) -> Option<Failure> {
+    (clock.now_ms() >= host.deadline_ms()).then(|| Failure::cap(Cap::WallClock, &host.caps))
 }
 
 /// The cap failure the engine or host recorded, if any.

@@ -29,10 +29,11 @@ pub mod modes;
 pub mod overlay;
 pub mod reactions;
 pub mod realm;
+mod regexp;
+pub mod remote;
 pub mod strip;
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -105,10 +106,33 @@ pub const MAX_NESTING: u8 = 2;
 /// operation draws on, and the events the run's writes saved, which trigger behaviors once
 /// the run commits.
 pub struct Scope {
-    host: Rc<Host>,
+    /// Where the run's host is, for the script operations it calls.
+    host: HostRef,
+    /// The run's caps and start: a nested run shares its SDK calls, output and deadline.
+    caps: ScriptCaps,
+    started_ms: i64,
     pub(crate) events: RefCell<Vec<Event>>,
     /// Script operations deep: 0 for the tool's (or reaction's) own script.
     nesting: u8,
+    /// Why this run may only read, in words for the refusal of a write (`None`: it may write).
+    pub(crate) read_only: Option<String>,
+}
+
+/// Where a run's host lives: on this thread, or on its script thread (natively).
+#[derive(Clone)]
+enum HostRef {
+    Inline(Rc<Host>),
+    Remote {
+        thread: Rc<dyn remote::ScriptThread>,
+        key: u64,
+    },
+}
+
+impl Scope {
+    /// When the run (and every run nested in it) must end.
+    pub(crate) fn deadline_ms(&self) -> i64 {
+        self.started_ms + self.caps.wall_ms as i64
+    }
 }
 
 /// Where a run comes from, for its Action.
@@ -261,7 +285,7 @@ impl std::fmt::Display for ScriptFailure {
 }
 
 /// What a failure is before positions and counts are added.
-struct Failure {
+pub struct Failure {
     code: &'static str,
     message: String,
     js_position: Option<(u32, u32)>,
@@ -273,13 +297,7 @@ impl Failure {
     fn cap(cap: Cap, caps: &ScriptCaps) -> Self {
         Self {
             code: "cap_exceeded",
-            message: format!(
-                "the script reached the {} cap ({} {}): {}",
-                cap.as_str(),
-                cap.limit(caps),
-                cap.unit(),
-                cap.hint()
-            ),
+            message: format!("the script reached {}: {}", cap.named(caps), cap.hint()),
             js_position: None,
             ts_position: None,
             cap: Some(cap),
@@ -315,6 +333,26 @@ struct Run<'a> {
     previews: Cell<usize>,
     progress: Option<&'a dyn Fn(&str)>,
     modes: Option<&'a modes::Modes>,
+}
+
+impl engine::Ops for Run<'_> {
+    fn call(&self, path: String, args: Value) -> OpFuture<'_> {
+        Box::pin(self.dispatch(path, args))
+    }
+    fn reports_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+    fn progress(&self, what: &str) {
+        if let Some(p) = self.progress {
+            p(what);
+        }
+    }
+    fn over_cap(&self) -> bool {
+        self.overlay.over_cap()
+    }
+    fn clock(&self) -> Rc<dyn crate::ports::Clock> {
+        self.lore.ports.clock.clone()
+    }
 }
 
 impl<'a> Run<'a> {
@@ -495,6 +533,13 @@ pub(crate) fn run_operation<'a>(
     })
 }
 
+/// Names the hosts of runs on script threads (unique in the process).
+fn next_host_key() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Attempts of a run whose commit lost a race with another writer (optimistic concurrency):
 /// its writes were discarded and, when nothing outside lore saw it, it runs again.
 pub const COMMIT_ATTEMPTS: u32 = 6;
@@ -561,27 +606,29 @@ async fn run_once(lore: &Lore, caller: &Caller, spec: Spec<'_>) -> Result<Value,
     // A tool's own script holds one of the process's script slots while it runs; a nested
     // operation runs inside its caller's.
     let _slot = match (&lore.script_slots, nesting) {
-        (Some(slots), 0) => match slots.try_take() {
-            Some(slot) => Some(slot),
-            None => {
-                // A journal opened for this run must not stay "running".
-                if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
-                    journal.fail(lore, None).await;
+        (Some(slots), 0) => {
+            let token = caller
+                .token_id()
+                .map_or_else(|| caller.principal().id.clone(), str::to_string);
+            match slots.try_take(caller.org().as_str(), &token) {
+                Ok(slot) => Some(slot),
+                Err(full) => {
+                    // A journal opened for this run must not stay "running".
+                    if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
+                        journal.fail(lore, None).await;
+                    }
+                    return Err(LoreError::Overloaded(full.message(caller.org().as_str())));
                 }
-                return Err(LoreError::Overloaded(format!(
-                    "{} scripts are already running on this server, its limit; try again in a moment",
-                    slots.max()
-                )));
             }
-        },
+        }
         _ => None,
     };
     let mut started_ms = started;
     if let Some(o) = &outer {
-        caps.sdk_calls = o.host.caps.sdk_calls;
-        caps.wall_ms = o.host.caps.wall_ms;
-        caps.output_bytes = o.host.caps.output_bytes;
-        started_ms = o.host.started_ms;
+        caps.sdk_calls = o.caps.sdk_calls;
+        caps.wall_ms = o.caps.wall_ms;
+        caps.output_bytes = o.caps.output_bytes;
+        started_ms = o.started_ms;
     }
     let overlay = Rc::new(overlay::Overlay::new(
         lore.ports.storage.clone(),
@@ -607,24 +654,45 @@ async fn run_once(lore: &Lore, caller: &Caller, spec: Spec<'_>) -> Result<Value,
     }
     let mut seed = [0u8; 8];
     lore.ports.random.fill(&mut seed);
-    let host = Rc::new(Host {
+    let spec = realm::HostSpec {
         caps: caps.clone(),
-        clock: clock.clone(),
         started_ms,
-        pending: RefCell::new(VecDeque::new()),
-        logs: RefCell::default(),
-        output_bytes: Cell::new(outer.as_ref().map_or(0, |o| o.host.output_bytes.get())),
-        calls_started: Cell::new(outer.as_ref().map_or(0, |o| o.host.calls_started.get())),
-        cap_hit: Cell::new(None),
-        collect_above: Cell::new(0),
-        rng: Cell::new(u64::from_le_bytes(seed) | 1),
         args: args.unwrap_or_else(|| json!({})),
-        object_keys: RefCell::new(None),
+        seed: u64::from_le_bytes(seed),
+    };
+    // Where the script's JavaScript runs: a nested run where its caller's runs; a top-level
+    // run on a thread of its own where the host has them (natively), else here.
+    let host_ref = match (outer.as_ref().map(|o| &o.host), &lore.script_threads) {
+        (Some(HostRef::Inline(parent)), _) => HostRef::Inline(Rc::new(Host::new(
+            spec.clone(),
+            clock.clone(),
+            Some(parent),
+        ))),
+        (Some(HostRef::Remote { thread, .. }), _) => HostRef::Remote {
+            thread: thread.clone(),
+            key: next_host_key(),
+        },
+        (None, Some(threads)) => HostRef::Remote {
+            thread: threads.start(),
+            key: next_host_key(),
+        },
+        (None, None) => HostRef::Inline(Rc::new(Host::new(spec.clone(), clock.clone(), None))),
+    };
+    let read_only = (tier == Tier::Read).then(|| match &origin.operation {
+        // Inside an operation run, only the operation's own access can make it read-only:
+        // a read surface could not have called an operation that writes.
+        Some(op) => format!(
+            "operation {op} has access read, so its script may only read; make it a write operation (operations.update) for its script to write"
+        ),
+        None => format!("{source} may only read; use run_sdk for writes"),
     });
     let scope = Rc::new(Scope {
-        host: host.clone(),
+        host: host_ref.clone(),
+        caps: caps.clone(),
+        started_ms,
         events: RefCell::default(),
         nesting,
+        read_only,
     });
     let mut shared = lore.script_copy(ports, false);
     shared.script = Some(scope.clone());
@@ -642,20 +710,32 @@ async fn run_once(lore: &Lore, caller: &Caller, spec: Spec<'_>) -> Result<Value,
         progress,
         modes: modes.as_ref(),
     };
-    let outcome = engine::execute(&run, &host, code).await;
+    let (outcome, logs) = match &host_ref {
+        HostRef::Inline(host) => {
+            let outcome = engine::execute(&run, host, code).await;
+            if let Some(HostRef::Inline(parent)) = outer.as_ref().map(|o| &o.host) {
+                // The caller's run goes on from where this one left its budget.
+                parent.absorb(host);
+            }
+            (outcome, host.logs.borrow().clone())
+        }
+        HostRef::Remote { thread, key } => {
+            let parent = match outer.as_ref().map(|o| &o.host) {
+                Some(HostRef::Remote { key, .. }) => Some(*key),
+                _ => None,
+            };
+            let job = remote::Job {
+                key: *key,
+                parent,
+                spec,
+                code: code.to_string(),
+                reports_progress: run.progress.is_some(),
+            };
+            remote::serve(&run, thread.run(job)).await
+        }
+    };
     let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
     let calls = run.calls.borrow().clone();
-    let logs = host.logs.borrow().clone();
-    if let Some(o) = &outer {
-        // The caller's run goes on from where this one left its budget.
-        o.host
-            .calls_started
-            .set(o.host.calls_started.get().max(host.calls_started.get()));
-        o.host
-            .output_bytes
-            .set(o.host.output_bytes.get().max(host.output_bytes.get()));
-        o.host.logs.borrow_mut().extend(logs.iter().cloned());
-    }
     let mut action = Action {
         id: String::new(),
         principal: caller.principal().id.clone(),

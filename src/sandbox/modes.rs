@@ -347,7 +347,7 @@ impl super::Run<'_> {
                     .shared
                     .script
                     .as_ref()
-                    .map_or(i64::MAX, |s| s.host.deadline_ms());
+                    .map_or(i64::MAX, |s| s.deadline_ms());
                 let clock = self.lore.ports.clock.clone();
                 let mut attempt = 0;
                 loop {

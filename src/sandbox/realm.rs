@@ -50,9 +50,61 @@ pub struct Host {
     pub args: Value,
     /// The realm's own `Object.keys`, taken before the script could replace it.
     pub object_keys: RefCell<Option<JsObject>>,
+    /// Steps spent inside host functions on the script's behalf (regular expressions), which
+    /// count against the steps cap together with the engine's own instructions.
+    pub host_steps: Cell<u64>,
+    /// The engine's remaining instructions when the clock was last read, for
+    /// [`Host::checkpoint`].
+    pub clock_checked_at: Cell<usize>,
+    /// The run's compiled regular expressions (see `sandbox::regexp`).
+    pub regexes: RefCell<std::collections::HashMap<(Vec<u16>, String), Rc<lore_jsregex::Regex>>>,
+}
+
+/// What a run's host is made from, on whichever thread runs its JavaScript.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    pub caps: ScriptCaps,
+    pub started_ms: i64,
+    pub args: Value,
+    /// Seeds `Math.random`.
+    pub seed: u64,
 }
 
 impl Host {
+    /// A run's host; a run nested in `parent` (a script operation called from a script) goes
+    /// on from where the parent's SDK calls and output stand.
+    pub fn new(spec: HostSpec, clock: Rc<dyn Clock>, parent: Option<&Host>) -> Self {
+        let steps = usize::try_from(spec.caps.steps).unwrap_or(usize::MAX);
+        Self {
+            caps: spec.caps,
+            clock,
+            started_ms: spec.started_ms,
+            pending: RefCell::new(VecDeque::new()),
+            logs: RefCell::default(),
+            output_bytes: Cell::new(parent.map_or(0, |p| p.output_bytes.get())),
+            calls_started: Cell::new(parent.map_or(0, |p| p.calls_started.get())),
+            cap_hit: Cell::new(None),
+            collect_above: Cell::new(0),
+            rng: Cell::new(spec.seed | 1),
+            args: spec.args,
+            object_keys: RefCell::new(None),
+            host_steps: Cell::new(0),
+            clock_checked_at: Cell::new(steps),
+            regexes: RefCell::default(),
+        }
+    }
+
+    /// The parent's run goes on from where a nested run (`child`) left the budget they share.
+    pub fn absorb(&self, child: &Host) {
+        self.calls_started
+            .set(self.calls_started.get().max(child.calls_started.get()));
+        self.output_bytes
+            .set(self.output_bytes.get().max(child.output_bytes.get()));
+        self.logs
+            .borrow_mut()
+            .extend(child.logs.borrow().iter().cloned());
+    }
+
     pub fn deadline_ms(&self) -> i64 {
         self.started_ms + self.caps.wall_ms as i64
     }
@@ -65,10 +117,8 @@ impl Host {
         }
         JsNativeError::range()
             .with_message(format!(
-                "cap_exceeded: the {} cap ({} {}) was reached",
-                cap.as_str(),
-                cap.limit(&self.caps),
-                cap.unit()
+                "cap_exceeded: {} was reached",
+                cap.named(&self.caps)
             ))
             .into()
     }
@@ -91,6 +141,47 @@ impl Host {
         Ok(())
     }
 
+    /// The checks every host function makes on entry (and the run loop at every return of a
+    /// host operation): the memory cap, the steps cap over the engine's instructions and the
+    /// host's own steps together, and the wall clock, a hard bound on the run. The clock is
+    /// read when the script has run [`CLOCK_EVERY_STEPS`] instructions since it was last read,
+    /// so a script that calls host functions in a tight loop does not read it every time.
+    pub fn checkpoint(&self, context: &Context) -> JsResult<()> {
+        self.check_memory()?;
+        let remaining = context.instructions_remaining();
+        let engine_steps = self.caps.steps.saturating_sub(remaining as u64);
+        if engine_steps.saturating_add(self.host_steps.get()) > self.caps.steps {
+            return Err(self.hit(Cap::Steps));
+        }
+        if self.clock_checked_at.get().saturating_sub(remaining) >= CLOCK_EVERY_STEPS {
+            self.clock_checked_at.set(remaining);
+            self.check_deadline()?;
+        }
+        Ok(())
+    }
+
+    /// Ends the run if its wall clock has run out.
+    pub fn check_deadline(&self) -> JsResult<()> {
+        if self.clock.now_ms() >= self.deadline_ms() {
+            return Err(self.hit(Cap::WallClock));
+        }
+        Ok(())
+    }
+
+    /// Charges `steps` of host work to the steps cap (see [`Host::host_steps`]).
+    pub fn spend_steps(&self, context: &Context, steps: u64) -> JsResult<()> {
+        self.host_steps
+            .set(self.host_steps.get().saturating_add(steps));
+        let engine_steps = self
+            .caps
+            .steps
+            .saturating_sub(context.instructions_remaining() as u64);
+        if engine_steps.saturating_add(self.host_steps.get()) > self.caps.steps {
+            return Err(self.hit(Cap::Steps));
+        }
+        Ok(())
+    }
+
     fn add_output(&self, bytes: usize) -> JsResult<()> {
         let total = self.output_bytes.get().saturating_add(bytes);
         self.output_bytes.set(total);
@@ -101,7 +192,11 @@ impl Host {
     }
 }
 
-fn host(context: &Context) -> Rc<Host> {
+/// How many engine instructions may run between two readings of the clock by host functions
+/// (about a millisecond of script).
+pub const CLOCK_EVERY_STEPS: usize = 20_000;
+
+pub(super) fn host(context: &Context) -> Rc<Host> {
     context
         .get_data::<Rc<Host>>()
         .cloned()
@@ -232,9 +327,18 @@ pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
     let bootstrap = context.eval(Source::from_bytes(include_str!("bootstrap.js")))?;
     let args = JsValue::from_json(&h.args, context)?;
     let o = JsObject::with_null_proto();
-    let entries: [(&str, usize, NativeFunction); 10] = [
+    let entries: [(&str, usize, NativeFunction); 11] = [
         ("countOf", 2, NativeFunction::from_fn_ptr(count_of)),
-        ("regexRisk", 1, NativeFunction::from_fn_ptr(regex_risk)),
+        (
+            "regexExec",
+            1,
+            NativeFunction::from_fn_ptr(super::regexp::exec),
+        ),
+        (
+            "regexCompile",
+            2,
+            NativeFunction::from_fn_ptr(super::regexp::compile),
+        ),
         ("call", 2, NativeFunction::from_fn_ptr(sdk_call)),
         ("sleep", 1, NativeFunction::from_fn_ptr(sleep)),
         ("log", 0, NativeFunction::from_fn_ptr(log)),
@@ -323,7 +427,7 @@ fn sdk_call(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     if h.calls_started.get() >= h.caps.sdk_calls {
         return Err(h.hit(Cap::SdkCalls));
     }
-    h.check_memory()?;
+    h.checkpoint(context)?;
     h.calls_started.set(h.calls_started.get() + 1);
     let value = to_json(
         args.get(1).unwrap_or(&JsValue::undefined()),
@@ -340,10 +444,10 @@ fn sdk_call(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     Ok(promise.into())
 }
 
-/// `__lore_tick()`, at the top of every loop body and function body: the memory cap, which no
-/// engine step checks.
+/// `__lore_tick()`, at the top of every loop body and function body: the checks no engine step
+/// makes (memory, the host's share of the steps, the wall clock; see [`Host::checkpoint`]).
 fn tick(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    host(context).check_memory()?;
+    host(context).checkpoint(context)?;
     Ok(JsValue::undefined())
 }
 
@@ -354,7 +458,7 @@ fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
     let b = args.get(1).unwrap_or(&undefined);
     let sum = a.add(b, context)?;
     check_string(&sum, context)?;
-    host(context).check_memory()?;
+    host(context).checkpoint(context)?;
     Ok(sum)
 }
 
@@ -362,7 +466,7 @@ fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
 fn string_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let value = args.first().cloned().unwrap_or_default();
     check_string(&value, context)?;
-    host(context).check_memory()?;
+    host(context).checkpoint(context)?;
     Ok(value)
 }
 
@@ -390,7 +494,7 @@ fn sleep(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsVal
             .into());
     }
     let ms = ms as u64;
-    h.check_memory()?;
+    h.checkpoint(context)?;
     if ms > h.caps.sleep_ms {
         return Err(h.hit(Cap::Sleep));
     }
@@ -411,8 +515,9 @@ fn log(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue
     let h = host(context);
     let mut parts = Vec::with_capacity(args.len());
     for v in args {
+        // A log is text for people: a lone surrogate shows as U+FFFD.
         let text = match v.as_string() {
-            Some(s) => s.to_std_string_escaped(),
+            Some(s) => s.to_std_string_lossy(),
             None if v.is_number() => v.display().to_string(),
             None => match to_json(v, &h, context, &mut 0)? {
                 Value::Null if v.is_undefined() => "undefined".to_string(),
@@ -420,7 +525,7 @@ fn log(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue
             },
         };
         h.add_output(text.len() + 1)?;
-        h.check_memory()?;
+        h.checkpoint(context)?;
         parts.push(text);
     }
     h.logs.borrow_mut().push(parts.join(" "));
@@ -456,117 +561,10 @@ fn cap(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue
     let cap = match name.as_str() {
         "string_length" => Cap::StringLength,
         "array_length" => Cap::ArrayLength,
-        "regex" => Cap::Regex,
         "recursion" => Cap::Recursion,
         _ => Cap::ValueDepth,
     };
     Err(h.hit(cap))
-}
-
-/// `regexRisk(source)`: whether a pattern can backtrack exponentially: a quantified group
-/// whose body holds a quantifier or an alternation (`(a+)+`, `(a|aa)*`, `(\w+\s?)*`), or a
-/// back-reference. The engine's matcher has no step limit, so such patterns are refused.
-fn regex_risk(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    let source: Vec<char> = args
-        .first()
-        .and_then(JsValue::as_string)
-        .map(|s| s.to_std_string_escaped())
-        .unwrap_or_default()
-        .chars()
-        .collect();
-    Ok(JsValue::from(pattern_is_risky(&source)))
-}
-
-/// Whether a regex source can backtrack exponentially (see `regexRisk` in the bootstrap).
-pub fn pattern_is_risky(p: &[char]) -> bool {
-    // Per open group: whether its body so far holds a quantifier or an alternation.
-    let mut groups: Vec<bool> = vec![false];
-    let mut i = 0;
-    let mut in_class = false;
-    // Whether the atom just closed was a group whose body was risky.
-    let mut last_group_risky = false;
-    while i < p.len() {
-        let c = p[i];
-        if c == '\\' {
-            if p.get(i + 1)
-                .is_some_and(|d| d.is_ascii_digit() && *d != '0')
-                || p.get(i + 1) == Some(&'k')
-            {
-                return true; // back-references
-            }
-            i += 2;
-            last_group_risky = false;
-            continue;
-        }
-        if in_class {
-            if c == ']' {
-                in_class = false;
-            }
-            i += 1;
-            continue;
-        }
-        match c {
-            '[' => {
-                in_class = true;
-                last_group_risky = false;
-            }
-            '(' => {
-                groups.push(false);
-                last_group_risky = false;
-                // `(?:`, `(?=`, `(?!`, `(?<=`, `(?<!`, `(?<name>`: skip the group's prefix.
-                if p.get(i + 1) == Some(&'?') {
-                    i += 2;
-                    if p.get(i) == Some(&'<') && !matches!(p.get(i + 1), Some('=' | '!')) {
-                        while i < p.len() && p[i] != '>' {
-                            i += 1;
-                        }
-                    }
-                    i += 1;
-                    continue;
-                }
-            }
-            ')' => {
-                let inner = groups.pop().unwrap_or(false);
-                last_group_risky = inner;
-                i += 1;
-                continue;
-            }
-            '|' => {
-                if let Some(g) = groups.last_mut() {
-                    *g = true;
-                }
-                last_group_risky = false;
-            }
-            '*' | '+' | '?' | '{' => {
-                let unbounded = match c {
-                    '*' | '+' => true,
-                    '{' => {
-                        let close = p[i..].iter().position(|x| *x == '}').map(|n| i + n);
-                        let body: String = close
-                            .map(|e| p[i + 1..e].iter().collect())
-                            .unwrap_or_default();
-                        body.ends_with(',')
-                            || body
-                                .split(',')
-                                .any(|n| n.trim().parse::<u32>().is_ok_and(|n| n > 16))
-                    }
-                    _ => false,
-                };
-                if unbounded && last_group_risky {
-                    return true;
-                }
-                if (unbounded || c == '?')
-                    && let Some(g) = groups.last_mut()
-                {
-                    *g = true;
-                }
-                last_group_risky = false;
-            }
-            _ => last_group_risky = false,
-        }
-        i += 1;
-    }
-    false
 }
 
 /// `countOf(text, search)`: non-overlapping occurrences of `search` in `text`.
@@ -662,7 +660,7 @@ fn to_json_at(
     }
     if let Some(s) = value.as_string() {
         grow(host, size, s.len())?;
-        return Ok(Value::String(s.to_std_string_escaped()));
+        return Ok(Value::String(well_formed(&s)?));
     }
     if value.is_bigint() {
         return Err(JsNativeError::typ()
@@ -717,11 +715,49 @@ fn to_json_at(
         if v.is_undefined() || v.as_object().is_some_and(|o| o.is_callable()) {
             continue;
         }
-        let name = name.to_std_string_escaped();
+        let name = well_formed(&name)?;
         grow(host, size, name.len() + 2)?;
         out.insert(name, to_json_at(&v, host, context, size, depth + 1)?);
     }
     Ok(Value::Object(out))
+}
+
+/// A string leaving the script as Unicode text. JavaScript strings may hold lone surrogates,
+/// which no JSON text, storage value or client can carry; writing them as the six characters
+/// `\uD800` (what an escaping conversion does) would store another string than the script
+/// had, equal to one that really holds a backslash. So they are refused, with where they are.
+pub fn well_formed(s: &JsString) -> JsResult<String> {
+    s.to_std_string().map_err(|_| {
+        let units = s.to_vec();
+        let (index, unit) = lone_surrogate(&units).unwrap_or((0, 0));
+        JsNativeError::typ()
+            .with_message(format!(
+                "a string with a lone surrogate (\\u{unit:04X} at index {index}) cannot leave the script: lore stores only valid Unicode; use s.toWellFormed() to replace lone surrogates with U+FFFD"
+            ))
+            .into()
+    })
+}
+
+/// The first unpaired surrogate of UTF-16 text: its index and code unit.
+fn lone_surrogate(units: &[u16]) -> Option<(usize, u16)> {
+    let mut i = 0;
+    while i < units.len() {
+        let u = units[i];
+        match u {
+            0xD800..=0xDBFF
+                if units
+                    .get(i + 1)
+                    .is_some_and(|n| (0xDC00..=0xDFFF).contains(n)) =>
+            {
+                i += 2;
+                continue;
+            }
+            0xD800..=0xDFFF => return Some((i, u)),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// `(line, column)` of the first position in an error's stack text (`…:line:col…`).
@@ -746,39 +782,6 @@ pub fn stack_position(stack: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn risky(p: &str) -> bool {
-        pattern_is_risky(&p.chars().collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn patterns_that_backtrack_exponentially_are_risky() {
-        for p in [
-            "(a+)+$",
-            "^(a|aa)*$",
-            "(x*)*z",
-            "(\\w+\\s?)*$",
-            "((ab)*c)+",
-            "(a{2,})+",
-            "(.*a){20}",
-            "(a)\\1",
-            "(?<x>a)\\k<x>",
-        ] {
-            assert!(risky(p), "{p}");
-        }
-        for p in [
-            "^[a-z]+@[a-z]+\\.com$",
-            "(ab)+",
-            "(a|b)",
-            "\\d{4}-\\d{2}",
-            "[(a+)+]",
-            "(a+)",
-            "(?:foo|bar)baz",
-            "(a{2})+",
-        ] {
-            assert!(!risky(p), "{p}");
-        }
-    }
 
     #[test]
     fn stack_positions_are_found() {

@@ -143,44 +143,76 @@ fn validator(index: usize) -> &'static jsonschema::Validator {
     })[index]
 }
 
-/// Whether `caller` may call a method of `tier` through a surface that allows `allowed`.
-pub fn authorize(caller: &Caller, tier: Tier, allowed: Tier, path: &str) -> Result<()> {
+/// Why a call of some tier is refused.
+enum Refusal {
+    /// The surface allows less than the method needs.
+    Surface,
+    /// The token lacks `mcp:write`.
+    Scope,
+    /// The caller's role is too low.
+    Role,
+}
+
+fn refusal(caller: &Caller, tier: Tier, allowed: Tier) -> Option<Refusal> {
     if tier > allowed {
-        return Err(match tier {
-            Tier::Admin => LoreError::NeedsAdmin(format!(
-                "{path} is an admin method; call it from run_sdk or the REST admin surface"
-            )),
-            _ => LoreError::NeedsWrite(format!(
-                "{path} writes, and this tool may only read; use run_sdk for writes"
-            )),
-        });
+        return Some(Refusal::Surface);
     }
     if tier >= Tier::Write && !caller.scopes().write {
-        return Err(LoreError::InsufficientScope(format!(
-            "{path} needs a token with the mcp:write scope; this token has {}",
-            caller.scopes().to_oauth_string()
-        )));
+        return Some(Refusal::Scope);
     }
     match tier {
-        Tier::Read => Ok(()),
-        Tier::Write if caller.role().can_write() => Ok(()),
-        Tier::Write => Err(LoreError::NeedsWrite(format!(
-            "{path} needs the member role or higher; you are a {} of {}",
-            caller.role().as_str(),
-            caller.org()
-        ))),
-        Tier::Admin if caller.role().is_admin() => Ok(()),
-        Tier::Admin => Err(LoreError::NeedsAdmin(format!(
+        Tier::Read => None,
+        Tier::Write if caller.role().can_write() => None,
+        Tier::Admin if caller.role().is_admin() => None,
+        _ => Some(Refusal::Role),
+    }
+}
+
+/// Whether `caller` may call a method of `tier` through a surface that allows `allowed`; the
+/// refusal says what stands in the way, and for a read-only surface which one it is (a script
+/// run says why it reads only: `query_sdk`, or the read operation it runs in).
+pub fn authorize(
+    lore: &Lore,
+    caller: &Caller,
+    tier: Tier,
+    allowed: Tier,
+    path: &str,
+) -> Result<()> {
+    let Some(refusal) = refusal(caller, tier, allowed) else {
+        return Ok(());
+    };
+    Err(match (refusal, tier) {
+        (Refusal::Surface, Tier::Admin) => LoreError::NeedsAdmin(format!(
+            "{path} is an admin method; call it from run_sdk or the REST admin surface"
+        )),
+        (Refusal::Surface, _) => {
+            let why = lore
+                .script
+                .as_ref()
+                .and_then(|s| s.read_only.clone())
+                .unwrap_or_else(|| "this tool may only read; use run_sdk for writes".into());
+            LoreError::NeedsWrite(format!("{path} writes, and {why}"))
+        }
+        (Refusal::Scope, _) => LoreError::InsufficientScope(format!(
+            "{path} needs a token with the mcp:write scope; this token has {}",
+            caller.scopes().to_oauth_string()
+        )),
+        (Refusal::Role, Tier::Admin) => LoreError::NeedsAdmin(format!(
             "{path} needs the admin or owner role; you are a {} of {}",
             caller.role().as_str(),
             caller.org()
-        ))),
-    }
+        )),
+        (Refusal::Role, _) => LoreError::NeedsWrite(format!(
+            "{path} needs the member role or higher; you are a {} of {}",
+            caller.role().as_str(),
+            caller.org()
+        )),
+    })
 }
 
 /// Whether `caller` may call a method of `tier` (for listings: search_sdk, `.d.ts`).
 pub fn may_call(caller: &Caller, tier: Tier, allowed: Tier) -> bool {
-    authorize(caller, tier, allowed, "").is_ok()
+    refusal(caller, tier, allowed).is_none()
 }
 
 /// Dispatches one SDK call: resolve the method, check access, validate, run.
@@ -202,7 +234,7 @@ pub async fn call(
         allowed,
     };
     if let Some((index, spec)) = find(path) {
-        authorize(caller, spec.tier, allowed, path)?;
+        authorize(lore, caller, spec.tier, allowed, path)?;
         crate::schema::check(validator(index), &args, "")?;
         return (spec.run)(&cx, args).await;
     }
@@ -238,12 +270,12 @@ pub async fn check_call(
         allowed,
     };
     if let Some((index, spec)) = find(path) {
-        authorize(caller, spec.tier, allowed, path)?;
+        authorize(lore, caller, spec.tier, allowed, path)?;
         crate::schema::check(validator(index), args, "")?;
         if spec.is("operations.run") {
             let a: crate::records::operations::RunOperation = parse_args(args.clone())?;
             let op = crate::records::operations::get(&lore.ports, caller, &a.name).await?;
-            authorize(caller, op.access, allowed, path)?;
+            authorize(lore, caller, op.access, allowed, path)?;
             crate::records::operations::check_args(&op, &Value::Object(a.args))?;
             return Ok(op.access);
         }
@@ -259,7 +291,7 @@ pub async fn check_call(
             .iter()
             .find(|m| m.path() == path)
             .ok_or_else(|| unknown_method(path))?;
-        authorize(caller, method.tier, allowed, path)?;
+        authorize(lore, caller, method.tier, allowed, path)?;
         nouns::check_args(&cx, path, args).await?;
         return Ok(method.tier);
     }

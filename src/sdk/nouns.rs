@@ -256,7 +256,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
     };
     if let Some(index) = BUILT_INS.iter().position(|b| b.verb == verb) {
         let b = &BUILT_INS[index];
-        authorize(cx.caller, b.tier, cx.allowed, path)?;
+        authorize(cx.lore, cx.caller, b.tier, cx.allowed, path)?;
         crate::schema::check(built_in_validator(index), &args, "")?;
         let ps = ports;
         let caller = cx.caller;
@@ -315,7 +315,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
                 "verb {verb:?} of {noun} (built-ins: get, list, create, update, delete, link; custom verbs are operations bound to the type)"
             ))
         })?;
-    authorize(cx.caller, op.access, cx.allowed, path)?;
+    authorize(cx.lore, cx.caller, op.access, cx.allowed, path)?;
     let args = match args {
         Value::Object(map) => map,
         _ => {
