@@ -209,6 +209,7 @@ fn main() {
             &caller,
             &lore.config.sql,
             lore.sql_cache(),
+            None,
             args,
         ))
         .unwrap()

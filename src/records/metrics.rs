@@ -263,6 +263,7 @@ pub async fn query(
     ports: &Ports,
     usage: &UsageCounters,
     sql_limits: &crate::sql::Limits,
+    offload: Option<&dyn crate::ports::Offload>,
     caller: &Caller,
     args: QueryMetric,
 ) -> Result<MetricValue> {
@@ -275,7 +276,7 @@ pub async fn query(
             check_name("name", other)?;
             let key = caller.keys().named("metric", other);
             return match ports.record::<Metric>(&key).await? {
-                Some(metric) => sql_metric(ports, caller, sql_limits, &metric).await,
+                Some(metric) => sql_metric(ports, caller, sql_limits, offload, &metric).await,
                 None => Err(LoreError::not_found(format!(
                     "metric {other:?}; list them with list_metrics"
                 ))),
@@ -326,6 +327,7 @@ async fn sql_metric(
     ports: &Ports,
     caller: &Caller,
     limits: &crate::sql::Limits,
+    offload: Option<&dyn crate::ports::Offload>,
     metric: &Metric,
 ) -> Result<MetricValue> {
     let (labels, rows, _) = crate::sql::run(
@@ -333,6 +335,7 @@ async fn sql_metric(
         caller,
         limits,
         &crate::sql::TableCache::new(0),
+        offload,
         &metric.sql,
         &[],
     )

@@ -20,7 +20,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use gluesql_core::ast::DataType;
 use gluesql_core::data::Value as Sql;
@@ -36,7 +36,7 @@ struct Entry {
     version: Vec<u8>,
     /// The columns decoded (the others hold `NULL`).
     decoded: BTreeSet<String>,
-    rows: Rc<Vec<Vec<Sql>>>,
+    rows: Arc<Vec<Vec<Sql>>>,
     bytes: usize,
     used: u64,
 }

@@ -113,7 +113,7 @@ pub struct Table {
     pub name: String,
     pub columns: Vec<(String, DataType)>,
     /// Shared with the instance's [`super::cache::TableCache`] when it keeps the table.
-    pub rows: std::rc::Rc<Vec<Vec<Sql>>>,
+    pub rows: std::sync::Arc<Vec<Vec<Sql>>>,
 }
 
 /// The tables of the caller's org.
@@ -204,7 +204,7 @@ impl Catalog {
                 .into_iter()
                 .map(|(n, t)| (n.to_string(), t))
                 .collect(),
-            rows: std::rc::Rc::new(rows),
+            rows: std::sync::Arc::new(rows),
         })
     }
 }

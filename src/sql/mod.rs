@@ -17,6 +17,7 @@
 //! Architecture invariant: a table name is looked up in the caller's catalog and never turned
 //! into a storage key; every key comes from the caller's `OrgKeys`.
 
+pub mod bound;
 pub mod cache;
 pub mod catalog;
 pub mod page;
@@ -56,6 +57,10 @@ pub struct Limits {
     pub time_ms: i64,
     /// The JSON size of one page.
     pub max_result_bytes: usize,
+    /// Bytes one query may hold while it runs (sorting, grouping, the values it builds),
+    /// counted by the memory meter; each value it builds is bounded before it runs
+    /// ([`bound`]).
+    pub max_query_bytes: usize,
     /// Estimated bytes of decoded tables an instance keeps between queries
     /// ([`cache::TableCache`]); 0 keeps none. Off by default on wasm32, where instances live
     /// for a request (Spin) or in a small isolate (Workers).
@@ -69,6 +74,11 @@ impl Default for Limits {
             max_row_visits: 20_000_000,
             time_ms: 10_000,
             max_result_bytes: 1 << 20,
+            max_query_bytes: if cfg!(target_arch = "wasm32") {
+                48 << 20
+            } else {
+                256 << 20
+            },
             cache_bytes: if cfg!(target_arch = "wasm32") {
                 0
             } else {
@@ -200,10 +210,19 @@ pub async fn query(
     caller: &Caller,
     limits: &Limits,
     cache: &TableCache,
+    offload: Option<&dyn crate::ports::Offload>,
     args: QuerySql,
 ) -> Result<SqlResult> {
-    let (labels, rows, order_by) =
-        run(ports, caller, limits, cache, &args.sql, &args.params).await?;
+    let (labels, rows, order_by) = run(
+        ports,
+        caller,
+        limits,
+        cache,
+        offload,
+        &args.sql,
+        &args.params,
+    )
+    .await?;
     let order = page::resolve(&labels, args.order_by.as_ref(), &order_by)?;
     let fingerprint = page::fingerprint(
         &args.sql,
@@ -242,6 +261,7 @@ pub async fn run(
     caller: &Caller,
     limits: &Limits,
     cache: &TableCache,
+    offload: Option<&dyn crate::ports::Offload>,
     sql: &str,
     params: &[SqlParam],
 ) -> Result<Rows> {
@@ -266,10 +286,7 @@ pub async fn run(
         .into_iter()
         .map(|(name, columns)| store::schema(&name, &columns))
         .collect();
-    let mut store = SnapshotStore::new(
-        Guard::new(ports.clock.clone(), deadline, limits.max_row_visits),
-        others,
-    );
+    let mut tables = Vec::with_capacity(to_load.len());
     let needed = catalog::Needed {
         all: parsed.wildcard,
         names: &parsed.identifiers,
@@ -316,10 +333,81 @@ pub async fn run(
                 table
             }
         };
-        store.insert(table);
+        tables.push(table);
     }
+    let execution = Execution {
+        tables,
+        others,
+        deadline,
+        max_visits: limits.max_row_visits,
+        max_bytes: limits.max_query_bytes,
+        parsed,
+        params,
+    };
+    match offload {
+        // Natively the computing runs on a thread of its own: a query that runs to its time
+        // budget holds that thread, not the one that serves other requests.
+        Some(offload) => {
+            let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let out = slot.clone();
+            offload
+                .run(Box::new(move |clock| {
+                    let result = execution.run(clock);
+                    *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                }))
+                .await;
+            let result = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            result.unwrap_or_else(|| {
+                Err(LoreError::Internal(
+                    "the query's thread stopped before it answered".into(),
+                ))
+            })
+        }
+        None => execution.run(ports.clock.clone()),
+    }
+}
+
+/// The part of a query that computes, over the tables it loaded: its common table expressions,
+/// the check of its names, and the query itself. Synchronous, and `Send`, so that it can run
+/// on a thread of its own (see [`crate::ports::Offload`]).
+struct Execution {
+    tables: Vec<Table>,
+    others: Vec<gluesql_core::data::Schema>,
+    deadline: i64,
+    max_visits: u64,
+    max_bytes: usize,
+    parsed: statement::ReadQuery,
+    params: Vec<ParamLiteral>,
+}
+
+impl Execution {
+    fn run(self, clock: std::rc::Rc<dyn crate::ports::Clock>) -> Result<Rows> {
+        let Execution {
+            tables,
+            others,
+            deadline,
+            max_visits,
+            max_bytes,
+            parsed,
+            params,
+        } = self;
+        let mut store =
+            SnapshotStore::new(Guard::new(clock, deadline, max_visits, max_bytes), others);
+        for table in tables {
+            store.insert(table);
+        }
+        execute_all(&mut store, parsed, &params)
+    }
+}
+
+/// CTEs, then the check of the query's names, then the query.
+fn execute_all(
+    store: &mut SnapshotStore,
+    parsed: statement::ReadQuery,
+    params: &[ParamLiteral],
+) -> Result<Rows> {
     for cte in &parsed.ctes {
-        let (labels, rows) = execute_one(&mut store, &cte.query, &params, &parsed)?;
+        let (labels, rows) = execute_one(store, &cte.query, params, &parsed)?;
         let names = if cte.columns.is_empty() {
             labels
         } else if cte.columns.len() == labels.len() {
@@ -347,11 +435,11 @@ pub async fn run(
         store.insert(Table {
             name: cte.name.clone(),
             columns,
-            rows: std::rc::Rc::new(rows),
+            rows: std::sync::Arc::new(rows),
         });
     }
-    check_identifiers(&parsed, &store)?;
-    let (labels, rows) = execute_one(&mut store, &parsed.main, &params, &parsed)?;
+    check_identifiers(&parsed, store)?;
+    let (labels, rows) = execute_one(store, &parsed.main, params, &parsed)?;
     Ok((labels, rows, parsed.order_by))
 }
 
@@ -454,6 +542,10 @@ fn execute_one(
             store.guard.visits().saturating_sub(1)
         )),
         Some(Trip::Time) => time_exceeded(0, "running"),
+        Some(Trip::Memory) => bad(format!(
+            "the query held more than {} MiB while running (sorting, grouping or building values over many rows); narrow it with WHERE, select fewer or smaller columns, or page with LIMIT",
+            store.guard.max_bytes >> 20
+        )),
         None => engine_message(e, store, parsed),
     };
     let translated =
@@ -464,6 +556,10 @@ fn execute_one(
     if store.guard.past_deadline() {
         return Err(time_exceeded(0, "planning"));
     }
+    // Execution is one synchronous stretch: metered, so the guard sees what it holds.
+    let _run = crate::sandbox::meter::Run::begin();
+    let _section = crate::sandbox::meter::Section::enter();
+    store.guard.start_memory();
     match execute(store, &plan) {
         Ok(Payload::Select { labels, rows }) => Ok((labels, rows)),
         Ok(Payload::SelectMap(maps)) => {

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, OrderByExpr,
-    Query, Select, SelectItem, SetExpr, Statement, TableFactor, Value as Literal, Visit, Visitor,
+    BinaryOperator, Expr, ObjectName, OrderByExpr, Query, Select, SelectItem, SetExpr, Statement,
+    TableFactor, Value as Literal, Visit, Visitor,
 };
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
@@ -20,8 +20,6 @@ use crate::error::{LoreError, Result};
 
 /// Longest query text accepted.
 pub const MAX_SQL_BYTES: usize = 16 * 1024;
-/// Largest length `REPEAT`, `LPAD` and `RPAD` may build.
-const MAX_PAD: i64 = 65_536;
 
 /// A common table expression, run before the main query and stored as a table.
 pub struct Cte {
@@ -379,6 +377,9 @@ impl Visitor for Walk {
         if let Err(e) = refuse_writes(&query.body) {
             return ControlFlow::Break(e);
         }
+        if let Err(e) = check_rows(&query.body) {
+            return ControlFlow::Break(e);
+        }
         self.wildcard |= collect_select_aliases(&query.body, &mut self.aliases);
         self.depth += 1;
         ControlFlow::Continue(())
@@ -428,13 +429,11 @@ impl Visitor for Walk {
                     self.identifiers.insert(last.value.clone());
                 }
             }
-            Expr::Function(f) => {
-                let name = f.name.to_string().to_ascii_uppercase();
-                if ["REPEAT", "LPAD", "RPAD"].contains(&name.as_str()) {
-                    return check_pad(&name, &f.args);
-                }
-            }
             _ => {}
+        }
+        // Every value the query can build is bounded before anything runs.
+        if let Err(e) = super::bound::check(expr) {
+            return ControlFlow::Break(e);
         }
         ControlFlow::Continue(())
     }
@@ -472,23 +471,16 @@ fn collect_select_aliases(body: &SetExpr, aliases: &mut BTreeSet<String>) -> boo
     }
 }
 
-/// `REPEAT(s, n)`, `LPAD(s, n)`, `RPAD(s, n)` build strings of any size: `n` must be a literal
-/// up to [`MAX_PAD`].
-fn check_pad(name: &str, args: &FunctionArguments) -> ControlFlow<LoreError> {
-    let FunctionArguments::List(list) = args else {
-        return ControlFlow::Continue(());
-    };
-    let length = list.args.get(1).and_then(|a| match a {
-        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(Literal::Number(n, _)))) => {
-            n.to_string().parse::<i64>().ok()
+/// The bound on one row's values of every `SELECT` in a query body (see [`super::bound`]).
+fn check_rows(body: &SetExpr) -> Result<()> {
+    match body {
+        SetExpr::Select(select) => super::bound::check_row(&select.projection),
+        SetExpr::Query(q) => check_rows(&q.body),
+        SetExpr::SetOperation { left, right, .. } => {
+            check_rows(left)?;
+            check_rows(right)
         }
-        _ => None,
-    });
-    match length {
-        Some(n) if n <= MAX_PAD => ControlFlow::Continue(()),
-        _ => ControlFlow::Break(bad(format!(
-            "{name} takes a literal length of at most {MAX_PAD}"
-        ))),
+        _ => Ok(()),
     }
 }
 
@@ -544,8 +536,24 @@ mod tests {
                 "SELECT * FROM (WITH t AS (SELECT 1) SELECT * FROM t) x",
                 "WITH is supported",
             ),
-            ("SELECT REPEAT('x', 1000000000)", "REPEAT takes"),
-            ("SELECT LPAD('x', n) FROM t", "LPAD takes"),
+            ("SELECT REPEAT('x', 1000000000)", "copies of the data"),
+            ("SELECT LPAD('x', n) FROM t", "LPAD takes a length written"),
+            (
+                "SELECT REPEAT(REPEAT('x', 65536), 65536)",
+                "copies of the data",
+            ),
+            (
+                "SELECT a FROM t WHERE REPEAT(REPEAT(a, 100), 100) = ''",
+                "copies of the data",
+            ),
+            (
+                "SELECT x FROM (SELECT REPEAT(REPEAT('x', 9000), 9000) AS x) s",
+                "copies of the data",
+            ),
+            (
+                "SELECT REPEAT(c, 10), REPEAT(c, 10), REPEAT(c, 10), REPEAT(c, 10), REPEAT(c, 10), REPEAT(c, 10), REPEAT(c, 10) FROM t",
+                "one row",
+            ),
         ] {
             let message = refused(sql);
             assert!(message.contains(says), "{sql}: {message}");

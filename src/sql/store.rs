@@ -5,7 +5,7 @@
 //! signature asks for them, with no method of their own: every write GlueSQL could attempt
 //! fails with its "not supported" error, and none is ever reached, since anything but a
 //! `SELECT` is refused before execution. Every row GlueSQL reads passes `Guard::visit`, which
-//! stops the query past its row or time budget.
+//! stops the query past its row, time or memory budget.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -25,11 +25,15 @@ use crate::ports::Clock;
 /// Rows read between two looks at the clock.
 const CLOCK_EVERY: u64 = 1024;
 
+/// Rows read between two looks at the memory the query holds.
+const MEMORY_EVERY: u64 = 64;
+
 /// Why the guard stopped a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trip {
     Rows,
     Time,
+    Memory,
 }
 
 /// Counts the rows the engine reads and watches the clock.
@@ -39,17 +43,29 @@ pub struct Guard {
     max_visits: u64,
     visits: Cell<u64>,
     tripped: Cell<Option<Trip>>,
+    /// Bytes the query may hold while it runs (rows it keeps for a sort or a group, the values
+    /// it builds), counted by the memory meter from `memory_base`.
+    pub max_bytes: usize,
+    memory_base: Cell<usize>,
 }
 
 impl Guard {
-    pub fn new(clock: Rc<dyn Clock>, deadline_ms: i64, max_visits: u64) -> Self {
+    pub fn new(clock: Rc<dyn Clock>, deadline_ms: i64, max_visits: u64, max_bytes: usize) -> Self {
         Self {
             clock,
             deadline_ms,
             max_visits,
             visits: Cell::new(0),
             tripped: Cell::new(None),
+            max_bytes,
+            memory_base: Cell::new(0),
         }
+    }
+
+    /// Starts counting the query's memory from what the thread holds now; call inside a
+    /// metered section (`sandbox::meter`), which execution runs in.
+    pub fn start_memory(&self) {
+        self.memory_base.set(crate::sandbox::meter::live());
     }
 
     pub fn tripped(&self) -> Option<Trip> {
@@ -75,6 +91,10 @@ impl Guard {
             self.tripped.set(Some(Trip::Rows));
         } else if n.is_multiple_of(CLOCK_EVERY) && self.clock.now_ms() > self.deadline_ms {
             self.tripped.set(Some(Trip::Time));
+        } else if n.is_multiple_of(MEMORY_EVERY)
+            && crate::sandbox::meter::live().saturating_sub(self.memory_base.get()) > self.max_bytes
+        {
+            self.tripped.set(Some(Trip::Memory));
         }
         match self.tripped.get() {
             Some(_) => Err(Error::StorageMsg("query budget exceeded".into())),
@@ -84,7 +104,7 @@ impl Guard {
 }
 
 /// A table's rows, shared with the instance's table cache when it keeps them.
-type Rows = Rc<Vec<Vec<Value>>>;
+type Rows = std::sync::Arc<Vec<Vec<Value>>>;
 
 /// The tables of one query, read-only.
 pub struct SnapshotStore {
