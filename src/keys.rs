@@ -204,9 +204,14 @@ impl OrgKeys {
     pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
         format!("{}vsnap/{model}/part/{n:06}", self.root)
     }
-    /// The event saved with this normalized text and entity set (duplicate saves return it).
+    /// The current event equivalent to a save (its normalized text, entity set, kind, payload
+    /// and author hash to `text_hash`): a duplicate save returns it.
     pub fn duplicate(&self, text_hash: &str) -> String {
         format!("{}dup/{text_hash}", self.root)
+    }
+    /// Set when event `ulid` is superseded; its value is the id of the event that replaced it.
+    pub fn superseded(&self, ulid: &str) -> String {
+        format!("{}superseded/{ulid}", self.root)
     }
     pub fn idempotency(&self, key_hash: &str) -> String {
         format!("{}idem/{key_hash}", self.root)

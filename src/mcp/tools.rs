@@ -85,8 +85,12 @@ pub(crate) fn save_input() -> Value {
 fn save_output() -> Value {
     json!({
         "type": "object",
-        "properties": {"ids": {"type": "array", "items": {"type": "string"}, "description": "New (or, on an idempotent retry, existing) memory ids, in input order."}},
-        "required": ["ids"]
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "string"}, "description": "Memory ids, in input order: new ones, or the existing one where the save was deduplicated (or retried with its idempotency key)."},
+            "deduplicated": {"type": "boolean", "description": "True when at least one memory was not stored again because a current memory with the same text, entities, kind, payload and author exists; its id is returned instead."},
+            "deduplicated_indexes": {"type": "array", "items": {"type": "integer"}, "description": "Which memories (0-based, input order) were deduplicated; present when deduplicated is true."}
+        },
+        "required": ["ids", "deduplicated"]
     })
 }
 
@@ -261,7 +265,7 @@ pub static TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: SAVE_MEMORY,
         title: "Save memory",
-        description: "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids.",
+        description: "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids; a save equal to a current memory (same text, entities, kind, payload and author) returns that memory's id and says deduplicated: true.",
         access: Access::Write,
         idempotent: false,
         destructive: false,

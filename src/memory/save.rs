@@ -1,6 +1,7 @@
-//! `save_memory`: validate, deduplicate (by idempotency key, and by the same normalized text
-//! with the same entities), append the events and bump the org's event sequence number in one
-//! conditional batch.
+//! `save_memory`: validate, deduplicate (by idempotency key, and against a current memory
+//! equivalent to the save: the same normalized text, entities, kind, payload and author),
+//! append the events and bump the org's event sequence number in one conditional batch. A
+//! deduplicated save is never silent: the answer says `deduplicated` and which ones.
 
 use std::collections::HashMap;
 
@@ -37,6 +38,9 @@ fn backoff_ms(ports: &Ports, attempt: usize) -> u64 {
 struct IdempotencyRecord {
     event_id: String,
     fingerprint: String,
+    /// Whether the first save was deduplicated: a retry answers as the first save did.
+    #[serde(default)]
+    deduplicated: bool,
 }
 
 fn fingerprint(m: &MemoryInput, kind: &str) -> String {
@@ -52,10 +56,17 @@ fn fingerprint(m: &MemoryInput, kind: &str) -> String {
     )
 }
 
-/// The duplicate key of a memory: its text lowercased with whitespace collapsed, and its
-/// entity set (order and repeats ignored). Kind and payload do not count: the same sentence
-/// about the same entities is the same memory.
-fn duplicate_hash(content: &str, entity_ids: &[String]) -> String {
+/// The duplicate key of a memory: its text lowercased with whitespace collapsed, its entity set
+/// (order and repeats ignored), its kind, its payload and its author. Only a save equivalent
+/// in all of these is folded into an earlier memory: another author's, kind's or payload's
+/// save of the same sentence is a memory of its own.
+fn duplicate_hash(
+    content: &str,
+    entity_ids: &[String],
+    kind: &str,
+    payload: Option<&Value>,
+    author: &str,
+) -> String {
     let text = content
         .split_whitespace()
         .map(str::to_lowercase)
@@ -64,7 +75,9 @@ fn duplicate_hash(content: &str, entity_ids: &[String]) -> String {
     let mut entities: Vec<&str> = entity_ids.iter().map(String::as_str).collect();
     entities.sort_unstable();
     entities.dedup();
-    sha256_hex(&format!("{text}\n{}", entities.join(",")))
+    // serde_json's maps are ordered by key, so equal payloads serialize equally.
+    let payload = payload.map(Value::to_string).unwrap_or_default();
+    sha256_hex(&json!([text, entities.join(","), kind, payload, author]).to_string())
 }
 
 impl MemoryService {
@@ -138,6 +151,9 @@ impl MemoryService {
         let mut added = Vec::new();
         let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
         let mut dups_in_batch: HashMap<String, String> = HashMap::new();
+        // Indexes (in input order) of the memories an equivalent current memory stood for.
+        let mut deduplicated: Vec<usize> = Vec::new();
+        let mut superseded_in_batch: std::collections::HashSet<String> = Default::default();
         let mut next = seq;
         for (i, m) in memories.iter().enumerate() {
             let field = |name: &str| {
@@ -154,6 +170,7 @@ impl MemoryService {
                 ));
             }
             if let Some(payload) = &m.payload {
+                crate::schema::check_stored_depth(payload, &field("payload"))?;
                 let size = payload.to_string().len();
                 if size > MAX_PAYLOAD_BYTES {
                     return Err(LoreError::invalid(
@@ -178,6 +195,7 @@ impl MemoryService {
                     ));
                 }
             }
+            let mut supersedes = None;
             if let Some(old) = &m.supersedes_event_id {
                 let ulid = parse_record_id(old, "evt", &field("supersedes_event_id"))?;
                 if ports.storage.get(&keys.event(ulid)).await?.is_none() {
@@ -189,6 +207,7 @@ impl MemoryService {
                         ),
                     ));
                 }
+                supersedes = Some(ulid.to_string());
             }
             let print = fingerprint(m, &kind);
             // Keys are per principal: one agent's key never returns or blocks another's save.
@@ -211,39 +230,70 @@ impl MemoryService {
                         "this idempotency_key was already used for a different memory; use a new key",
                     ));
                 }
+                if record.deduplicated {
+                    deduplicated.push(ids.len());
+                }
                 ids.push(record.event_id);
                 continue;
             }
-            // A replacement is always new; otherwise the same text about the same entities
-            // returns the memory saved before (its idempotency key, if any, now points there).
-            let dup_key = m
-                .supersedes_event_id
-                .is_none()
-                .then(|| keys.duplicate(&duplicate_hash(&m.content, &m.entity_ids)));
-            let existing = match &dup_key {
-                Some(k) => match dups_in_batch.get(k) {
-                    Some(id) => Some(id.clone()),
-                    None => ports
-                        .storage
-                        .get(k)
-                        .await?
-                        .map(|b| String::from_utf8_lossy(&b).into_owned()),
-                },
-                None => None,
-            };
-            if let Some(event_id) = existing {
-                if let Some(idem_key) = idem_key {
-                    let record = IdempotencyRecord {
-                        event_id: event_id.clone(),
-                        fingerprint: print,
-                    };
-                    batch
-                        .require_absent(&idem_key)
-                        .put(&idem_key, serde_json::to_vec(&record)?);
-                    in_batch.insert(idem_key, record);
+            // A replacement is always new; otherwise an equivalent memory that is still
+            // current returns that memory (its idempotency key, if any, now points there). One
+            // that a later save superseded does not: saving its text again (reverting a
+            // decision) is a new memory, which takes the key over.
+            let author = &caller.principal().id;
+            let dup_key = keys.duplicate(&duplicate_hash(
+                &m.content,
+                &m.entity_ids,
+                &kind,
+                m.payload.as_ref(),
+                author,
+            ));
+            let mut replaces_dup: Option<Vec<u8>> = None;
+            if m.supersedes_event_id.is_none() {
+                let existing = match dups_in_batch.get(&dup_key) {
+                    Some(id) => Some((id.clone(), None)),
+                    None => match ports.storage.get(&dup_key).await? {
+                        Some(b) => {
+                            let id = String::from_utf8_lossy(&b).into_owned();
+                            let marker = id.strip_prefix("evt_").map(|ulid| keys.superseded(ulid));
+                            let current = match &marker {
+                                Some(k) => {
+                                    !superseded_in_batch.contains(k)
+                                        && ports.storage.get(k).await?.is_none()
+                                }
+                                None => false,
+                            };
+                            if current {
+                                Some((id, marker))
+                            } else {
+                                replaces_dup = Some(b);
+                                None
+                            }
+                        }
+                        None => None,
+                    },
+                };
+                if let Some((event_id, marker)) = existing {
+                    // Still current when this commits: a supersede racing this save makes the
+                    // batch fail and the save run again, and then it is new.
+                    if let Some(marker) = marker {
+                        batch.require_absent(marker);
+                    }
+                    if let Some(idem_key) = idem_key {
+                        let record = IdempotencyRecord {
+                            event_id: event_id.clone(),
+                            fingerprint: print,
+                            deduplicated: true,
+                        };
+                        batch
+                            .require_absent(&idem_key)
+                            .put(&idem_key, serde_json::to_vec(&record)?);
+                        in_batch.insert(idem_key, record);
+                    }
+                    deduplicated.push(ids.len());
+                    ids.push(event_id);
+                    continue;
                 }
-                ids.push(event_id);
-                continue;
             }
             let ulid = new_ulid(ports);
             let event = Event {
@@ -262,12 +312,21 @@ impl MemoryService {
                 .require_absent(keys.event(&ulid))
                 .put(keys.event(&ulid), serde_json::to_vec(&event)?);
             batch.put(keys.event_seq(next), ulid.clone().into_bytes());
-            let dup_key = dup_key.unwrap_or_else(|| {
-                keys.duplicate(&duplicate_hash(&event.content, &event.entity_ids))
-            });
-            // A replacement takes over its text's key, so saving that text again finds it.
-            if m.supersedes_event_id.is_none() {
-                batch.require_absent(&dup_key);
+            if let Some(old) = &supersedes {
+                let marker = keys.superseded(old);
+                batch.put(&marker, event.id.clone().into_bytes());
+                superseded_in_batch.insert(marker);
+            }
+            // The new memory is its key's current one: a replacement takes its text's key over,
+            // and so does a save of a superseded memory's text.
+            match (&m.supersedes_event_id, replaces_dup) {
+                (Some(_), _) => {}
+                (None, Some(old)) => {
+                    batch.require_equals(&dup_key, old);
+                }
+                (None, None) => {
+                    batch.require_absent(&dup_key);
+                }
             }
             batch.put(&dup_key, event.id.clone().into_bytes());
             dups_in_batch.insert(dup_key, event.id.clone());
@@ -281,6 +340,7 @@ impl MemoryService {
                 let record = IdempotencyRecord {
                     event_id: event.id.clone(),
                     fingerprint: print,
+                    deduplicated: false,
                 };
                 batch
                     .require_absent(&idem_key)
@@ -301,7 +361,11 @@ impl MemoryService {
             ports.storage.commit(batch).await?;
         }
         self.remember_vectors(embedded);
-        Ok((json!({ "ids": ids }), added))
+        let mut out = json!({ "ids": ids, "deduplicated": !deduplicated.is_empty() });
+        if !deduplicated.is_empty() {
+            out["deduplicated_indexes"] = json!(deduplicated);
+        }
+        Ok((out, added))
     }
 }
 

@@ -67,10 +67,17 @@ pub struct MemoryResults {
     pub results: Vec<MemoryHit>,
 }
 
-/// `memory.save` result: the new (or, on an idempotent retry, existing) ids in input order.
+/// `memory.save` result: the ids in input order, new or (deduplicated, or an idempotent
+/// retry) existing.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SavedIds {
     pub ids: Vec<String>,
+    /// Whether a memory was not stored again because a current memory with the same text,
+    /// entities, kind, payload and author exists (its id is in `ids`).
+    pub deduplicated: bool,
+    /// Which memories (0-based, input order) were deduplicated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deduplicated_indexes: Vec<usize>,
 }
 
 /// One SDK method, as `search_sdk` returns it.
@@ -273,7 +280,7 @@ pub static METHODS: &[MethodSpec] = &[
     "Run an operation by name with arguments; it needs the access tier the operation declares.",
     |cx, a| {
         let op = operations::get(&cx.lore.ports, cx.caller, &a.name).await?;
-        super::authorize(cx.caller, op.access, cx.allowed, &format!("operations.run({})", op.name))?;
+        super::authorize(cx.lore, cx.caller, op.access, cx.allowed, &format!("operations.run({})", op.name))?;
         operations::run(cx.lore, cx.caller, &op, a.args, cx.allowed).await?
     }),
     // behaviors
@@ -305,7 +312,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| metrics::list(&cx.lore.ports, cx.caller).await?),
     method!("metrics".query, Read, Try, QueryMetric => MetricValue,
         "Evaluate a metric: a built-in one (e.g. tool_calls) over a day range, in total or grouped by tool or day, or an org SQL metric through the query_sql engine.",
-        |cx, a| metrics::query(&cx.lore.ports, &cx.lore.usage, &cx.lore.config.sql, cx.caller, a).await?),
+        |cx, a| metrics::query(&cx.lore.ports, &cx.lore.usage, &cx.lore.config.sql, cx.lore.offload.as_deref(), cx.caller, a).await?),
     method!("metrics".define, Admin, Try, DefineMetric => Metric,
         "Define an org metric: a named read-only SQL query with a value column.",
         |cx, a| metrics::define(&cx.lore.ports, cx.caller, a).await?),
@@ -315,7 +322,7 @@ pub static METHODS: &[MethodSpec] = &[
     // sql
     method!("sql".query, Read, Try, QuerySql => SqlResult,
         "Run one read-only SQL SELECT over the org's tables (entities, relationships, events, event_history, entity_types, feeds, operations, actions, metrics, one per entity type, one per virtual feed); paginated like query_sql.",
-        |cx, a| crate::sql::query(&cx.lore.ports, cx.caller, &cx.lore.config.sql, &cx.lore.sql_cache, a).await?),
+        |cx, a| crate::sql::query(&cx.lore.ports, cx.caller, &cx.lore.config.sql, &cx.lore.sql_cache, cx.lore.offload.as_deref(), a).await?),
     // agents
     method!("agents".list, Read, Try, NoArgs => Vec<Member>,
         "List the org's registered agents.",
