@@ -102,7 +102,8 @@ fn get_method() -> String {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CallResult {
     pub status: u16,
-    /// The JSON body, or the text body as a string.
+    /// The JSON body, or the body's text as a string (a body that is not JSON, was cut, or
+    /// nests deeper than lore stores values).
     pub body: Value,
     /// Whether the body was cut at 1 MiB.
     pub truncated: bool,
@@ -278,14 +279,6 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done
     Ok(Done { ok: true })
 }
 
-/// Replaces every occurrence of the secret in `text`.
-fn scrub(text: &str, secret: Option<&str>) -> String {
-    match secret {
-        Some(s) if !s.is_empty() => text.replace(s, "[redacted]"),
-        _ => text.to_string(),
-    }
-}
-
 /// Sends one request through the connection: the URL must stay on an allowed host, the
 /// credential is added here, and the response is scrubbed of it.
 pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Result<CallResult> {
@@ -300,19 +293,7 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
             ),
         ));
     }
-    if !(args.path.is_empty() || args.path.starts_with('/') || args.path.starts_with('?'))
-        || args.path.contains("://")
-        || args
-            .path
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(LoreError::invalid(
-            "path",
-            "give a path under the connection's base URL, starting with / (no scheme or host)",
-        ));
-    }
-    let url = format!("{}{}", conn.base_url, args.path);
+    let url = super::outbound::target_url(&conn.base_url, &args.path)?;
     let host = url_host(&url)
         .map(|(_, h)| h)
         .filter(|h| conn.allowed_hosts.contains(h))
@@ -349,6 +330,17 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
         )),
         _ => {}
     }
+    // The secret and the whole header value it travels in, in every form redaction knows.
+    let credential_header = headers
+        .iter()
+        .find(|(_, v)| secret.as_deref().is_some_and(|s| v.contains(s)))
+        .map(|(_, v)| v.clone());
+    let redactor = super::outbound::Redactor::new(
+        &[secret.as_deref(), credential_header.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+    );
     let body = match &args.body {
         Some(b) => {
             headers.push(("content-type".into(), "application/json".into()));
@@ -369,14 +361,15 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
             message: format!(
                 "connection {} ({host}) failed: {}",
                 conn.name,
-                scrub(&e.0, secret.as_deref())
+                redactor.scrub(&e.0)
             ),
         })?;
     let truncated = response.body.len() > MAX_RESPONSE_BYTES;
     let raw = &response.body[..response.body.len().min(MAX_RESPONSE_BYTES)];
-    let text = scrub(&String::from_utf8_lossy(raw), secret.as_deref());
+    let text = redactor.scrub(&String::from_utf8_lossy(raw));
+    // JSON nested deeper than lore stores comes back as its text, as a non-JSON body does.
     let body = match serde_json::from_str::<Value>(&text) {
-        Ok(v) if !truncated => v,
+        Ok(v) if !truncated && crate::schema::depth(&v) <= crate::schema::MAX_STORED_DEPTH => v,
         _ => Value::String(text),
     };
     Ok(CallResult {

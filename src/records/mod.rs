@@ -12,6 +12,7 @@ pub mod entities;
 pub mod feeds;
 pub mod metrics;
 pub mod operations;
+pub mod outbound;
 pub mod people;
 pub mod relationships;
 #[doc(hidden)]
