@@ -162,6 +162,17 @@ pub async fn handle(
         );
     }
     let body: Value = match serde_json::from_slice(request.body()) {
+        Ok(v) if crate::schema::depth(&v) > crate::schema::MAX_STORED_DEPTH => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                format!(
+                    "the body nests {} levels deep; lore stores values at most {} levels deep (objects and arrays)",
+                    crate::schema::depth(&v),
+                    crate::schema::MAX_STORED_DEPTH
+                ),
+            );
+        }
         Ok(v) => v,
         Err(e) => {
             return error(

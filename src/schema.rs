@@ -98,9 +98,77 @@ fn strip_formats(value: &mut Value) {
     }
 }
 
-/// Compiles a schema, or says why it is not a usable JSON Schema.
+/// How big a compiled `pattern` may be, and the lazy DFA's cache: bounds on the work one
+/// tenant's schema can make compiling and matching cost.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+const PATTERN_DFA_LIMIT: usize = 2 << 20;
+
+/// Compiles a schema, or says why it is not a usable JSON Schema. Tenants write schemas, so
+/// `pattern` (and `patternProperties`, and `format: regex`) compile with the linear-time
+/// `regex` engine: matching costs at most time proportional to the pattern's size times the
+/// text's, whatever the pattern; back-references and look-around, which need backtracking,
+/// are refused when the schema is defined, with the engine's message.
 pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+    jsonschema::options()
+        .with_pattern_options(
+            jsonschema::PatternOptions::regex()
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .dfa_size_limit(PATTERN_DFA_LIMIT),
+        )
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
+/// How deep a value lore stores may nest (objects and arrays): memory payloads, webhook
+/// bodies, entity and relationship properties, schemas, script arguments and results. One
+/// limit for everything stored, checked when it is written, and well inside what a script may
+/// pass across its bridge (`ScriptCaps::value_depth`), so reading any stored value back into a
+/// script, inside the records that wrap it, never reaches a script's cap.
+pub const MAX_STORED_DEPTH: usize = 32;
+
+/// The nesting depth of `value`: 0 for a scalar, 1 for `[]` or `{}` of scalars. Iterative.
+pub fn depth(value: &Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(items) => {
+                max = max.max(d + 1);
+                stack.extend(items.iter().map(|i| (i, d + 1)));
+            }
+            Value::Object(map) => {
+                max = max.max(d + 1);
+                stack.extend(map.values().map(|i| (i, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Refuses a value to be stored that nests deeper than [`MAX_STORED_DEPTH`].
+pub fn check_stored_depth(value: &Value, field: &str) -> Result<(), LoreError> {
+    refuse_deeper(depth(value), field)
+}
+
+/// [`check_stored_depth`] for an object's properties.
+pub fn check_stored_properties(
+    map: &serde_json::Map<String, Value>,
+    field: &str,
+) -> Result<(), LoreError> {
+    refuse_deeper(1 + map.values().map(depth).max().unwrap_or(0), field)
+}
+
+fn refuse_deeper(d: usize, field: &str) -> Result<(), LoreError> {
+    if d > MAX_STORED_DEPTH {
+        return Err(LoreError::invalid(
+            field,
+            format!(
+                "this value nests {d} levels deep; lore stores values at most {MAX_STORED_DEPTH} levels deep (objects and arrays): flatten it"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The first validation error of `instance`, as `invalid_argument`. `base` prefixes the field:

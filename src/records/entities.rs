@@ -123,7 +123,9 @@ pub struct DeleteEntity {
     pub version: Option<u64>,
 }
 
-fn check_size(properties: &Map<String, Value>, field: &str) -> Result<()> {
+/// The bounds every stored `properties` object keeps (entities and relationships): its size
+/// serialized and its nesting ([`crate::schema::MAX_STORED_DEPTH`]).
+pub(super) fn check_size(properties: &Map<String, Value>, field: &str) -> Result<()> {
     let size = serde_json::to_vec(properties).map_or(0, |v| v.len());
     if size > MAX_PROPERTIES_BYTES {
         return Err(LoreError::invalid(
@@ -131,7 +133,7 @@ fn check_size(properties: &Map<String, Value>, field: &str) -> Result<()> {
             format!("properties are {size} bytes serialized; the limit is {MAX_PROPERTIES_BYTES}"),
         ));
     }
-    Ok(())
+    crate::schema::check_stored_properties(properties, field)
 }
 
 async fn entity_type(ports: &Ports, caller: &Caller, name: &str) -> Result<EntityType> {

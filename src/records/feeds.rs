@@ -413,6 +413,9 @@ pub async fn pull(lore: &crate::Lore, caller: &Caller, args: ByName) -> Result<P
         ));
     }
     let items = fetch_items(ports, caller, &feed).await?;
+    for (i, item) in items.iter().enumerate() {
+        crate::schema::check_stored_depth(item, &format!("items/{i}"))?;
+    }
     let id_pointer = feed.id_pointer.as_deref().unwrap_or("/id");
     let batch: Vec<FeedItem> = items
         .iter()

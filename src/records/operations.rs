@@ -236,6 +236,7 @@ fn check_args_schema(schema: &Value) -> Result<()> {
             "give a JSON Schema object",
         ));
     }
+    crate::schema::check_stored_depth(schema, "args_schema")?;
     crate::schema::compile(schema)
         .map(|_| ())
         .map_err(|e| LoreError::invalid("args_schema", format!("not a valid JSON Schema: {e}")))

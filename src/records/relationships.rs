@@ -102,6 +102,7 @@ pub async fn create(
     args: CreateRelationship,
 ) -> Result<Relationship> {
     check_name("type", &args.type_name)?;
+    super::entities::check_size(&args.properties, "properties")?;
     for (field, id) in [("from", &args.from), ("to", &args.to)] {
         parse_record_id(id, "ent", field)?;
         if super::entities::get(ports, caller, id).await.is_err() {

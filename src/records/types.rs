@@ -87,6 +87,7 @@ fn check_schema(schema: &Value) -> Result<()> {
             "give a JSON Schema object, e.g. {\"type\":\"object\",\"properties\":{...}}",
         ));
     }
+    crate::schema::check_stored_depth(schema, "schema")?;
     if let Some(t) = schema.get("type")
         && t != "object"
     {
