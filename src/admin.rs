@@ -126,6 +126,7 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
         name: "local owner".into(),
         description: String::new(),
         created_at_ms: ports.clock.now_ms(),
+        org: None,
     };
     let mut batch = Batch::new();
     batch
@@ -233,6 +234,7 @@ pub async fn create_token(ports: &Ports, request: TokenRequest) -> Result<Issued
                 name: request.name.clone().unwrap_or_else(|| "api token".into()),
                 description: String::new(),
                 created_at_ms: now,
+                org: Some(org.clone()),
             };
             let member = Membership {
                 principal: principal.id.clone(),

@@ -38,6 +38,9 @@ pub struct Principal {
     #[serde(default)]
     pub description: String,
     pub created_at_ms: i64,
+    /// The one org an agent belongs to (set when `agents.create` makes it); users have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<crate::ids::OrgId>,
 }
 
 /// Org roles, weakest first; each includes what the ones before it may do.

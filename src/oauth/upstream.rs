@@ -288,6 +288,7 @@ async fn principal_of(cx: &Cx<'_>, p: &Provider, person: &Person) -> Result<Stri
         name: person.name.chars().take(200).collect(),
         description: format!("signed in with {}", p.label),
         created_at_ms: cx.lore.ports.clock.now_ms(),
+        org: None,
     };
     let mut batch = Batch::new();
     batch

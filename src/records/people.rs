@@ -218,6 +218,7 @@ pub async fn create_agent(ports: &Ports, caller: &Caller, args: CreateAgent) -> 
         name: args.name,
         description: args.description,
         created_at_ms: now,
+        org: Some(caller.org().clone()),
     };
     let m = Membership {
         principal: principal.id.clone(),
@@ -273,10 +274,20 @@ pub async fn add_member(ports: &Ports, caller: &Caller, args: SetRole) -> Result
             "not a principal id (usr_… or agt_…)",
         ));
     }
-    if ports.storage.get(&keys::principal(id)).await?.is_none() {
+    // An agent belongs to the one org that created it: another org's agent is answered
+    // exactly as an unknown id is, so the answer tells nothing about other orgs.
+    let principal: Option<Principal> = ports.record(&keys::principal(id)).await?;
+    let joinable = principal.is_some_and(|p| match p.kind {
+        PrincipalKind::User => true,
+        PrincipalKind::Agent => p.org.as_ref() == Some(caller.org()),
+    });
+    if !joinable {
         return Err(LoreError::invalid(
             "principal_id",
-            format!("there is no principal {id}; they sign in once before they can be added"),
+            format!(
+                "there is no principal {id} that can join org {}; people sign in once before they can be added, and agents are made in their org with agents.create",
+                caller.org()
+            ),
         ));
     }
     let m = Membership {
