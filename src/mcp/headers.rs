@@ -16,6 +16,36 @@ pub fn get<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
+/// Headers a request may carry at most once: the ones that say who the caller is, which
+/// session, protocol and origin a request belongs to, and how its body is framed. A second
+/// copy would leave it to each reader which one counts (a proxy may check one, lore use the
+/// other), so such a request is refused before anything reads them.
+pub const SINGLETONS: &[&str] = &[
+    "authorization",
+    "host",
+    "origin",
+    "content-type",
+    "content-length",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "last-event-id",
+    "idempotency-key",
+    "x-lore-signature",
+    "x-hub-signature-256",
+    "x-lore-delivery",
+    "x-github-delivery",
+];
+
+/// The first header of [`SINGLETONS`] that `headers` holds more than once.
+pub fn repeated_singleton(headers: &HeaderMap) -> Option<&'static str> {
+    SINGLETONS
+        .iter()
+        .find(|name| headers.get_all(**name).iter().nth(1).is_some())
+        .copied()
+}
+
 /// Decodes the `=?base64?…?=` form clients use for values that are not plain visible ASCII.
 pub fn decode_value(raw: &str) -> Option<String> {
     match raw

@@ -22,6 +22,13 @@ use lore::{Config, Lore};
 /// Every request allocates many small JSON values; mimalloc serves them faster than glibc's
 /// allocator across worker threads. The meter around it counts what scripts hold, for the
 /// sandbox's memory cap.
+/// `println!` through [`out`], which handles a closed pipe.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        out(format_args!($($t)*))
+    };
+}
+
 #[global_allocator]
 static ALLOCATOR: lore::sandbox::meter::Metered<mimalloc::MiMalloc> =
     lore::sandbox::meter::Metered(mimalloc::MiMalloc);
@@ -100,6 +107,12 @@ enum Command {
         /// with `overloaded` (default: 8 per worker thread).
         #[arg(long, env = "LORE_MAX_SCRIPTS")]
         max_scripts: Option<usize>,
+        /// Of those, how many one org may run at once (default: half of --max-scripts).
+        #[arg(long, env = "LORE_MAX_SCRIPTS_PER_ORG")]
+        max_scripts_per_org: Option<usize>,
+        /// Of those, how many one token may run at once (default: a quarter of --max-scripts).
+        #[arg(long, env = "LORE_MAX_SCRIPTS_PER_TOKEN")]
+        max_scripts_per_token: Option<usize>,
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
         /// The public base URL clients reach the server at (e.g. https://lore.example.com):
@@ -253,6 +266,10 @@ enum MemoryCommand {
         /// The org (local database; or, for admin tools, a remote URL without one).
         #[arg(long, env = "LORE_ORG")]
         org: Option<String>,
+        /// Print a remote MCP tool's whole `tools/call` result (content, structuredContent,
+        /// isError, resultType) instead of its structured result.
+        #[arg(long)]
+        raw: bool,
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
     },
@@ -347,19 +364,36 @@ fn open(db: &Path, embedder: &EmbedderChoice) -> anyhow::Result<Lore> {
 }
 
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// Writes a line to stdout. A closed pipe (`lore memory run … | head`) ends the program
+/// quietly with success, as `head` expects of what feeds it; another write error says so.
+fn out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_fmt(format_args!("{text}\n"))
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write the output: {e}");
+        std::process::exit(1);
+    }
 }
 
 fn print_issued(issued: &IssuedToken, json_out: bool) {
     if json_out {
-        println!(
+        outln!(
             "{}",
             json!({ "org": issued.org, "token": issued.token, "token_id": issued.token_id, "principal": issued.principal })
         );
     } else {
-        println!("org:   {}", issued.org);
-        println!("token: {}", issued.token);
-        println!(
+        outln!("org:   {}", issued.org);
+        outln!("token: {}", issued.token);
+        outln!(
             "(token id {}; the secret is shown only once)",
             issued.token_id
         );
@@ -381,6 +415,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             rate_token_per_minute,
             rate_org_per_minute,
             max_scripts,
+            max_scripts_per_org,
+            max_scripts_per_token,
             embeddings,
             public_url,
         } => {
@@ -442,7 +478,14 @@ fn run(command: Command) -> anyhow::Result<()> {
                     drain_timeout: Duration::from_secs(10),
                     max_connections,
                 },
-                max_scripts: max_scripts.unwrap_or(8 * workers).max(1),
+                scripts: {
+                    let max = max_scripts.unwrap_or(8 * workers).max(1);
+                    lore::ratelimit::ScriptSlots::with_shares(
+                        max,
+                        max_scripts_per_org.unwrap_or(max / 2),
+                        max_scripts_per_token.unwrap_or(max / 4),
+                    )
+                },
                 embedder,
             };
             serve(options, |local| {
@@ -480,9 +523,9 @@ fn run(command: Command) -> anyhow::Result<()> {
             let lore = open(&db, &EmbedderChoice::Builtin)?;
             match set_owner_password(&lore, password_stdin)? {
                 NewPassword::Generated(p) => {
-                    println!("owner password: {p}\n(shown only once)")
+                    outln!("owner password: {p}\n(shown only once)")
                 }
-                NewPassword::Given => println!("owner password set"),
+                NewPassword::Given => outln!("owner password set"),
             }
             Ok(())
         }
@@ -501,22 +544,22 @@ fn run(command: Command) -> anyhow::Result<()> {
                         if let NewPassword::Generated(p) = &password {
                             out["owner_password"] = json!(p);
                         }
-                        println!("{out}");
+                        outln!("{out}");
                     } else {
                         print_issued(&issued, false);
                         if let NewPassword::Generated(p) = &password {
-                            println!("owner password (for the sign-in page): {p}");
+                            outln!("owner password (for the sign-in page): {p}");
                         }
                     }
                 }
                 InitOutcome::AlreadyInitialised { owner } => {
                     if json {
-                        println!(
+                        outln!(
                             "{}",
                             json!({ "status": "already_initialised", "owner": owner })
                         );
                     } else {
-                        println!(
+                        outln!(
                             "{} is already initialised (owner {owner}); nothing changed",
                             db.display()
                         );
@@ -541,7 +584,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 print_json(&serde_json::to_value(&orgs)?);
             } else {
                 for o in orgs {
-                    println!("{}", o.id);
+                    outln!("{}", o.id);
                 }
             }
             Ok(())
@@ -596,6 +639,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                     url,
                     token,
                     org,
+                    raw,
                     embeddings,
                 },
         } => {
@@ -619,13 +663,20 @@ fn run(command: Command) -> anyhow::Result<()> {
                     token.as_deref(),
                     args,
                 ))?,
-                Some(url) => block_on(call_remote_tool(
-                    &UreqClient::default(),
-                    &compact_url(url, &tool),
-                    token.as_deref(),
-                    &tool,
-                    args,
-                ))?,
+                Some(url) => {
+                    let envelope = block_on(call_remote_tool(
+                        &UreqClient::default(),
+                        &compact_url(url, &tool),
+                        token.as_deref(),
+                        &tool,
+                        args,
+                    ))?;
+                    if raw {
+                        envelope
+                    } else {
+                        tool_result(envelope)?
+                    }
+                }
                 None => {
                     let db = db.unwrap_or_else(|| PathBuf::from("./lore.db"));
                     if !db.exists() {
@@ -649,11 +700,33 @@ fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
+/// What a person wants of a `tools/call` result: its structured content (or its text content,
+/// as JSON where it parses); a tool error is the command's error, exit status 1.
+fn tool_result(envelope: Value) -> anyhow::Result<Value> {
+    let text = || {
+        envelope["content"]
+            .as_array()
+            .and_then(|c| c.iter().find_map(|item| item["text"].as_str()))
+            .map(|t| serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string())))
+    };
+    let result = match envelope.get("structuredContent") {
+        Some(v) if !v.is_null() => v.clone(),
+        _ => text().unwrap_or(Value::Null),
+    };
+    if envelope["isError"] == true {
+        bail!(
+            "{}",
+            serde_json::to_string_pretty(&result).unwrap_or_default()
+        );
+    }
+    Ok(result)
+}
+
 fn copied(c: lore::native::backup::Copied, json_out: bool) -> anyhow::Result<()> {
     if json_out {
         print_json(&serde_json::to_value(&c)?);
     } else {
-        println!(
+        outln!(
             "{} -> {}: {} keys, {} bytes (integrity ok)",
             c.from.display(),
             c.to.display(),
@@ -733,7 +806,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
             };
             let issued = block_on(admin::create_token(&lore.ports, request))?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({ "token": issued.token, "token_id": issued.token_id, "org": issued.org, "principal": issued.principal })
                 );
@@ -751,7 +824,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
                 for t in tokens {
                     let role = t.role.map_or("-", Role::as_str);
                     let state = if t.revoked { "revoked" } else { "active" };
-                    println!(
+                    outln!(
                         "{}  {}  {}  {}  {}  {}",
                         t.id,
                         t.principal,
@@ -767,7 +840,7 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Revoke { id, db, org } => {
             let lore = open(&db, &EmbedderChoice::Builtin)?;
             block_on(admin::revoke_token(&lore.ports, &org, &id))?;
-            println!("revoked {id}");
+            outln!("revoked {id}");
             Ok(())
         }
     }

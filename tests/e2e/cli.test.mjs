@@ -2,7 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, lore, onlyNative, assertFinds } from './lib/server.mjs';
+import { spawnSync } from 'node:child_process';
+
+import { startServer, lore, onlyNative, assertFinds, LORE_BIN } from './lib/server.mjs';
 
 async function run(args) {
   const r = await lore(['memory', 'run', ...args]);
@@ -18,21 +20,36 @@ test('9. lore memory run: local (--db) and remote (--url --token) both save and 
     const local = await run(['save_memory', JSON.stringify({ content: 'Narwhal releases are frozen during audits.', kind: 'decision' }), '--db', server.db]);
     assert.match(local.ids?.[0] ?? '', /^evt_/);
     // Remote save through the running server.
+    // A remote call prints the tool's structured result, as a local one does; --raw prints the
+    // whole tools/call result.
     const remote = await run(['save_memory', JSON.stringify({ content: 'Narwhal audits happen every quarter.' }), '--url', server.url, '--token', token]);
-    assert.equal(remote.resultType, 'complete', 'remote calls use the 2026-07-28 era');
-    assert.equal(remote.isError, false, JSON.stringify(remote));
-    const remoteId = remote.structuredContent.ids[0];
+    assert.match(remote.ids?.[0] ?? '', /^evt_/, JSON.stringify(remote));
+    assert.equal(remote.deduplicated, false);
+    const remoteId = remote.ids[0];
+    const envelope = await run(['save_memory', JSON.stringify({ content: 'Narwhal audits happen every quarter.' }), '--url', server.url, '--token', token, '--raw']);
+    assert.equal(envelope.resultType, 'complete', 'remote calls use the 2026-07-28 era');
+    assert.equal(envelope.isError, false, JSON.stringify(envelope));
+    assert.deepEqual(envelope.structuredContent.ids, [remoteId], 'the same save again is deduplicated');
+    assert.equal(envelope.structuredContent.deduplicated, true);
 
     // Each side finds both.
     const viaUrl = await run(['search_memory', JSON.stringify({ query: 'narwhal audits' }), '--url', server.url, '--token', token]);
-    assertFinds(viaUrl.structuredContent.results, 'narwhal', [local.ids[0], remoteId]);
+    assertFinds(viaUrl.results, 'narwhal', [local.ids[0], remoteId]);
     const viaDb = await run(['search_memory', JSON.stringify({ query: 'narwhal audits' }), '--db', server.db]);
     assertFinds(viaDb.results, 'narwhal', [local.ids[0], remoteId]);
 
     // Org-scoped URL works too.
     const viaOrgUrl = await run(['search_memory', JSON.stringify({ query: 'narwhal', kinds: ['decision'] }), '--url', `${server.url}/default`, '--token', token]);
-    assertFinds(viaOrgUrl.structuredContent.results, 'narwhal', [local.ids[0]]);
-    assert.deepEqual(viaOrgUrl.structuredContent.results.filter((r) => r.kind !== 'decision'), [], 'the kinds filter applies to every result');
+    assertFinds(viaOrgUrl.results, 'narwhal', [local.ids[0]]);
+    assert.deepEqual(viaOrgUrl.results.filter((r) => r.kind !== 'decision'), [], 'the kinds filter applies to every result');
+
+    // Output into a pipe whose reader is gone (`| head` that stopped reading) ends quietly with
+    // success: no panic, no backtrace.
+    for (const where of [['--db', server.db], ['--url', server.url, '--token', token]]) {
+      const piped = spawnSync('bash', ['-c', `"$0" memory run search_memory '{"query":"narwhal"}' "$@" | true; echo "status \${PIPESTATUS[0]}"`, LORE_BIN, ...where], { encoding: 'utf8' });
+      assert.equal(piped.stdout.trim(), 'status 0', piped.stderr);
+      assert.doesNotMatch(piped.stderr, /panicked|backtrace|Broken pipe/, piped.stderr);
+    }
 
     // Errors: invalid arguments locally, bad token remotely, both exit non-zero.
     const bad = await lore(['memory', 'run', 'search_memory', '{"query":"x","limit":0}', '--db', server.db]);
