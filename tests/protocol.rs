@@ -612,7 +612,7 @@ fn tools_list_is_a_golden_snapshot() {
                 "readOnlyHint": false,
                 "title": "Save memory"
               },
-              "description": "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids.",
+              "description": "Save one memory ({content, kind?, entity_ids?, supersedes_event_id?, idempotency_key?}) or several ({memories: [...]}) so the org's other agents share it. Pass supersedes_event_id to replace an outdated fact. Returns the new ids; a save equal to a current memory (same text, entities, kind, payload and author) returns that memory's id and says deduplicated: true.",
               "inputSchema": {
                 "additionalProperties": false,
                 "oneOf": [
@@ -736,8 +736,19 @@ fn tools_list_is_a_golden_snapshot() {
               "name": "save_memory",
               "outputSchema": {
                 "properties": {
+                  "deduplicated": {
+                    "description": "True when at least one memory was not stored again because a current memory with the same text, entities, kind, payload and author exists; its id is returned instead.",
+                    "type": "boolean"
+                  },
+                  "deduplicated_indexes": {
+                    "description": "Which memories (0-based, input order) were deduplicated; present when deduplicated is true.",
+                    "items": {
+                      "type": "integer"
+                    },
+                    "type": "array"
+                  },
                   "ids": {
-                    "description": "New (or, on an idempotent retry, existing) memory ids, in input order.",
+                    "description": "Memory ids, in input order: new ones, or the existing one where the save was deduplicated (or retried with its idempotency key).",
                     "items": {
                       "type": "string"
                     },
@@ -745,7 +756,8 @@ fn tools_list_is_a_golden_snapshot() {
                   }
                 },
                 "required": [
-                  "ids"
+                  "ids",
+                  "deduplicated"
                 ],
                 "type": "object"
               },
@@ -1876,6 +1888,183 @@ fn batches_follow_the_session_version_and_sessions_expire() {
 }
 
 #[test]
+fn no_save_is_lost_silently_dedupe_is_only_against_current_equal_memories_and_says_so() {
+    let h = Harness::new();
+    let save = |token: &str, args: Value| -> Value {
+        let r = h.call(token, "save_memory", args);
+        assert_eq!(r["isError"], false, "{r}");
+        r["structuredContent"].clone()
+    };
+    let id = |r: &Value| r["ids"][0].as_str().unwrap().to_string();
+    let current = |query: &str| -> Vec<String> {
+        h.call(&h.owner, "search_memory", json!({"query": query}))["structuredContent"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Decide, reverse, then revert: the reverted text is a memory again, current and found.
+    let a = save(
+        &h.owner,
+        json!({"content": "Ship on Fridays", "kind": "decision"}),
+    );
+    assert_eq!(a["deduplicated"], false);
+    let b = save(
+        &h.owner,
+        json!({"content": "Never ship on Fridays", "kind": "decision", "supersedes_event_id": id(&a)}),
+    );
+    let c = save(
+        &h.owner,
+        json!({"content": "Ship on Fridays", "kind": "decision", "supersedes_event_id": id(&b)}),
+    );
+    assert_ne!(id(&c), id(&a));
+    // And without supersedes_event_id, saving a superseded memory's text again stores it anew.
+    let x = save(
+        &h.owner,
+        json!({"content": "The office is in Lyon", "kind": "fact"}),
+    );
+    let y = save(
+        &h.owner,
+        json!({"content": "The office is in Paris", "kind": "fact", "supersedes_event_id": id(&x)}),
+    );
+    let x2 = save(
+        &h.owner,
+        json!({"content": "The office is in Lyon", "kind": "fact"}),
+    );
+    assert_ne!(
+        id(&x2),
+        id(&x),
+        "a superseded memory is not current: the save is new"
+    );
+    assert_eq!(x2["deduplicated"], false);
+    assert!(
+        current("office Lyon").contains(&id(&x2)),
+        "the reverted memory is found"
+    );
+    assert!(current("office Paris").contains(&id(&y)));
+    // Equal in text, entities, kind, payload and author, and current: deduplicated, and said.
+    let again = save(
+        &h.owner,
+        json!({"content": "  the OFFICE is in   lyon ", "kind": "fact"}),
+    );
+    assert_eq!(
+        (id(&again), again["deduplicated"].clone()),
+        (id(&x2), json!(true))
+    );
+    // Another kind, another payload or another author is another memory.
+    let kind = save(
+        &h.owner,
+        json!({"content": "The office is in Lyon", "kind": "observation"}),
+    );
+    let payload = save(
+        &h.owner,
+        json!({"content": "The office is in Lyon", "kind": "fact", "payload": {"source": "hr"}}),
+    );
+    let agent = h.token("default", Role::Member, "mcp:read,write");
+    let other = save(
+        &agent,
+        json!({"content": "The office is in Lyon", "kind": "fact"}),
+    );
+    let all = [id(&x2), id(&kind), id(&payload), id(&other)];
+    assert_eq!(
+        all.iter().collect::<std::collections::HashSet<_>>().len(),
+        4,
+        "{all:?}"
+    );
+    for r in [&kind, &payload, &other] {
+        assert_eq!(r["deduplicated"], false, "{r}");
+    }
+    // A batch says which of its memories were deduplicated.
+    let batch = save(
+        &h.owner,
+        json!({"memories": [
+            {"content": "A brand new fact"},
+            {"content": "The office is in Lyon", "kind": "fact"},
+            {"content": "A brand new fact"}
+        ]}),
+    );
+    assert_eq!(batch["deduplicated"], true);
+    assert_eq!(batch["deduplicated_indexes"], json!([1, 2]));
+    assert_eq!(batch["ids"][1], json!(id(&x2)));
+    assert_eq!(batch["ids"][0], batch["ids"][2]);
+    // An idempotent retry answers as the first save did.
+    let first = save(
+        &h.owner,
+        json!({"content": "The office is in Lyon", "kind": "fact", "idempotency_key": "k1"}),
+    );
+    let retry = save(
+        &h.owner,
+        json!({"content": "The office is in Lyon", "kind": "fact", "idempotency_key": "k1"}),
+    );
+    assert_eq!(first, retry);
+    assert_eq!(retry["deduplicated"], true);
+}
+
+#[test]
+fn a_second_authorization_header_is_refused() {
+    let h = Harness::new();
+    let viewer = h.token("default", Role::Viewer, "mcp:read");
+    let body = rpc("tools/list", json!({"_meta": meta()}));
+    for (name, first, second) in [
+        (
+            "authorization",
+            format!("Bearer {}", h.owner),
+            format!("Bearer {viewer}"),
+        ),
+        (
+            "authorization",
+            format!("Bearer {viewer}"),
+            format!("Bearer {}", h.owner),
+        ),
+        (
+            "authorization",
+            format!("Bearer {}", h.owner),
+            "Basic eDp5".to_string(),
+        ),
+        (
+            "mcp-protocol-version",
+            V26.to_string(),
+            "2025-11-25".to_string(),
+        ),
+    ] {
+        let mut headers = vec![
+            ("content-type", "application/json".to_string()),
+            ("accept", "application/json, text/event-stream".to_string()),
+            ("mcp-method", "tools/list".to_string()),
+            (name, first),
+            (name, second),
+        ];
+        if name != "authorization" {
+            headers.push(("authorization", format!("Bearer {}", h.owner)));
+        } else {
+            headers.push(("mcp-protocol-version", V26.to_string()));
+        }
+        let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = h.raw("POST", "/mcp", &pairs, serde_json::to_vec(&body).unwrap());
+        assert_eq!(r.status, 400, "{name}: {}", r.body);
+        assert!(
+            r.body
+                .to_string()
+                .contains(&format!("more than one {name} header")),
+            "{}",
+            r.body
+        );
+    }
+    // The REST and webhook routes too.
+    let pairs = [
+        ("authorization", format!("Bearer {}", h.owner)),
+        ("authorization", format!("Bearer {viewer}")),
+        ("content-type", "application/json".to_string()),
+    ];
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for path in ["/api/default/entities.list", "/hooks/default/inbox"] {
+        let r = h.raw("POST", path, &pairs, b"{}".to_vec());
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+    }
+}
+
+#[test]
 fn saving_the_same_text_about_the_same_entities_returns_the_first_id() {
     let h = Harness::new();
     let ids = |r: Value| -> Vec<String> {
@@ -1889,7 +2078,7 @@ fn saving_the_same_text_about_the_same_entities_returns_the_first_id() {
     let first = ids(h.call(
         &h.owner,
         "save_memory",
-        json!({"content": "Dana owns billing", "kind": "fact"}),
+        json!({"content": "Dana owns billing"}),
     ));
     // Case and spacing do not make a new memory; neither does a repeat inside one batch.
     let again = ids(h.call(
@@ -1911,13 +2100,13 @@ fn saving_the_same_text_about_the_same_entities_returns_the_first_id() {
     let newer = ids(h.call(
         &h.owner,
         "save_memory",
-        json!({"content": "Dana owns billing", "kind": "decision", "supersedes_event_id": first[0]}),
+        json!({"content": "Dana owns billing", "kind": "fact", "supersedes_event_id": first[0]}),
     ));
     assert_ne!(newer[0], first[0]);
     let repeat = ids(h.call(
         &h.owner,
         "save_memory",
-        json!({"content": "Dana owns billing"}),
+        json!({"content": "Dana owns billing", "kind": "fact"}),
     ));
     assert_eq!(repeat[0], newer[0]);
     // Another org's identical text is its own memory.

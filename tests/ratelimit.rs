@@ -216,19 +216,57 @@ fn an_org_may_lower_its_limits_and_never_raise_them() {
 }
 
 #[test]
-fn scripts_past_the_servers_cap_are_refused_at_once_with_overloaded() {
+fn scripts_past_the_servers_cap_or_an_orgs_or_tokens_share_are_refused_saying_whose() {
     let mut w = world();
-    let slots = lore::ratelimit::ScriptSlots::new(1);
+    // 4 slots: an org may hold 2 of them, a token 1.
+    let slots = lore::ratelimit::ScriptSlots::new(4);
     let ports = w.h.lore.ports.clone();
     let lore = std::mem::replace(&mut w.h.lore, Lore::new(ports, Config::default()));
     w.h.lore = lore.with_script_slots(slots.clone());
     let owner = w.h.owner.clone();
-    let held = slots.try_take().expect("a free slot");
-    let r = w.h.call(&owner, "run_sdk", json!({"code": "return 1"}));
-    assert_eq!(r["isError"], true, "{r}");
-    let text = r["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("overloaded"), "{text}");
-    drop(held);
+    let member = w.token(Role::Member);
+    let rival = w.rival.clone();
+    let refused = |r: &serde_json::Value, says: &str| {
+        assert_eq!(r["isError"], true, "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("overloaded"), "{text}");
+        assert!(text.contains(says), "{says}: {text}");
+    };
+    // Two of acme's scripts run elsewhere (here the slots are held by hand).
+    let held_owner = slots.try_take("acme", "held-by-owner").expect("a slot");
+    let held_member = slots.try_take("acme", "held-by-member").expect("a slot");
+    // acme now holds its share of 2: any acme token is refused, naming the org's share.
+    refused(
+        &w.h.call(&member, "run_sdk", json!({"code": "return 1"})),
+        "org acme already runs 2 scripts",
+    );
+    refused(
+        &w.h.call(&owner, "query_sdk", json!({"code": "return 1"})),
+        "its share",
+    );
+    // Another org still runs its scripts.
+    let r = w.h.call(&rival, "query_sdk", json!({"code": "return 2"}));
+    assert_eq!(r["structuredContent"]["result"], 2, "{r}");
+    drop(held_member);
+    // One slot free for acme; a token that holds one already is refused, naming the token.
+    let r = w.h.call(&member, "run_sdk", json!({"code": "return 1"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let by_token = slots.try_take("acme", "t1").unwrap();
+    let again = slots.try_take("acme", "t1");
+    assert!(matches!(
+        again,
+        Err(lore::ratelimit::SlotsFull::Org { .. } | lore::ratelimit::SlotsFull::Token { .. })
+    ));
+    drop(by_token);
+    // The server's whole cap: every slot held, any org is refused.
+    drop(held_owner);
+    let all: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|o| slots.try_take(o, o).unwrap())
+        .collect();
+    let r = w.h.call(&rival, "run_sdk", json!({"code": "return 1"}));
+    refused(&r, "on this server");
+    drop(all);
     let r = w.h.call(&owner, "run_sdk", json!({"code": "return 1"}));
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(r["structuredContent"]["result"], 1);

@@ -589,3 +589,126 @@ fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
         "a revoked token is refused at once"
     );
 }
+
+#[test]
+fn a_write_the_script_did_not_await_is_made_or_fails_the_run_never_dropped() {
+    let h = harness();
+    // Returning without awaiting: the calls still run, and their writes commit with the run.
+    for code in [
+        "client.entities.create({type: 'ticket', name: 'a'}); return 'done'",
+        "client.entities.create({type: 'ticket', name: 'b'}).then(() => client.entities.create({type: 'ticket', name: 'c'})); return 'done'",
+        "ctx.sleep(10).then(() => client.entities.create({type: 'ticket', name: 'd'})); return 'done'",
+        "export default async (ctx, client) => { void client.entities.create({type: 'ticket', name: 'e'}); return 'done' }",
+    ] {
+        let before = tickets(&h);
+        let r = run(&h, code, None);
+        let out = ok(&r);
+        assert_eq!(out["result"], "done", "{code}: {r}");
+        assert!(out["writes"].as_u64().unwrap() > 0, "{code}: {r}");
+        assert!(
+            tickets(&h) > before,
+            "{code}: the un-awaited write was made"
+        );
+    }
+    // An un-awaited call that fails fails the run, naming it, and nothing of the run is written.
+    let before = tickets(&h);
+    let e = failed(&run(
+        &h,
+        "await client.entities.create({type: 'ticket', name: 'ok'}); client.entities.create({type: 'nope', name: 'x'}); return 'done'",
+        None,
+    ));
+    assert_eq!(e["code"], "script_error", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("client.entities.create"),
+        "{e}"
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("without awaiting"),
+        "{e}"
+    );
+    assert_eq!(tickets(&h), before);
+}
+
+#[test]
+fn a_lone_surrogate_is_refused_where_it_would_leave_the_script_never_stored_as_escapes() {
+    let h = harness();
+    for code in [
+        "return '\\uD800'",
+        "return {k: 'a\\uDC00b'}",
+        "return {['\\uD83D']: 1}",
+        "await client.entities.create({type: 'ticket', name: 'x\\uD800'})",
+        "await client.memory.save({content: 'lone \\uDBFF'})",
+    ] {
+        let e = failed(&run(&h, code, None));
+        assert!(
+            e["message"].as_str().unwrap().contains("lone surrogate"),
+            "{code}: {e}"
+        );
+    }
+    assert_eq!(tickets(&h), 0);
+    // A backslash string is only ever itself, and well-formed pairs pass.
+    let r = run(
+        &h,
+        "return ['\\\\uD800', '\\uD83D\\uDE00', 'x'.toWellFormed ? '\\uD800'.toWellFormed() : '\\uFFFD']",
+        None,
+    );
+    assert_eq!(
+        ok(&r)["result"],
+        json!(["\\uD800", "😀", "\u{FFFD}"]),
+        "{r}"
+    );
+    // A log shows U+FFFD for it.
+    let r = run(&h, "ctx.log('a\\uD800b'); return 1", None);
+    assert_eq!(ok(&r)["logs"], json!(["a\u{FFFD}b"]), "{r}");
+}
+
+#[test]
+fn cap_messages_read_well_and_a_read_operation_says_why_it_may_not_write() {
+    let h = harness();
+    let e = failed(&query(&h, "await new Promise(() => {})"));
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("the never_settles cap:"), "{message}");
+    assert!(!message.contains("(0 )"), "{message}");
+    let e = failed(&query(&h, "while (true) {}"));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("the steps cap (20000000 interpreter steps)"),
+        "{e}"
+    );
+    // A read operation's script that writes, called from run_sdk (which may write).
+    let r = run(
+        &h,
+        "await client.operations.create({name: 'peek', kind: 'script', access: 'read', code: \"await client.entities.create({type: 'ticket', name: 'x'})\", args_schema: {type: 'object'}}); return 1",
+        None,
+    );
+    ok(&r);
+    let e = failed(&run(
+        &h,
+        "return await client.operations.run({name: 'peek', args: {}})",
+        None,
+    ));
+    let message = e["message"].as_str().unwrap();
+    assert_eq!(e["code"], "needs_write", "{e}");
+    assert!(
+        message.contains("operation peek has access read"),
+        "{message}"
+    );
+    assert!(!message.contains("use run_sdk"), "{message}");
+    // From query_sdk the refusal names query_sdk.
+    let e = failed(&query(
+        &h,
+        "await client.entities.create({type: 'ticket', name: 'x'})",
+    ));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("query_sdk may only read"),
+        "{e}"
+    );
+}

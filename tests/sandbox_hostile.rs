@@ -29,8 +29,11 @@ enum Expect {
     Code(&'static str),
     /// Success with this result.
     Result(Value),
+    /// Success with this result, or `cap_exceeded` with this cap (work that is either done in
+    /// bounded time or stopped by the cap).
+    ResultOrCap(Value, &'static str),
 }
-use Expect::{AnyCap, Cap, Code, Result};
+use Expect::{AnyCap, Cap, Code, Result, ResultOrCap};
 
 fn deep_parens(n: usize) -> String {
     format!("return {}1{};", "(".repeat(n), ")".repeat(n))
@@ -222,20 +225,125 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
             format!("return {}1;", "-".repeat(100_000)),
             Cap("nesting"),
         ),
+        // Regular expressions: every shape of super-linear backtracking either finishes in
+        // time proportional to the text (lore's matcher memoizes what it can) or ends at the
+        // steps cap; none holds the thread, and no way around the matcher reaches the engine's.
         (
-            "catastrophic regex test",
+            "exponential backtracking through test",
             c("return /(a+)+$/.test('a'.repeat(40) + 'b')"),
-            Cap("regex"),
+            ResultOrCap(json!(false), "steps"),
         ),
         (
-            "catastrophic regex through match",
+            "exponential backtracking through match",
             c("return ('a'.repeat(40) + '!').match(/^(a|aa)*$/)"),
-            Cap("regex"),
+            ResultOrCap(Value::Null, "steps"),
         ),
         (
-            "catastrophic regex through replace",
+            "exponential backtracking through replace",
             c("return ('x'.repeat(30) + 'y').replace(/(x*)*z/, '')"),
-            Cap("regex"),
+            ResultOrCap(json!(format!("{}y", "x".repeat(30))), "steps"),
+        ),
+        (
+            "polynomial backtracking: a run of stars on a long string",
+            c("return /a*a*a*a*a*a*b/.test('a'.repeat(100000))"),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "polynomial backtracking: repeated whitespace before the end",
+            c("return /^(\\s*)+$/.test(' '.repeat(50000) + 'x')"),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "polynomial backtracking: words and optional spaces",
+            c("return /^(\\w+\\s?)*$/.test('ab '.repeat(20000) + '!')"),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "backtracking with a back-reference",
+            c("return /(a*)*\\1b/.test('a'.repeat(5000))"),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "a look-ahead scanned from every start of a long string",
+            c("return /(?=.*x)y/.test('a'.repeat(200000))"),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "a look-behind over a long string",
+            c("return /(?<=a*)b/.test('a'.repeat(200000))"),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "a pattern given as a string to match",
+            c("return ('a'.repeat(40) + '!').match('(a+)+$')"),
+            ResultOrCap(Value::Null, "steps"),
+        ),
+        (
+            "a pattern given as a string to search",
+            c("return ('a'.repeat(40) + '!').search('(a|a)*$b')"),
+            ResultOrCap(json!(-1), "steps"),
+        ),
+        (
+            "matchAll and split with a backtracking pattern",
+            c(
+                "const s = 'a'.repeat(3000) + '!'; return [...s.matchAll(/(a|aa)+!/g)].length + s.split(/(a*)*\\1!/).length",
+            ),
+            ResultOrCap(json!(4), "steps"),
+        ),
+        (
+            "the engine's own replace called on a regexp directly",
+            c("return RegExp.prototype[Symbol.replace].call(/(a+)+$/, 'a'.repeat(40) + 'b', '')"),
+            ResultOrCap(json!(format!("{}b", "a".repeat(40))), "steps"),
+        ),
+        (
+            "an own exec that is not callable, to reach the engine's matcher",
+            c(
+                "const r = /(a+)+$/; Object.defineProperty(r, 'exec', { value: undefined }); return r.test('a'.repeat(40) + 'b')",
+            ),
+            Code("script_error"),
+        ),
+        (
+            "a regexp moved off its prototype, to reach the engine's matcher",
+            c(
+                "const r = /(a+)+$/; Object.setPrototypeOf(r, null); return RegExp.prototype.test.call(r, 'a'.repeat(40) + 'b')",
+            ),
+            Code("script_error"),
+        ),
+        (
+            "a RegExp subclass with its own exec",
+            c(
+                "class X extends RegExp { get exec() { return undefined } } return new X('(a+)+$').test('a'.repeat(40) + 'b')",
+            ),
+            Code("script_error"),
+        ),
+        (
+            "replacing exec on the prototype",
+            c(
+                "try { RegExp.prototype.exec = null } catch (e) {} try { delete RegExp.prototype.exec } catch (e) {} return typeof RegExp.prototype.exec",
+            ),
+            Result(json!("function")),
+        ),
+        (
+            "recompiling a regexp into a backtracking one",
+            c(
+                "const r = /x/; if (typeof r.compile === 'function') r.compile('(a+)+$'); return r.test('a'.repeat(40) + 'b')",
+            ),
+            ResultOrCap(json!(false), "steps"),
+        ),
+        (
+            "a pattern nested too deep for a parser",
+            c("return new RegExp('('.repeat(100000) + ')'.repeat(100000)).test('')"),
+            Code("script_error"),
+        ),
+        (
+            "a pattern string given to match, nested too deep for a parser",
+            c("return ''.match('('.repeat(100000) + ')'.repeat(100000))"),
+            Code("script_error"),
+        ),
+        (
+            "a regexp matched in a loop until the steps run out",
+            c("let n = 0; for (;;) { if (/^(a|b)*c$/.test('ab'.repeat(5000))) n++; }"),
+            Cap("steps"),
         ),
         (
             "plain recursion",
@@ -394,7 +502,8 @@ fn run_cases() {
                     })
             }
             (Code(code), Err(e)) => e["code"] == *code,
-            (Result(v), Ok(got)) => got == v,
+            (Result(v), Ok(got)) | (ResultOrCap(v, _), Ok(got)) => got == v,
+            (ResultOrCap(_, cap), Err(e)) => e["code"] == "cap_exceeded" && e["cap"] == *cap,
             _ => false,
         };
         if !good {
@@ -425,4 +534,77 @@ fn run_cases() {
         json!({"code": "return (await client.entities.list({})).items.length"}),
     );
     assert_eq!(r["structuredContent"]["result"], 0, "{r}");
+}
+
+/// The wall clock is a hard bound on a run, whatever the script calls: with a 400 ms cap set
+/// for the test and a real clock, each of these ends with the `wall_clock` cap, soon after the
+/// cap, not when the work (or the steps cap, set out of reach here) would have ended it.
+#[test]
+fn a_script_never_runs_past_its_wall_clock_cap_whatever_it_calls() {
+    let worker = std::thread::Builder::new()
+        .stack_size(lore::sandbox::STACK_BYTES)
+        .spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(wall_clock_cases());
+        })
+        .unwrap();
+    worker
+        .join()
+        .expect("the wall-clock cases took the thread down");
+}
+
+async fn wall_clock_cases() {
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(lore::native::ports::SystemClock),
+        random: Rc::new(SeqRandom::seeded(5)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    let lore = lore::Lore::new(ports, lore::Config::default());
+    lore::admin::init(&lore.ports, "acme").await.unwrap();
+    let caller = lore.local_caller(Some("acme")).await.unwrap();
+    let caps = lore::sandbox::caps::ScriptCaps {
+        wall_ms: 400,
+        steps: 1 << 40,
+        ..Default::default()
+    };
+    for code in [
+        "await ctx.sleep(300); while (true) {}",
+        "await ctx.sleep(300); for (;;) /(a*)*\\1b/.test('a'.repeat(25))",
+        "await ctx.sleep(300); return /(a*)*\\1b/.test('a'.repeat(5000))",
+        "await ctx.sleep(300); let s = 0; for (let i = 0; i < 1e12; i++) s += i; return s",
+        "await ctx.sleep(390); return 'a'.repeat(8000000).replace(/a/g, 'b').length",
+        "for (;;) { await ctx.sleep(50) }",
+        "await ctx.sleep(350); for (;;) { try { while (true) {} } catch (e) {} }",
+    ] {
+        #[allow(clippy::disallowed_methods)] // a native test: wall time from the OS
+        let started = std::time::Instant::now();
+        let r = lore::sandbox::run_with_caps(
+            &lore,
+            &caller,
+            lore::sandbox::Surface::Query,
+            code,
+            None,
+            false,
+            caps.clone(),
+        )
+        .await;
+        let elapsed = started.elapsed();
+        let failure = match r {
+            Err(lore::error::LoreError::Script(f)) => f,
+            other => panic!("{code}: {other:?}"),
+        };
+        assert_eq!(failure.cap, Some("wall_clock"), "{code}: {failure:?}");
+        // Generous for a loaded machine; without the bound these run for minutes.
+        assert!(
+            elapsed < std::time::Duration::from_millis(400 + 1500),
+            "{code}: ran {elapsed:?} past a 400 ms cap"
+        );
+    }
 }

@@ -721,3 +721,342 @@ fn the_admin_tool_index_lists_every_tool_with_its_schema() {
     );
     assert_eq!(r.status, 401);
 }
+
+/// An upstream that echoes the credential it was sent in every encoding an echo service (or
+/// a hostile upstream) might use.
+struct Echo {
+    seen: std::cell::RefCell<Vec<lore::ports::OutboundRequest>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl lore::ports::HttpClient for Echo {
+    async fn send(
+        &self,
+        request: lore::ports::OutboundRequest,
+    ) -> Result<lore::ports::OutboundResponse, lore::ports::PortError> {
+        use base64::Engine;
+        let auth = request
+            .headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let secret = auth.trim_start_matches("Bearer ").to_string();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let url_safe = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let body = json!({
+            "url": request.url,
+            "plain": auth,
+            "base64_header": b64.encode(&auth),
+            "base64_secret": b64.encode(&secret),
+            "base64_url_safe": url_safe.encode(&secret),
+            "base64_inside": b64.encode(format!("{{\"headers\":{{\"authorization\":\"{auth}\"}}}}")),
+            "percent": secret.bytes().map(|b| format!("%{b:02X}")).collect::<String>(),
+            "percent_lower": secret.bytes().map(|b| format!("%{b:02x}")).collect::<String>(),
+            "form": url::form_urlencoded::byte_serialize(auth.as_bytes()).collect::<String>(),
+            "hex": secret.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+            "unicode_escaped": secret.encode_utf16().map(|u| format!("\\u{u:04x}")).collect::<String>(),
+        });
+        self.seen.borrow_mut().push(request);
+        Ok(lore::ports::OutboundResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: serde_json::to_vec(&body).unwrap(),
+        })
+    }
+}
+
+#[test]
+fn connection_calls_stay_under_the_base_path_and_encoded_credentials_come_back_redacted() {
+    use base64::Engine;
+    let echo = Rc::new(Echo {
+        seen: Default::default(),
+    });
+    let mut h = Harness::new();
+    h.lore.ports.http = Some(echo.clone());
+    let secret = "tok_3xAmple/s3cret+value=";
+    h.ok(
+        "manage_connections",
+        json!({"action": "create", "name": "api", "base_url": "https://api.example.com/v1/tenant", "secret": secret}),
+    );
+    h.ok(
+        "manage_operations",
+        json!({"action": "create", "name": "item", "kind": "http", "connection": "api", "method": "GET", "path": "/items/{id}",
+            "args_schema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}),
+    );
+    // Dot segments, in every encoding and through both ways out, are refused before anything
+    // is sent.
+    for path in [
+        "/../admin",
+        "/..",
+        "/a/../../admin",
+        "/%2e%2e/admin",
+        "/%2E%2E%2fadmin",
+        "/.%2e/admin",
+        "/%252e%252e/admin",
+        "/..%2fadmin",
+        "/..\\admin",
+        "/..%5cadmin",
+        "/..;/admin",
+        "/./x",
+    ] {
+        let r = h.api(
+            &h.owner,
+            "connections.call",
+            json!({"name": "api", "path": path}),
+        );
+        assert_eq!(
+            (r.status, r.json()["error"]["field"].clone()),
+            (400, json!("path")),
+            "{path}: {}",
+            r.text
+        );
+    }
+    for id in [
+        "..",
+        ".",
+        "../../admin",
+        "%2e%2e",
+        "%2E%2E%2Fadmin",
+        "..%2f..",
+        "..\\..",
+    ] {
+        let r = h.api(
+            &h.owner,
+            "operations.run",
+            json!({"name": "item", "args": {"id": id}}),
+        );
+        assert_eq!(r.status, 400, "{id}: {}", r.text);
+        assert!(r.text.contains(". or .."), "{id}: {}", r.text);
+    }
+    assert!(echo.seen.borrow().is_empty(), "nothing left lore");
+    // Paths under the base go out as written, with the credential.
+    let out = h.ok(
+        "connections.call",
+        json!({"name": "api", "path": "/items/a..b?q=../x"}),
+    );
+    assert_eq!(out["status"], 200);
+    let sent = echo.seen.borrow().last().cloned().unwrap();
+    assert_eq!(
+        sent.url,
+        "https://api.example.com/v1/tenant/items/a..b?q=../x"
+    );
+    let out = h.ok(
+        "operations.run",
+        json!({"name": "item", "args": {"id": "x/y"}}),
+    );
+    assert_eq!(out["status"], 200);
+    assert_eq!(
+        echo.seen.borrow().last().unwrap().url,
+        "https://api.example.com/v1/tenant/items/x%2Fy"
+    );
+    // What came back holds the credential in no form redaction knows.
+    let text = out.to_string();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for form in [
+        secret.to_string(),
+        b64.encode(secret),
+        b64.encode(format!("Bearer {secret}")),
+        secret
+            .bytes()
+            .map(|b| format!("%{b:02X}"))
+            .collect::<String>(),
+        secret
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
+        url::form_urlencoded::byte_serialize(secret.as_bytes()).collect::<String>(),
+    ] {
+        assert!(!text.contains(&form), "{form} came back in {text}");
+    }
+    for field in [
+        "plain",
+        "base64_header",
+        "base64_secret",
+        "base64_url_safe",
+        "percent",
+        "percent_lower",
+        "form",
+        "hex",
+        "unicode_escaped",
+    ] {
+        let v = out["body"][field].as_str().unwrap_or_default();
+        assert!(v.contains("[redacted]"), "{field}: {v}");
+    }
+    assert!(
+        !out["body"]["base64_inside"].as_str().is_some_and(|v| b64
+            .decode(v)
+            .is_ok_and(|d| String::from_utf8_lossy(&d).contains(secret))),
+        "base64 of a text around the secret: {text}"
+    );
+}
+
+#[test]
+fn another_orgs_agent_cannot_be_adopted_and_is_answered_as_an_unknown_id() {
+    let h = Harness::new();
+    let globex = block_on(admin::create_org(&h.lore.ports, "globex"))
+        .unwrap()
+        .token;
+    let api_at = |org: &str, token: &str, name: &str, args: Value| {
+        h.request(
+            "POST",
+            &format!("/api/{org}/{name}"),
+            token,
+            "application/json",
+            serde_json::to_vec(&args).unwrap(),
+        )
+    };
+    let theirs = api_at(
+        "globex",
+        &globex,
+        "agents.create",
+        json!({"name": "globex-bot"}),
+    );
+    assert_eq!(theirs.status, 200, "{}", theirs.text);
+    let agent = theirs.json()["principal_id"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("{}", theirs.text));
+    let unknown = format!("agt_{}", "0".repeat(26));
+    let tries = |id: &str| {
+        h.api(
+            &h.owner,
+            "members.add",
+            json!({"principal_id": id, "role": "member"}),
+        )
+    };
+    let (foreign, nobody) = (tries(&agent), tries(&unknown));
+    assert_eq!(
+        (foreign.status, nobody.status),
+        (400, 400),
+        "{} / {}",
+        foreign.text,
+        nobody.text
+    );
+    let message = |r: &Reply, id: &str| {
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace(id, "<id>")
+    };
+    assert_eq!(
+        message(&foreign, &agent),
+        message(&nobody, &unknown),
+        "a foreign agent and an unknown id get the same answer"
+    );
+    assert!(!foreign.text.contains("globex"), "{}", foreign.text);
+    // Not a member, so no token either; and its own org still has it.
+    let token = h.api(&h.owner, "tokens.create", json!({"principal_id": agent}));
+    assert_eq!(token.status, 404, "{}", token.text);
+    let members = h.ok("members.list", json!({}));
+    assert!(!members.to_string().contains(&agent), "{members}");
+    let there = api_at("globex", &globex, "agents.list", json!({}));
+    assert!(there.text.contains(&agent), "{}", there.text);
+    // Its own org's admin may re-add it after removing it.
+    let removed = api_at(
+        "globex",
+        &globex,
+        "members.remove",
+        json!({"principal_id": agent}),
+    );
+    assert_eq!(removed.status, 200, "{}", removed.text);
+    let back = api_at(
+        "globex",
+        &globex,
+        "members.add",
+        json!({"principal_id": agent, "role": "viewer"}),
+    );
+    assert_eq!(back.status, 200, "{}", back.text);
+}
+
+#[test]
+fn one_nesting_limit_holds_for_everything_stored_and_reads_back_into_scripts() {
+    let h = Harness::new();
+    h.sample_org();
+    let deep = |n: usize| -> Value {
+        let mut v = json!(1);
+        for _ in 0..n {
+            v = json!({"a": v});
+        }
+        v
+    };
+    let limit = lore::schema::MAX_STORED_DEPTH;
+    // Every way a value is stored refuses one level too many, naming the field and the limit.
+    let refused = |name: &str, args: Value| {
+        let r = h.api(&h.owner, name, args);
+        assert_eq!(r.status, 400, "{name}: {}", r.text);
+        assert!(
+            r.text.contains(&format!("at most {limit} levels")),
+            "{name}: {}",
+            r.text
+        );
+    };
+    refused(
+        "memory.save",
+        json!({"content": "deep", "payload": deep(limit + 1)}),
+    );
+    refused(
+        "memory.save",
+        json!({"memories": [{"content": "deep", "payload": deep(limit + 5)}]}),
+    );
+    refused(
+        "entities.create",
+        json!({"type": "support_case", "name": "d", "properties": {"meta": deep(limit)}}),
+    );
+    refused(
+        "manage_templates",
+        json!({"action": "create", "name": "deep", "schema": {"type": "object", "properties": {"x": deep(limit)}}}),
+    );
+    let t = h.ok(
+        "Ticket.create",
+        json!({"name": "t", "properties": {"title": "t"}}),
+    );
+    refused(
+        "relationships.create",
+        json!({"type": "x", "from": t["id"], "to": t["id"], "properties": {"p": deep(limit)}}),
+    );
+    // A webhook body too.
+    h.ok("manage_feeds", json!({"action": "create", "name": "inbox", "kind": "webhook", "auth": "bearer", "secret": "hook-secret-1234"}));
+    let hook = h.request(
+        "POST",
+        "/hooks/acme/inbox",
+        "hook-secret-1234",
+        "application/json",
+        serde_json::to_vec(&deep(limit + 1)).unwrap(),
+    );
+    assert_eq!(hook.status, 400, "{}", hook.text);
+    // At the limit it is stored, and every script that reads it back gets it whole.
+    h.ok(
+        "memory.save",
+        json!({"content": "deep enough", "payload": deep(limit)}),
+    );
+    let viewer = h.token(Role::Viewer, "mcp:read");
+    for code in [
+        "return await client.memory.search({ query: 'deep enough' })",
+        "return (await client.sql(\"SELECT payload FROM events WHERE content = 'deep enough'\"))",
+        "const r = await client.memory.search({ query: 'deep enough' }); return JSON.parse(JSON.stringify(r))",
+    ] {
+        for token in [&h.owner, &viewer] {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "query_sdk", "arguments": {"code": code},
+                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+            let req = http::Request::builder()
+                .method("POST")
+                .uri("/mcp/acme")
+                .header("host", "127.0.0.1:8787")
+                .header("authorization", format!("Bearer {token}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "query_sdk")
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap();
+            let response = block_on(h.lore.handle(req));
+            let text = String::from_utf8(response.into_body()).unwrap();
+            let reply: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert_eq!(reply["result"]["isError"], false, "{code}: {text}");
+        }
+    }
+}

@@ -5,6 +5,11 @@
 
 mod common;
 
+/// The query's memory budget counts through the allocator, as in `lore serve`.
+#[global_allocator]
+static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
+    lore::sandbox::meter::Metered(std::alloc::System);
+
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1246,4 +1251,87 @@ fn the_table_cache_stays_within_its_bytes() {
         let (_, bytes, _, _) = h.lore.sql_cache().stats();
         assert!(bytes <= 4096, "{sql}: {bytes}");
     }
+}
+
+#[test]
+fn no_query_builds_a_value_or_holds_a_total_past_its_bounds() {
+    let h = Harness::new();
+    h.ok("templates.create", json!({"name": "item"}));
+    let items: Vec<Value> = (0..50).map(|i| json!({"name": format!("i{i}")})).collect();
+    h.ok(
+        "entities.create_many",
+        json!({"type": "item", "items": items}),
+    );
+    // Every shape that multiplies a value past the bound is refused before anything runs,
+    // whoever asks (a viewer's token suffices to try), naming the limit.
+    let viewer = h.token(Role::Viewer, "mcp:read");
+    for sql in [
+        "SELECT REPEAT(REPEAT('x', 65536), 65536)",
+        "SELECT REPEAT(REPEAT(REPEAT(name, 40), 40), 40) FROM item",
+        "SELECT LPAD(LPAD('x', 60000), 9000000)",
+        "SELECT RPAD(name, 1000000, 'ab') FROM item",
+        "SELECT REPLACE(REPLACE(REPLACE(name, 'i', 'iiiiiiii'), 'i', 'iiiiiiii'), 'i', 'iiiiiiii') FROM item",
+        "SELECT REPLACE(name, '', REPEAT('y', 1000)) FROM item",
+        "SELECT UPPER(LOWER(UPPER(REPEAT(name, 10)))) FROM item",
+        "SELECT CONCAT(REPEAT('a', 700000), REPEAT('b', 700000))",
+        "SELECT REPEAT('a', 700000) || REPEAT('b', 700000)",
+        "SELECT name FROM item WHERE REPEAT(REPEAT(name, 100), 100) <> ''",
+        "SELECT name FROM item ORDER BY REPEAT(REPEAT(name, 100), 100)",
+        "SELECT COUNT(*) FROM item GROUP BY REPEAT(REPEAT(name, 100), 100)",
+        "WITH t AS (SELECT REPEAT(REPEAT('q', 5000), 5000) AS v) SELECT v FROM t",
+        "SELECT (SELECT REPEAT(REPEAT('q', 5000), 5000))",
+        "SELECT CASE WHEN name = 'x' THEN name ELSE REPEAT(REPEAT('q', 5000), 5000) END FROM item",
+        "SELECT REPEAT(name, $1) FROM item",
+    ] {
+        let r = h.api_in(
+            "acme",
+            &viewer,
+            "sql.query",
+            json!({"sql": sql, "params": [1000000]}),
+        );
+        assert_eq!(r.status, 400, "{sql}: {}", r.body);
+        let message = r.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("copies of the data") || message.contains("takes a length written"),
+            "{sql}: {message}"
+        );
+    }
+    // Within the bounds, values are built.
+    let r = h.sql(json!({"sql": "SELECT REPEAT('ab', 1000) AS a, LPAD(name, 8, '.') AS b, UPPER(REPEAT(name, 4)) AS c FROM item WHERE name = 'i7'"}));
+    assert_eq!(r["rows"][0][0].as_str().unwrap().len(), 2000);
+    assert_eq!(r["rows"][0][1], "......i7");
+    assert_eq!(r["rows"][0][2], "I7I7I7I7");
+}
+
+#[test]
+fn a_query_that_holds_too_much_while_it_runs_is_stopped() {
+    assert!(
+        lore::sandbox::meter::installed(),
+        "needs the metered allocator"
+    );
+    let config = Config {
+        sql: lore::sql::Limits {
+            max_query_bytes: 1 << 20,
+            ..lore::sql::Limits::default()
+        },
+        ..Config::default()
+    };
+    let h = Harness::with(config);
+    h.ok("templates.create", json!({"name": "item"}));
+    for chunk in 0..4 {
+        let items: Vec<Value> = (0..500)
+            .map(|i| json!({"name": format!("i{chunk}-{i}")}))
+            .collect();
+        h.ok(
+            "entities.create_many",
+            json!({"type": "item", "items": items}),
+        );
+    }
+    // 2,000 rows of 4 KB each, kept for the sort: past 1 MiB.
+    let msg = h.sql_error(
+        json!({"sql": "SELECT name || REPEAT('x', 4000) AS big FROM item ORDER BY big DESC"}),
+    );
+    assert!(msg.contains("held more than 1 MiB"), "{msg}");
+    let r = h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM item"}));
+    assert_eq!(r["rows"], json!([[2000]]));
 }

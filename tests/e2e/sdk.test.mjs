@@ -310,7 +310,7 @@ test('session: the owner defines types, entities, relationships, a connection an
   assert.equal(received.headers.authorization, `Bearer ${SECRET}`, 'lore sent the secret as a bearer token');
   assert.equal(called.status, 200);
   assert.equal(called.body.url, '/v1/ping?x=1');
-  assert.equal(called.body.headers.authorization, 'Bearer [redacted]', 'the echoed secret is redacted');
+  assert.equal(called.body.headers.authorization, '[redacted]', 'the echoed header (and the secret in it) is redacted');
 
   // An org metric.
   const metric = ok(await api(acme.token, 'metrics.define', {
@@ -457,7 +457,7 @@ test('session: an HTTP operation bound to ticket is a custom verb that calls the
   assert.equal(received.headers.authorization, `Bearer ${SECRET}`);
   assert.deepEqual(JSON.parse(received.body), { reason: 'customer is angry' });
   assert.equal(r.status, 200);
-  assert.equal(r.body.headers.authorization, 'Bearer [redacted]');
+  assert.equal(r.body.headers.authorization, '[redacted]');
 
   assert.equal(ok(await api(member.token, 'operations.run', { name: 'escalate', args: { id: t1.id } })).status, 200);
   refused(await api(viewer.token, 'Ticket.escalate', { id: t1.id }), 403, 'needs_write');

@@ -71,6 +71,10 @@ interface MemoryResults {
 }
 
 interface SavedIds {
+  /** Whether a memory was not stored again because a current memory with the same text, entities, kind, payload and author exists (its id is in `ids`). */
+  deduplicated: boolean;
+  /** Which memories (0-based, input order) were deduplicated. */
+  deduplicated_indexes?: number[];
   ids: string[];
 }
 
@@ -154,7 +158,7 @@ interface Connection {
 }
 
 interface CallResult {
-  /** The JSON body, or the text body as a string. */
+  /** The JSON body, or the body's text as a string (a body that is not JSON, was cut, or nests deeper than lore stores values). */
   body: unknown;
   status: number;
   /** Whether the body was cut at 1 MiB. */
