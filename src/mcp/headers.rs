@@ -38,11 +38,19 @@ pub const SINGLETONS: &[&str] = &[
     "x-github-delivery",
 ];
 
-/// The first header of [`SINGLETONS`] that `headers` holds more than once.
+/// The first header of [`SINGLETONS`] that `headers` holds more than once. Hosts that join
+/// repeated headers into one value (the Fetch API does, with ", ": Workers) pass a second
+/// `Authorization` on as a value with a comma, which no credential has.
 pub fn repeated_singleton(headers: &HeaderMap) -> Option<&'static str> {
     SINGLETONS
         .iter()
-        .find(|name| headers.get_all(**name).iter().nth(1).is_some())
+        .find(|name| {
+            let mut values = headers.get_all(**name).iter();
+            let first = values.next();
+            values.next().is_some()
+                || (**name == "authorization"
+                    && first.is_some_and(|v| v.as_bytes().contains(&b',')))
+        })
         .copied()
 }
 

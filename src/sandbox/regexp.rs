@@ -62,10 +62,7 @@ fn compiled(
     if let Some(re) = host.regexes.borrow().get(&key) {
         return Ok(re.clone());
     }
-    host.spend_steps(
-        context,
-        1_000 + COMPILE_STEPS_PER_UNIT * key.0.len() as u64,
-    )?;
+    host.spend_steps(context, 1_000 + COMPILE_STEPS_PER_UNIT * key.0.len() as u64)?;
     let re = lore_jsregex::Regex::new(&key.0, &key.1).map_err(|e| match e {
         lore_jsregex::Error::Syntax(m) => JsNativeError::syntax().with_message(m),
         lore_jsregex::Error::TooLarge(m) | lore_jsregex::Error::Unsupported(m) => {
