@@ -57,8 +57,11 @@ pub struct Host {
     /// [`Host::checkpoint`].
     pub clock_checked_at: Cell<usize>,
     /// The run's compiled regular expressions (see `sandbox::regexp`).
-    pub regexes: RefCell<std::collections::HashMap<(Vec<u16>, String), Rc<lore_jsregex::Regex>>>,
+    pub regexes: RefCell<RegexCache>,
 }
+
+/// Compiled regular expressions by source (UTF-16) and flags.
+pub type RegexCache = std::collections::HashMap<(Vec<u16>, String), Rc<lore_jsregex::Regex>>;
 
 /// What a run's host is made from, on whichever thread runs its JavaScript.
 #[derive(Debug, Clone)]

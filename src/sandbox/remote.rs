@@ -6,9 +6,9 @@
 //! the cores between it and the request threads: a script costs its own org time, not another
 //! org's latency. At the edge (one isolate or instance per request) the run stays inline.
 //!
-//! The split is the engine's [`Ops`](super::engine::Ops): on the script's thread,
-//! [`RemoteOps`] sends each SDK call, progress note and the outcome as an [`Event`]; on the
-//! request's thread, [`serve`] makes the calls through the run (its overlay, its caches, its
+//! The split is the engine's `Ops`: on the script's thread, [`RemoteOps`] sends each SDK call,
+//! progress note and the outcome as an [`Event`]; on the request's thread, `serve` makes the
+//! calls through the run (its overlay, its caches, its
 //! budget) and answers them. A script operation called from the script runs its JavaScript on
 //! the same script thread, inside the budget of the run that called it, as it would inline.
 
@@ -133,7 +133,7 @@ pub trait Outbox {
     fn send(&self, event: Event);
 }
 
-/// The engine's [`Ops`] on a script thread: every call goes to the request's thread.
+/// The engine's `Ops` on a script thread: every call goes to the request's thread.
 pub struct RemoteOps {
     outbox: Rc<dyn Outbox>,
     clock: Rc<dyn Clock>,

@@ -184,6 +184,15 @@ fn bound(expr: &Expr) -> Result<Bound> {
         Expr::Nested(e) | Expr::Cast { expr: e, .. } | Expr::Collate { expr: e, .. } => check(e)?,
         Expr::UnaryOp { expr, .. } => check(expr)?,
         Expr::BinaryOp { left, op, right } => {
+            if matches!(
+                op,
+                BinaryOperator::PGRegexMatch
+                    | BinaryOperator::PGRegexIMatch
+                    | BinaryOperator::PGRegexNotMatch
+                    | BinaryOperator::PGRegexNotIMatch
+            ) {
+                check_regex(right)?;
+            }
             let (l, r) = (check(left)?, check(right)?);
             match op {
                 BinaryOperator::StringConcat => l.plus(r),
@@ -222,6 +231,26 @@ fn bound(expr: &Expr) -> Result<Bound> {
         // reads; its own sub-expressions are checked where they stand.
         _ => Bound::DATA,
     })
+}
+
+/// Longest regular expression a query may match with (`~`, `~*`, `!~`, `!~*`).
+pub const MAX_REGEX_BYTES: usize = 256;
+
+/// The engine compiles a `~` pattern again for every row it tests: the pattern must be a short
+/// literal, so that each compilation is small and the query's row and time budgets bound the
+/// rest (matching itself is linear: the `regex` crate).
+fn check_regex(pattern: &Expr) -> Result<()> {
+    match literal_len(Some(&pattern)) {
+        Some(n) if n as usize <= MAX_REGEX_BYTES => Ok(()),
+        Some(n) => Err(LoreError::invalid(
+            "sql",
+            format!("a regular expression of {n} bytes; the limit is {MAX_REGEX_BYTES}"),
+        )),
+        None => Err(LoreError::invalid(
+            "sql",
+            "the pattern of ~ must be a string written in the query (it is compiled for every row); match a column against a literal pattern",
+        )),
+    }
 }
 
 fn function(name: &str, args: &[&Expr]) -> Result<Bound> {
@@ -300,6 +329,23 @@ mod tests {
         ] {
             assert!(check(&expr(sql)).is_ok(), "{sql}");
         }
+    }
+
+    #[test]
+    fn regex_patterns_are_short_literals() {
+        assert!(check(&expr("name ~ '^a.*b$'")).is_ok());
+        assert!(check(&expr("name !~* 'x'")).is_ok());
+        for sql in ["name ~ other", "name ~ $1", "name ~* REPEAT('a', 10)"] {
+            let e = check(&expr(sql)).expect_err(sql).to_string();
+            assert!(e.contains("string written in the query"), "{sql}: {e}");
+        }
+        let long = format!("name ~ '{}'", "a".repeat(300));
+        assert!(
+            check(&expr(&long))
+                .unwrap_err()
+                .to_string()
+                .contains("limit is 256")
+        );
     }
 
     #[test]

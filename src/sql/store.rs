@@ -22,8 +22,8 @@ use gluesql_core::store::{
 use super::catalog::Table;
 use crate::ports::Clock;
 
-/// Rows read between two looks at the clock.
-const CLOCK_EVERY: u64 = 1024;
+/// Rows read between two looks at the clock (a row can cost a pattern's compilation).
+const CLOCK_EVERY: u64 = 64;
 
 /// Rows read between two looks at the memory the query holds.
 const MEMORY_EVERY: u64 = 64;
