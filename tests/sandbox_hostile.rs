@@ -583,6 +583,9 @@ async fn wall_clock_cases() {
         "for (;;) { await ctx.sleep(50) }",
         "await ctx.sleep(350); for (;;) { try { while (true) {} } catch (e) {} }",
     ] {
+        if std::env::var_os("LORE_HOSTILE_VERBOSE").is_some() {
+            eprintln!("wall clock case: {code}");
+        }
         #[allow(clippy::disallowed_methods)] // a native test: wall time from the OS
         let started = std::time::Instant::now();
         let r = lore::sandbox::run_with_caps(

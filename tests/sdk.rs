@@ -971,6 +971,16 @@ fn another_orgs_agent_cannot_be_adopted_and_is_answered_as_an_unknown_id() {
 
 #[test]
 fn one_nesting_limit_holds_for_everything_stored_and_reads_back_into_scripts() {
+    // Scripts run inline here: give them the stack the server's script threads have.
+    std::thread::Builder::new()
+        .stack_size(lore::sandbox::STACK_BYTES)
+        .spawn(nesting_limit_cases)
+        .unwrap()
+        .join()
+        .expect("the nesting cases failed");
+}
+
+fn nesting_limit_cases() {
     let h = Harness::new();
     h.sample_org();
     let deep = |n: usize| -> Value {

@@ -55,7 +55,12 @@ pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value
         refused: Cell::new(false),
     });
     // The memory cap counts what script code allocates on this thread (see `meter`): every
-    // stretch that runs it is a section, and the realm is dropped inside one.
+    // stretch that runs it is a section, and the realm is dropped inside one. A run that starts
+    // when none is going on first collects what earlier runs left for the collector: freed
+    // during this run, it would be counted against this run's allocations.
+    if meter::runs() == 0 {
+        boa_engine::gc::force_collect();
+    }
     let _metered = meter::Run::begin();
     let section = meter::Section::enter();
     let mut context = realm::new_context(host.clone(), queue.clone())

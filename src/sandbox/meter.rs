@@ -2,4 +2,4 @@
 //! global-allocator wrapper, the one piece of lore that needs `unsafe`, which this crate
 //! forbids. See that crate for how a run's memory is counted.
 
-pub use lore_meter::{Metered, Run, Section, installed, live};
+pub use lore_meter::{Metered, Run, Section, installed, live, runs};

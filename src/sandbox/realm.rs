@@ -53,9 +53,12 @@ pub struct Host {
     /// Steps spent inside host functions on the script's behalf (regular expressions), which
     /// count against the steps cap together with the engine's own instructions.
     pub host_steps: Cell<u64>,
-    /// The engine's remaining instructions when the clock was last read, for
-    /// [`Host::checkpoint`].
-    pub clock_checked_at: Cell<usize>,
+    /// The engine's remaining instructions, the host's steps and the checkpoints made when the
+    /// clock was last read, for [`Host::checkpoint`].
+    pub clock_checked_at: Cell<(usize, u64, u32)>,
+    /// The last Latin-1 text a regular expression was run on, widened to UTF-16 (a global
+    /// regexp's loop runs on the same text once per match).
+    pub last_text: RefCell<Option<(JsString, Rc<Vec<u16>>)>>,
     /// The run's compiled regular expressions (see `sandbox::regexp`).
     pub regexes: RefCell<RegexCache>,
 }
@@ -92,7 +95,8 @@ impl Host {
             args: spec.args,
             object_keys: RefCell::new(None),
             host_steps: Cell::new(0),
-            clock_checked_at: Cell::new(steps),
+            clock_checked_at: Cell::new((steps, 0, 0)),
+            last_text: RefCell::new(None),
             regexes: RefCell::default(),
         }
     }
@@ -112,17 +116,15 @@ impl Host {
         self.started_ms + self.caps.wall_ms as i64
     }
 
-    /// Records that a cap was reached and returns the error that unwinds the script. The run
-    /// ends with the cap's error even if the script catches this one.
+    /// Records that a cap was reached and returns the error that unwinds the script: an engine
+    /// error, which no `catch` and no promise handler can stop, so the run ends there (the
+    /// failure names the cap recorded here). A catchable error would let `for (;;) try { .. }
+    /// catch {}` run on past the cap until the steps ran out.
     pub fn hit(&self, cap: Cap) -> JsError {
         if self.cap_hit.get().is_none() {
             self.cap_hit.set(Some(cap));
         }
-        JsNativeError::range()
-            .with_message(format!(
-                "cap_exceeded: {} was reached",
-                cap.named(&self.caps)
-            ))
+        boa_engine::error::EngineError::from(boa_engine::error::RuntimeLimitError::LoopIteration)
             .into()
     }
 
@@ -147,20 +149,48 @@ impl Host {
     /// The checks every host function makes on entry (and the run loop at every return of a
     /// host operation): the memory cap, the steps cap over the engine's instructions and the
     /// host's own steps together, and the wall clock, a hard bound on the run. The clock is
-    /// read when the script has run [`CLOCK_EVERY_STEPS`] instructions since it was last read,
-    /// so a script that calls host functions in a tight loop does not read it every time.
+    /// read once [`CLOCK_EVERY_STEPS`] engine instructions or host steps, or
+    /// [`CLOCK_EVERY_CALLS`] checkpoints, have gone by since it was last read: a tight loop of
+    /// host calls does not read it every time, and a built-in that calls the host again and
+    /// again without running script code (a global `replace`) still reads it.
     pub fn checkpoint(&self, context: &Context) -> JsResult<()> {
+        if let Some(cap) = self.cap_hit.get() {
+            return Err(self.hit(cap));
+        }
         self.check_memory()?;
         let remaining = context.instructions_remaining();
         let engine_steps = self.caps.steps.saturating_sub(remaining as u64);
-        if engine_steps.saturating_add(self.host_steps.get()) > self.caps.steps {
+        let host_steps = self.host_steps.get();
+        if engine_steps.saturating_add(host_steps) > self.caps.steps {
             return Err(self.hit(Cap::Steps));
         }
-        if self.clock_checked_at.get().saturating_sub(remaining) >= CLOCK_EVERY_STEPS {
-            self.clock_checked_at.set(remaining);
+        let (at, host_at, calls) = self.clock_checked_at.get();
+        let due = at.saturating_sub(remaining) >= CLOCK_EVERY_STEPS
+            || host_steps.saturating_sub(host_at) >= CLOCK_EVERY_STEPS as u64
+            || calls + 1 >= CLOCK_EVERY_CALLS;
+        if due {
+            self.clock_checked_at.set((remaining, host_steps, 0));
             self.check_deadline()?;
+        } else {
+            self.clock_checked_at.set((at, host_at, calls + 1));
         }
         Ok(())
+    }
+
+    /// `text`'s Latin-1 `bytes` as UTF-16, widened once for as long as the same string comes
+    /// back.
+    pub fn widened(&self, text: &JsString, bytes: &[u8]) -> Rc<Vec<u16>> {
+        let mut last = self.last_text.borrow_mut();
+        if let Some((s, units)) = last.as_ref()
+            && let boa_engine::string::JsStrVariant::Latin1(b) = s.as_str().variant()
+            && std::ptr::eq(b.as_ptr(), bytes.as_ptr())
+            && b.len() == bytes.len()
+        {
+            return units.clone();
+        }
+        let units = Rc::new(bytes.iter().map(|&b| u16::from(b)).collect::<Vec<u16>>());
+        *last = Some((text.clone(), units.clone()));
+        units
     }
 
     /// Ends the run if its wall clock has run out.
@@ -198,6 +228,8 @@ impl Host {
 /// How many engine instructions may run between two readings of the clock by host functions
 /// (about a millisecond of script).
 pub const CLOCK_EVERY_STEPS: usize = 20_000;
+/// How many checkpoints may pass between two readings of the clock.
+pub const CLOCK_EVERY_CALLS: u32 = 256;
 
 pub(super) fn host(context: &Context) -> Rc<Host> {
     context

@@ -24,6 +24,9 @@ use super::realm::Host;
 /// Compiled patterns kept per run (a run's loops compile the same few again and again).
 const CACHE: usize = 256;
 
+/// Steps one `exec` costs besides its search: the result array it builds.
+const EXEC_STEPS: u64 = 16;
+
 /// Spends a search's steps on the run: the steps cap and the wall clock can stop it.
 struct RunBudget<'a> {
     host: &'a Host,
@@ -62,8 +65,14 @@ fn compiled(
     if let Some(re) = host.regexes.borrow().get(&key) {
         return Ok(re.clone());
     }
-    host.spend_steps(context, 1_000 + COMPILE_STEPS_PER_UNIT * key.0.len() as u64)?;
-    let re = lore_jsregex::Regex::new(&key.0, &key.1).map_err(|e| match e {
+    let compiled = lore_jsregex::Regex::new(&key.0, &key.1);
+    // Charged for the work done: a pattern refused for its size is refused before any.
+    let units = match &compiled {
+        Err(lore_jsregex::Error::TooLarge(_)) => 0,
+        _ => key.0.len() as u64,
+    };
+    host.spend_steps(context, 1_000 + COMPILE_STEPS_PER_UNIT * units)?;
+    let re = compiled.map_err(|e| match e {
         lore_jsregex::Error::Syntax(m) => JsNativeError::syntax().with_message(m),
         lore_jsregex::Error::TooLarge(m) | lore_jsregex::Error::Unsupported(m) => {
             JsNativeError::range().with_message(m)
@@ -111,7 +120,16 @@ pub fn exec(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     if !global && !sticky {
         last_index = 0;
     }
-    let input = s.to_vec();
+    // The text as UTF-16 without copying it (a global regexp's loop calls this once per match);
+    // Latin-1 text is widened once and kept while the same string comes back.
+    let widened;
+    let input: &[u16] = match s.as_str().variant() {
+        boa_engine::string::JsStrVariant::Utf16(units) => units,
+        boa_engine::string::JsStrVariant::Latin1(bytes) => {
+            widened = host.widened(&s, bytes);
+            &widened
+        }
+    };
     let reset = |r: &JsObject, context: &mut Context| -> JsResult<JsValue> {
         if global || sticky {
             r.set(js_string!("lastIndex"), 0, true, context)?;
@@ -121,7 +139,8 @@ pub fn exec(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     if last_index > input.len() as u64 {
         return reset(&r, context);
     }
-    // The search is charged for the text it is given, as the engine would charge a loop over it.
+    // Every search costs something, whatever it finds: a loop over matches is counted too.
+    host.spend_steps(context, EXEC_STEPS)?;
     let mut budget = RunBudget {
         host: &host,
         context,

@@ -135,6 +135,11 @@ impl Drop for Section {
     }
 }
 
+/// Runs going on on this thread.
+pub fn runs() -> usize {
+    RUNS.with(Cell::get)
+}
+
 /// Bytes the thread's scripts hold now (never negative).
 pub fn live() -> usize {
     LIVE.with(|l| l.get().max(0) as usize)
