@@ -146,7 +146,7 @@ pub fn exec(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
         context,
         stopped_by: None,
     };
-    let found = re.exec(&input, last_index as usize, &mut budget);
+    let found = re.exec(input, last_index as usize, &mut budget);
     let stopped_by = budget.stopped_by;
     let captures = match found {
         Ok(Some(c)) => c,
