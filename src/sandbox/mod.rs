@@ -23,6 +23,7 @@
 //! sink reports each SDK call and sleep it starts and a heartbeat while it waits.
 
 pub mod caps;
+mod dispatch;
 mod engine;
 pub mod meter;
 pub mod modes;
@@ -32,6 +33,7 @@ pub mod realm;
 mod regexp;
 pub mod remote;
 pub mod strip;
+mod values;
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -50,6 +52,7 @@ use crate::records::actions::{Action, Step};
 use crate::records::operations::Operation;
 use crate::sdk::Tier;
 use caps::{Cap, ScriptCaps};
+use dispatch::Run;
 use realm::Host;
 
 /// The native stack a thread that runs scripts needs. The caps bound every path by which a
@@ -315,109 +318,6 @@ impl Failure {
 }
 
 type OpFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, LoreError>> + 'a>>;
-
-/// State of one run shared by the loop and the call futures.
-struct Run<'a> {
-    lore: &'a Lore,
-    caller: &'a Caller,
-    tier: Tier,
-    dry_run: bool,
-    overlay: Rc<overlay::Overlay>,
-    /// The core as the script sees it: the real caches, storage through the overlay.
-    shared: Lore,
-    /// The same with a private memory index, once the run has buffered writes (the instance's
-    /// index must never see events that may not commit).
-    private: RefCell<Option<Rc<Lore>>>,
-    calls: RefCell<Vec<CallRecord>>,
-    preview: RefCell<Vec<PreviewWrite>>,
-    previews: Cell<usize>,
-    progress: Option<&'a dyn Fn(&str)>,
-    modes: Option<&'a modes::Modes>,
-}
-
-impl engine::Ops for Run<'_> {
-    fn call(&self, path: String, args: Value) -> OpFuture<'_> {
-        Box::pin(self.dispatch(path, args))
-    }
-    fn reports_progress(&self) -> bool {
-        self.progress.is_some()
-    }
-    fn progress(&self, what: &str) {
-        if let Some(p) = self.progress {
-            p(what);
-        }
-    }
-    fn over_cap(&self) -> bool {
-        self.overlay.over_cap()
-    }
-    fn clock(&self) -> Rc<dyn crate::ports::Clock> {
-        self.lore.ports.clock.clone()
-    }
-}
-
-impl<'a> Run<'a> {
-    async fn dispatch(&self, path: String, args: Value) -> Result<Value, LoreError> {
-        let clock = self.lore.ports.clock.clone();
-        let started = clock.now_ms();
-        let meta = RefCell::new(modes::CallMeta::default());
-        let result = match self.modes {
-            Some(modes) if !self.dry_run => self.dispatch_mode(modes, &path, args, &meta).await,
-            _ => self.dispatch_plain(&path, args).await,
-        };
-        let elapsed_ms = u64::try_from(clock.now_ms() - started).unwrap_or(0);
-        let meta = meta.into_inner();
-        self.calls.borrow_mut().push(CallRecord {
-            method: path,
-            ok: result.is_ok(),
-            error_code: result.as_ref().err().map(|e| e.code().to_string()),
-            elapsed_ms,
-            mode: meta.mode,
-            attempts: (meta.attempts > 1).then_some(meta.attempts),
-            replayed: meta.replayed,
-        });
-        result
-    }
-
-    async fn dispatch_plain(&self, path: &str, args: Value) -> Result<Value, LoreError> {
-        let allowed = self.tier;
-        if self.dry_run {
-            let tier =
-                crate::sdk::check_call(&self.shared, self.caller, path, &args, allowed).await?;
-            if tier > Tier::Read {
-                let n = self.previews.get() + 1;
-                self.previews.set(n);
-                let placeholder_id = format!("dry_run_{n}");
-                self.preview.borrow_mut().push(PreviewWrite {
-                    method: path.to_string(),
-                    access: tier.as_str(),
-                    args: args.clone(),
-                    placeholder_id: placeholder_id.clone(),
-                });
-                return Ok(json!({ "dry_run": true, "id": placeholder_id, "method": path }));
-            }
-            let json = crate::sdk::call(&self.shared, self.caller, path, args, allowed).await?;
-            return Ok(serde_json::from_str(json.get())?);
-        }
-        let lore: Rc<Lore>;
-        let core = if self.overlay.write_count() > 0 || !crate::sdk::is_read(path) {
-            let mut private = self.private.borrow_mut();
-            lore = private
-                .get_or_insert_with(|| {
-                    Rc::new(self.shared.script_copy(self.shared.ports.clone(), true))
-                })
-                .clone();
-            drop(private);
-            &*lore
-        } else {
-            &self.shared
-        };
-        let json = crate::sdk::call(core, self.caller, path, args, allowed).await?;
-        if self.overlay.over_cap() {
-            return Err(LoreError::Internal("buffered_writes".into()));
-        }
-        Ok(serde_json::from_str(json.get())?)
-    }
-}
 
 /// Runs a script for `caller` through `surface`; `Ok` is the tool's structured result.
 pub async fn run(
