@@ -9,6 +9,7 @@ pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod compact;
+pub mod config;
 pub mod embed;
 pub mod error;
 pub mod hooks;
@@ -18,6 +19,7 @@ pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod oauth;
+pub mod operator;
 pub mod ports;
 pub mod ratelimit;
 pub mod records;
@@ -27,6 +29,8 @@ pub mod schema;
 pub mod sdk;
 pub mod sql;
 pub mod storage;
+#[cfg(feature = "conformance-fixtures")]
+pub mod suite_routes;
 
 #[cfg(feature = "native")]
 #[allow(clippy::disallowed_methods)]
@@ -40,54 +44,12 @@ use std::collections::HashMap;
 use auth::Caller;
 use error::LoreError;
 use ids::OrgId;
-use mcp::headers::OriginPolicy;
 use memory::MemoryService;
 use ports::Ports;
 
+pub use config::{Config, DEFAULT_MAX_BODY};
+
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The default request body limit: 4 MiB.
-pub const DEFAULT_MAX_BODY: usize = 4 << 20;
-
-/// How one server instance behaves.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The org of tokenless requests when auth is off.
-    pub default_org: OrgId,
-    /// Serve requests without a token as the local owner (`lore serve --no-auth`, loopback only).
-    pub no_auth: bool,
-    /// Issue legacy MCP sessions (native); the edge runs without them.
-    pub sessions: bool,
-    pub max_body_bytes: usize,
-    pub origins: OriginPolicy,
-    /// The server's public base URL (`https://lore.example.com`): the OAuth issuer and the
-    /// prefix of the resource URLs tokens are bound to. `None` derives it from each request's
-    /// `Host` (`http` on loopback names, `https` otherwise).
-    pub public_url: Option<String>,
-    /// Identity providers people sign in with (GitHub, OIDC), besides the local owner's
-    /// password.
-    pub upstream: Vec<oauth::upstream::Provider>,
-    /// The row, time and size budgets of one `query_sql` query.
-    pub sql: sql::Limits,
-    /// Requests per minute per token and per org, enforced when a rate limiter is attached
-    /// (`Lore::with_rate_limiter`); orgs may lower them for themselves.
-    pub rate_limits: ratelimit::RateLimits,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            default_org: OrgId::parse("default").expect("valid org name"),
-            no_auth: false,
-            sessions: true,
-            max_body_bytes: DEFAULT_MAX_BODY,
-            origins: OriginPolicy::loopback(),
-            public_url: None,
-            upstream: Vec::new(),
-            sql: sql::Limits::default(),
-            rate_limits: ratelimit::RateLimits::default(),
-        }
-    }
-}
 
 /// One core instance: ports, configuration and per-instance caches.
 pub struct Lore {
@@ -471,6 +433,10 @@ impl Lore {
                 StatusCode::BAD_REQUEST,
                 json!({ "error": { "code": "invalid_request", "message": format!("the request has more than one {name} header; send it once") } }),
             );
+        }
+        let secret = self.config.operator_secret.as_deref();
+        if let Some(response) = operator::handle(&self.ports, secret, &request).await {
+            return response;
         }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         if let Some(response) = oauth::handle(self, &request).await {

@@ -13,24 +13,22 @@
 static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
     lore::sandbox::meter::Metered(std::alloc::System);
 
-mod config;
 mod kv;
-// The operator routes are the Worker's, unchanged: they use only `http` and `lore::admin`.
-#[path = "../../worker/src/operator.rs"]
-mod operator;
 mod ports;
 mod sqlite;
 #[cfg(feature = "test-build")]
 mod test_routes;
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use lore::Lore;
+use lore::config::Spelling;
 use lore::embed::builtin::BuiltinEmbedder;
 use lore::embed::openai::OpenAiEmbedder;
 use lore::ports::{Embedder, HttpClient, Ports};
+use lore::{Config, Lore};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};
 use spin_sdk::http_service;
@@ -89,18 +87,36 @@ async fn to_core(request: Request) -> Result<http::Request<Vec<u8>>, String> {
         .map_err(|e| format!("unusable request: {e}"))
 }
 
+/// Every variable the core's configuration reads (`lore::config::VARIABLES`, lower-case as
+/// Spin spells them: `[variables]` in `spin.toml`, set with `SPIN_VARIABLE_*` or
+/// `spin up --variable`; the dev host takes `--var NAME=VALUE`). Unset and undeclared
+/// variables are absent.
+async fn variables() -> HashMap<String, String> {
+    let mut values = HashMap::new();
+    for name in lore::config::VARIABLES {
+        let name = Spelling::Lower.spell(name);
+        if let Ok(value) = spin_sdk::variables::get(&name).await {
+            values.insert(name, value);
+        }
+    }
+    values
+}
+
 async fn instance() -> Result<Lore, String> {
-    let config = config::from_variables().await?;
+    let variables = variables().await;
+    let lookup = |name: &str| variables.get(name).cloned();
+    let config = Config::from_vars(Spelling::Lower, lookup, cfg!(feature = "test-build"))?;
     let storage = SpinSqliteStorage::open(DATABASE)
         .await
         .map_err(|e| e.to_string())?;
     let clock = Rc::new(SpinClock);
     let http: Rc<dyn HttpClient> = Rc::new(SpinHttp);
     // The built-in model is compiled into the component and parsed only when a request embeds.
-    let embedder: Rc<dyn Embedder> = match config::embeddings().await? {
-        Some(endpoint) => Rc::new(OpenAiEmbedder::new(endpoint, http.clone())),
-        None => Rc::new(BuiltinEmbedder::new()),
-    };
+    let embedder: Rc<dyn Embedder> =
+        match lore::config::embeddings_from_vars(Spelling::Lower, lookup)? {
+            Some(endpoint) => Rc::new(OpenAiEmbedder::new(endpoint, http.clone())),
+            None => Rc::new(BuiltinEmbedder::new()),
+        };
     let ports = Ports {
         storage: Rc::new(storage),
         clock: clock.clone(),
@@ -131,10 +147,6 @@ async fn handle(request: Request) -> Reply {
         Ok(l) => l,
         Err(e) => return plain(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
-    let secret = config::var("lore_operator_secret").await;
-    if let Some(response) = operator::handle(&lore.ports, secret, &request).await {
-        return from_core(response);
-    }
     #[cfg(feature = "test-build")]
     if let Some(response) = test_routes::handle(&request).await {
         return from_core(response);

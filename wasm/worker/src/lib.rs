@@ -11,10 +11,8 @@
 static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
     lore::sandbox::meter::Metered(std::alloc::System);
 
-mod config;
 mod d1;
 mod limiter;
-mod operator;
 mod ports;
 #[cfg(feature = "test-build")]
 mod test_routes;
@@ -22,8 +20,9 @@ mod test_routes;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use lore::Lore;
+use lore::config::Spelling;
 use lore::ports::{Embedder, Ports};
+use lore::{Config, Lore};
 use wasm_bindgen::JsCast;
 use worker::{Ai, Context, Env, Headers, Request, Response, ResponseBuilder, event};
 
@@ -34,8 +33,6 @@ pub use ports::{EMBEDDING_MODEL, WebCryptoRandom, WorkersAiEmbedder, WorkersCloc
 pub const D1_BINDING: &str = "DB";
 /// The Workers AI binding (`[ai] binding`).
 pub const AI_BINDING: &str = "AI";
-/// The secret that turns the operator routes on (see [`operator`]).
-pub const OPERATOR_SECRET: &str = "LORE_OPERATOR_SECRET";
 
 thread_local! {
     /// The isolate's core instance, built on its first request.
@@ -66,12 +63,24 @@ fn ports(env: &Env) -> worker::Result<Ports> {
     })
 }
 
+/// The core's configuration (`lore::config`) from the Worker's `[vars]` and secrets (client
+/// secrets and `LORE_OPERATOR_SECRET` are put with `wrangler secret put`).
+fn config(env: &Env) -> Result<Config, String> {
+    let lookup = |name: &str| {
+        env.var(name)
+            .or_else(|_| env.secret(name))
+            .ok()
+            .map(|v| v.to_string())
+    };
+    Config::from_vars(Spelling::Upper, lookup, cfg!(feature = "test-build"))
+}
+
 /// The isolate's instance, built from `env` on first use.
 fn instance(env: &Env) -> worker::Result<Rc<Lore>> {
     if let Some(lore) = INSTANCE.with(|i| i.borrow().clone()) {
         return Ok(lore);
     }
-    let config = config::from_env(env).map_err(worker::Error::RustError)?;
+    let config = config(env).map_err(worker::Error::RustError)?;
     let mut lore = Lore::new(ports(env)?, config);
     if let Some(limiter) = limiter::DurableLimiter::from_env(env) {
         lore = lore.with_rate_limiter(Rc::new(limiter));
@@ -124,10 +133,6 @@ fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
 async fn fetch(request: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let lore = instance(&env)?;
     let request = to_http(request).await?;
-    let secret = env.secret(OPERATOR_SECRET).ok().map(|s| s.to_string());
-    if let Some(response) = operator::handle(&lore.ports, secret, &request).await {
-        return from_http(response);
-    }
     #[cfg(feature = "test-build")]
     if let Some(response) = test_routes::handle(&lore, &env, &request).await {
         return from_http(response);

@@ -1,49 +1,37 @@
 //! Routes of the test build only (feature `test-build`, never deployed): they run code that no
 //! product request reaches yet against the real bindings of the host.
 //!
-//! - `GET /__test/storage-suite`: the names of the suite's cases.
-//! - `POST /__test/storage-suite/{case}`: empties `lore_kv`, then runs one case of the shared
-//!   storage suite (`lore::storage::suite`) on [`D1Storage`] over the Worker's own D1 binding.
-//!   A failing case panics; the Worker then answers 500 and logs the assertion.
-//! - `GET /__test/records-suite`, `POST /__test/records-suite/{case}`: the same for the shared
-//!   records suite (`lore::records::suite`): the org data model through the SDK on D1.
-//! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`WorkersAiEmbedder`] and returns
-//!   the model id and the vectors.
+//! - `/__test/storage-suite`, `/__test/records-suite`: the shared suites on [`D1Storage`] over
+//!   the Worker's own D1 binding (`lore::suite_routes`, which empties `lore_kv` through
+//!   [`empty_store`] before each case).
+//! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`crate::WorkersAiEmbedder`] and
+//!   returns the model id and the vectors.
 //! - `POST /__test/fetch` `{"method", "url", "headers": [[name, value]], "body"}`: one outbound
 //!   request through the HTTP port ([`crate::WorkersFetch`]); returns status, headers and body.
 
+use std::rc::Rc;
+
 use http::{Request, Response, StatusCode};
 use lore::Lore;
-use lore::storage::suite;
+use lore::storage::Storage;
+use lore::suite_routes::{self, reply};
 use serde_json::{Value, json};
 use worker::Env;
 
 use crate::{D1_BINDING, D1Storage};
-
-const PREFIX: &str = "/__test/";
-
-fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
-    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
-    *response.status_mut() = status;
-    response
-}
 
 pub async fn handle(
     lore: &Lore,
     env: &Env,
     request: &Request<Vec<u8>>,
 ) -> Option<Response<Vec<u8>>> {
-    let route = request.uri().path().strip_prefix(PREFIX)?;
-    Some(match route.split_once('/') {
-        Some(("storage-suite", case)) => storage_case(env, case).await,
-        None if route == "storage-suite" => reply(StatusCode::OK, json!({ "cases": suite::CASES })),
-        Some(("records-suite", case)) => records_case(env, case).await,
-        None if route == "records-suite" => reply(
-            StatusCode::OK,
-            json!({ "cases": lore::records::suite::CASES }),
-        ),
-        None if route == "embed" => embed(lore, request.body()).await,
-        None if route == "fetch" => fetch(lore, request.body()).await,
+    let route = request.uri().path().strip_prefix(suite_routes::PREFIX)?;
+    if let Some(response) = suite_routes::handle(route, || empty_store(env)).await {
+        return Some(response);
+    }
+    Some(match route {
+        "embed" => embed(lore, request.body()).await,
+        "fetch" => fetch(lore, request.body()).await,
         _ => reply(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
@@ -52,48 +40,13 @@ pub async fn handle(
 }
 
 /// The Worker's D1 database, emptied, as storage for one suite case.
-async fn empty_store(env: &Env) -> Result<D1Storage, Response<Vec<u8>>> {
-    let failed = |e: worker::Error| {
-        reply(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            json!({ "error": e.to_string() }),
-        )
-    };
-    let db = env.d1(D1_BINDING).map_err(failed)?;
+async fn empty_store(env: &Env) -> Result<Rc<dyn Storage>, String> {
+    let db = env.d1(D1_BINDING).map_err(|e| e.to_string())?;
     db.prepare("DELETE FROM lore_kv")
         .run()
         .await
-        .map_err(failed)?;
-    Ok(D1Storage::new(db))
-}
-
-async fn storage_case(env: &Env, case: &str) -> Response<Vec<u8>> {
-    let store = match empty_store(env).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    if !suite::run_case(case, &store).await {
-        return reply(
-            StatusCode::NOT_FOUND,
-            json!({ "error": format!("no storage case {case}"), "cases": suite::CASES }),
-        );
-    }
-    reply(StatusCode::OK, json!({ "case": case, "passed": true }))
-}
-
-async fn records_case(env: &Env, case: &str) -> Response<Vec<u8>> {
-    let store = match empty_store(env).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let store: std::rc::Rc<dyn lore::storage::Storage> = std::rc::Rc::new(store);
-    if !lore::records::suite::run_case(case, store).await {
-        return reply(
-            StatusCode::NOT_FOUND,
-            json!({ "error": format!("no records case {case}"), "cases": lore::records::suite::CASES }),
-        );
-    }
-    reply(StatusCode::OK, json!({ "case": case, "passed": true }))
+        .map_err(|e| e.to_string())?;
+    Ok(Rc::new(D1Storage::new(db)))
 }
 
 async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {

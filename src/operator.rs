@@ -1,18 +1,20 @@
 //! Operator routes: `lore init` (with the owner's sign-in password), `lore org create|list`
-//! and `lore token create|list|revoke` for a deployed Worker, whose D1 database no `lore` CLI
-//! can open. They call the same `lore::admin` functions as the CLI.
+//! and `lore token create|list|revoke` for a deployment whose database no `lore` CLI can open
+//! (a Worker's D1, a Spin app's SQLite). They call the same [`crate::admin`] functions as the
+//! CLI.
 //!
-//! They exist only while the secret `LORE_OPERATOR_SECRET` is set (`wrangler secret put`), and
-//! answer only `POST /operator/{action}` with `Authorization: Bearer <that secret>`; without the
-//! secret every such path is a plain 404. Delete the secret when you are done
-//! (`wrangler secret delete LORE_OPERATOR_SECRET`) to close the door.
+//! They exist only while [`crate::Config::operator_secret`] is set (the Worker's secret
+//! `LORE_OPERATOR_SECRET`, Spin's variable `lore_operator_secret`; never natively, where the
+//! CLI opens the database), and answer only `POST /operator/{action}` with
+//! `Authorization: Bearer <that secret>`; without the secret every such path is a plain 404.
+//! Delete the secret when you are done to close the door.
 
+use crate::admin::{self, TokenRequest};
+use crate::error::LoreError;
+use crate::keys::sha256_hex;
+use crate::model::{Role, Scopes};
+use crate::ports::Ports;
 use http::{Method, Request, Response, StatusCode};
-use lore::admin::{self, TokenRequest};
-use lore::error::LoreError;
-use lore::keys::sha256_hex;
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -75,24 +77,31 @@ fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
     response
 }
 
-fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Response<Vec<u8>> {
-    reply(
+/// A refused request: its status and JSON body.
+type Refusal = (StatusCode, Value);
+
+fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Refusal {
+    (
         status,
         json!({ "error": { "code": code, "message": message.into() } }),
     )
 }
 
-fn from_lore(e: LoreError) -> Response<Vec<u8>> {
+fn refused((status, body): Refusal) -> Response<Vec<u8>> {
+    reply(status, body)
+}
+
+fn from_lore(e: LoreError) -> Refusal {
     let status = match e.code() {
         "invalid_argument" => StatusCode::BAD_REQUEST,
         "not_found" => StatusCode::NOT_FOUND,
         "conflict" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    reply(status, json!({ "error": e.to_json() }))
+    (status, json!({ "error": e.to_json() }))
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Response<Vec<u8>>> {
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Refusal> {
     let body = if body.is_empty() {
         b"{}".as_slice()
     } else {
@@ -105,26 +114,26 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Response<Vec<u8
 /// Serves an operator request, or `None` when the path is not one (or the routes are off).
 pub async fn handle(
     ports: &Ports,
-    secret: Option<String>,
+    secret: Option<&str>,
     request: &Request<Vec<u8>>,
 ) -> Option<Response<Vec<u8>>> {
     let action = request.uri().path().strip_prefix(PREFIX)?;
     let secret = secret?;
     if secret.len() < MIN_SECRET_LEN {
-        return Some(refuse(
+        return Some(refused(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "misconfigured",
             format!(
                 "LORE_OPERATOR_SECRET must be at least {MIN_SECRET_LEN} characters; the operator routes are off"
             ),
-        ));
+        )));
     }
     if request.method() != Method::POST {
-        return Some(refuse(
+        return Some(refused(refuse(
             StatusCode::METHOD_NOT_ALLOWED,
             "invalid_request",
             "operator routes take POST with a JSON body",
-        ));
+        )));
     }
     let presented = request
         .headers()
@@ -134,26 +143,21 @@ pub async fn handle(
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
     // Comparing digests keeps the comparison time independent of how much of the secret matched.
-    if presented.map(sha256_hex) != Some(sha256_hex(&secret)) {
-        return Some(refuse(
+    if presented.map(sha256_hex) != Some(sha256_hex(secret)) {
+        return Some(refused(refuse(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "operator routes need Authorization: Bearer <LORE_OPERATOR_SECRET>",
-        ));
+        )));
     }
-    Some(
-        run(ports, action, request.body())
-            .await
-            .unwrap_or_else(|r| r),
-    )
+    Some(match run(ports, action, request.body()).await {
+        Ok(value) => reply(StatusCode::OK, value),
+        Err(refusal) => refused(refusal),
+    })
 }
 
-async fn run(
-    ports: &Ports,
-    action: &str,
-    body: &[u8],
-) -> Result<Response<Vec<u8>>, Response<Vec<u8>>> {
-    let ok = |value: Value| Ok(reply(StatusCode::OK, value));
+async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal> {
+    let ok = |value: Value| Ok(value);
     match action {
         "init" => {
             let args: InitArgs = parse(body)?;

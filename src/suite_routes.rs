@@ -1,0 +1,80 @@
+//! The test builds' routes for the shared suites (feature `conformance-fixtures`, which the
+//! Worker's and Spin's `test-build` turn on; product builds do not have them): each platform's
+//! test build serves them over its own real storage, so the suites run against D1 and Spin
+//! SQLite as they run in-process against SQLite and memory.
+//!
+//! - `GET /__test/storage-suite`: the names of the storage suite's cases.
+//! - `POST /__test/storage-suite/{case}`: runs one case of [`crate::storage::suite`] on a store
+//!   the platform has just emptied. A failing case panics; the host then answers 500 and logs
+//!   the assertion.
+//! - `GET /__test/records-suite`, `POST /__test/records-suite/{case}`: the same for
+//!   [`crate::records::suite`], the org data model through the SDK.
+//!
+//! The adapter serves its own platform-only test routes under the same prefix beside these.
+
+use std::future::Future;
+use std::rc::Rc;
+
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::storage::{Storage, suite};
+
+/// The path prefix of every test route.
+pub const PREFIX: &str = "/__test/";
+
+/// A JSON reply.
+pub fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
+    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Serves `route` (the path after [`PREFIX`]) if it is one of the suites' routes;
+/// `empty_store` gives the platform's store, emptied, for one case.
+pub async fn handle<F, Fut>(route: &str, empty_store: F) -> Option<Response<Vec<u8>>>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Rc<dyn Storage>, String>>,
+{
+    let (suite_name, case) = match route.split_once('/') {
+        Some((name, case)) => (name, Some(case)),
+        None => (route, None),
+    };
+    let cases = match suite_name {
+        "storage-suite" => suite::CASES,
+        "records-suite" => crate::records::suite::CASES,
+        _ => return None,
+    };
+    let Some(case) = case else {
+        return Some(reply(StatusCode::OK, json!({ "cases": cases })));
+    };
+    if !cases.contains(&case) {
+        return Some(reply(
+            StatusCode::NOT_FOUND,
+            json!({ "error": format!("no {suite_name} case {case}"), "cases": cases }),
+        ));
+    }
+    let store = match empty_store().await {
+        Ok(store) => store,
+        Err(e) => {
+            return Some(reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({ "error": e }),
+            ));
+        }
+    };
+    let ran = match suite_name {
+        "storage-suite" => suite::run_case(case, store.as_ref()).await,
+        _ => crate::records::suite::run_case(case, store).await,
+    };
+    debug_assert!(ran, "{case} is one of the cases");
+    Some(reply(
+        StatusCode::OK,
+        json!({ "case": case, "passed": true }),
+    ))
+}
