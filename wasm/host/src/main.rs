@@ -28,7 +28,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 #[derive(Parser)]
 #[command(about = "Serve a Spin HTTP component (WASI 0.3) locally, with spin:sqlite on SQLite")]
 struct Args {
-    /// The component (.wasm), e.g. target/wasm32-wasip2/release/lore_spin.wasm
+    /// The component (.wasm), e.g. target/wasm32-wasip2/spin/lore_spin.wasm
     component: PathBuf,
     /// Print the component's imports, check them against what this host provides, and exit
     /// (status 1 when one is not provided).
