@@ -6,7 +6,7 @@
 # both phases and what the attacker's calls ended with.
 #
 #   bench/hostile.sh                          # 10 s per phase, 1,000 memories, 4 attacker tokens
-#   HOSTILE_SECONDS=2 bench/hostile.sh        # the test command's smoke run
+#   HOSTILE_SECONDS=2 bench/hostile.sh        # a quick run
 #
 # env: LORE_BIN (default: build and use $CARGO_TARGET_DIR/release/lore), NODE (default: the pinned
 #      node 22 under ~/.cache/lore-tools), HOSTILE_SECONDS, HOSTILE_MEMORIES, HOSTILE_TOKENS,
