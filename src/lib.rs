@@ -597,7 +597,8 @@ impl Lore {
     }
 }
 
-fn json_response(status: StatusCode, body: Value) -> Response<Vec<u8>> {
+/// A JSON response with its status and `Content-Type: application/json`.
+pub fn json_response(status: StatusCode, body: Value) -> Response<Vec<u8>> {
     let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
     *response.status_mut() = status;
     response.headers_mut().insert(

@@ -11,6 +11,7 @@
 
 use crate::admin::{self, TokenRequest};
 use crate::error::LoreError;
+use crate::json_response;
 use crate::keys::sha256_hex;
 use crate::model::{Role, Scopes};
 use crate::ports::Ports;
@@ -67,16 +68,6 @@ struct RevokeArgs {
     token_id: String,
 }
 
-fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
-    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 /// A refused request: its status and JSON body.
 type Refusal = (StatusCode, Value);
 
@@ -87,17 +78,8 @@ fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Refusal
     )
 }
 
-fn refused((status, body): Refusal) -> Response<Vec<u8>> {
-    reply(status, body)
-}
-
 fn from_lore(e: LoreError) -> Refusal {
-    let status = match e.code() {
-        "invalid_argument" => StatusCode::BAD_REQUEST,
-        "not_found" => StatusCode::NOT_FOUND,
-        "conflict" => StatusCode::CONFLICT,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, json!({ "error": e.to_json() }))
 }
 
@@ -119,21 +101,36 @@ pub async fn handle(
 ) -> Option<Response<Vec<u8>>> {
     let action = request.uri().path().strip_prefix(PREFIX)?;
     let secret = secret?;
+    let (status, body) = match serve(ports, secret, action, request).await {
+        Ok(value) => (StatusCode::OK, value),
+        Err(refusal) => refusal,
+    };
+    Some(json_response(status, body))
+}
+
+/// An operator request on a route that is on: the secret's length, the method and the bearer
+/// are checked before the action runs.
+async fn serve(
+    ports: &Ports,
+    secret: &str,
+    action: &str,
+    request: &Request<Vec<u8>>,
+) -> Result<Value, Refusal> {
     if secret.len() < MIN_SECRET_LEN {
-        return Some(refused(refuse(
+        return Err(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "misconfigured",
             format!(
                 "LORE_OPERATOR_SECRET must be at least {MIN_SECRET_LEN} characters; the operator routes are off"
             ),
-        )));
+        ));
     }
     if request.method() != Method::POST {
-        return Some(refused(refuse(
+        return Err(refuse(
             StatusCode::METHOD_NOT_ALLOWED,
             "invalid_request",
             "operator routes take POST with a JSON body",
-        )));
+        ));
     }
     let presented = request
         .headers()
@@ -144,20 +141,16 @@ pub async fn handle(
         .map(|(_, token)| token.trim());
     // Comparing digests keeps the comparison time independent of how much of the secret matched.
     if presented.map(sha256_hex) != Some(sha256_hex(secret)) {
-        return Some(refused(refuse(
+        return Err(refuse(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "operator routes need Authorization: Bearer <LORE_OPERATOR_SECRET>",
-        )));
+        ));
     }
-    Some(match run(ports, action, request.body()).await {
-        Ok(value) => reply(StatusCode::OK, value),
-        Err(refusal) => refused(refusal),
-    })
+    run(ports, action, request.body()).await
 }
 
 async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal> {
-    let ok = |value: Value| Ok(value);
     match action {
         "init" => {
             let args: InitArgs = parse(body)?;
@@ -171,18 +164,18 @@ async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal>
                     .await
                     .map_err(from_lore)?;
             }
-            ok(to_json(&outcome))
+            Ok(to_json(&outcome))
         }
         "org-create" => {
             let args: OrgArgs = parse(body)?;
             let issued = admin::create_org(ports, &args.name)
                 .await
                 .map_err(from_lore)?;
-            ok(to_json(&issued))
+            Ok(to_json(&issued))
         }
         "org-list" => {
             let orgs = admin::list_orgs(ports).await.map_err(from_lore)?;
-            ok(json!({ "orgs": to_json(&orgs) }))
+            Ok(json!({ "orgs": to_json(&orgs) }))
         }
         "token-create" => {
             let args: TokenArgs = parse(body)?;
@@ -210,21 +203,21 @@ async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal>
             )
             .await
             .map_err(from_lore)?;
-            ok(to_json(&issued))
+            Ok(to_json(&issued))
         }
         "token-list" => {
             let args: OrgRef = parse(body)?;
             let tokens = admin::list_tokens(ports, &args.org)
                 .await
                 .map_err(from_lore)?;
-            ok(json!({ "tokens": to_json(&tokens) }))
+            Ok(json!({ "tokens": to_json(&tokens) }))
         }
         "token-revoke" => {
             let args: RevokeArgs = parse(body)?;
             admin::revoke_token(ports, &args.org, &args.token_id)
                 .await
                 .map_err(from_lore)?;
-            ok(json!({ "revoked": args.token_id }))
+            Ok(json!({ "revoked": args.token_id }))
         }
         other => Err(refuse(
             StatusCode::NOT_FOUND,

@@ -16,23 +16,13 @@ use std::future::Future;
 use std::rc::Rc;
 
 use http::{Response, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::json_response;
 use crate::storage::{Storage, suite};
 
 /// The path prefix of every test route.
 pub const PREFIX: &str = "/__test/";
-
-/// A JSON reply.
-pub fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
-    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
-}
 
 /// Serves `route` (the path after [`PREFIX`]) if it is one of the suites' routes;
 /// `empty_store` gives the platform's store, emptied, for one case.
@@ -51,10 +41,10 @@ where
         _ => return None,
     };
     let Some(case) = case else {
-        return Some(reply(StatusCode::OK, json!({ "cases": cases })));
+        return Some(json_response(StatusCode::OK, json!({ "cases": cases })));
     };
     if !cases.contains(&case) {
-        return Some(reply(
+        return Some(json_response(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no {suite_name} case {case}"), "cases": cases }),
         ));
@@ -62,7 +52,7 @@ where
     let store = match empty_store().await {
         Ok(store) => store,
         Err(e) => {
-            return Some(reply(
+            return Some(json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 json!({ "error": e }),
             ));
@@ -73,7 +63,7 @@ where
         _ => crate::records::suite::run_case(case, store).await,
     };
     debug_assert!(ran, "{case} is one of the cases");
-    Some(reply(
+    Some(json_response(
         StatusCode::OK,
         json!({ "case": case, "passed": true }),
     ))

@@ -10,8 +10,9 @@
 use std::rc::Rc;
 
 use http::{Request, Response, StatusCode};
+use lore::json_response;
 use lore::storage::Storage;
-use lore::suite_routes::{self, reply};
+use lore::suite_routes;
 use serde_json::json;
 
 use crate::{DATABASE, KV_STORE, SpinClock, SpinKvCache, SpinSqliteStorage};
@@ -23,7 +24,7 @@ pub async fn handle(request: &Request<Vec<u8>>) -> Option<Response<Vec<u8>>> {
     }
     Some(match route {
         "cache-suite" => cache_suite().await,
-        _ => reply(
+        _ => json_response(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
         ),
@@ -43,7 +44,7 @@ async fn cache_suite() -> Response<Vec<u8>> {
     let clock = Rc::new(SpinClock);
     let cache = SpinKvCache::new(KV_STORE, clock.clone());
     lore::ports::testing::cache_suite(&cache, clock.as_ref()).await;
-    reply(
+    json_response(
         StatusCode::OK,
         json!({ "case": "cache-suite", "passed": true }),
     )

@@ -13,8 +13,9 @@ use std::rc::Rc;
 
 use http::{Request, Response, StatusCode};
 use lore::Lore;
+use lore::json_response;
 use lore::storage::Storage;
-use lore::suite_routes::{self, reply};
+use lore::suite_routes;
 use serde_json::{Value, json};
 use worker::Env;
 
@@ -32,7 +33,7 @@ pub async fn handle(
     Some(match route {
         "embed" => embed(lore, request.body()).await,
         "fetch" => fetch(lore, request.body()).await,
-        _ => reply(
+        _ => json_response(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
         ),
@@ -51,7 +52,7 @@ async fn empty_store(env: &Env) -> Result<Rc<dyn Storage>, String> {
 
 async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
     let Some(embedder) = lore.ports.embedder.clone() else {
-        return reply(
+        return json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "error": "no AI binding" }),
         );
@@ -62,18 +63,18 @@ async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
     {
         Some(texts) => texts,
         None => {
-            return reply(
+            return json_response(
                 StatusCode::BAD_REQUEST,
                 json!({ "error": "body must be {\"texts\": [...]}" }),
             );
         }
     };
     match embedder.embed(&texts).await {
-        Ok(vectors) => reply(
+        Ok(vectors) => json_response(
             StatusCode::OK,
             json!({ "model": embedder.model_id(), "dimensions": embedder.dimensions(), "vectors": vectors }),
         ),
-        Err(e) => reply(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
+        Err(e) => json_response(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
     }
 }
 
@@ -88,13 +89,13 @@ async fn fetch(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
         body: String,
     }
     let Ok(spec) = serde_json::from_slice::<Spec>(body) else {
-        return reply(
+        return json_response(
             StatusCode::BAD_REQUEST,
             json!({ "error": "body must be {method, url, headers?, body?}" }),
         );
     };
     let Some(http) = lore.ports.http.clone() else {
-        return reply(
+        return json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "error": "no HTTP port" }),
         );
@@ -106,10 +107,10 @@ async fn fetch(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
         body: spec.body.into_bytes(),
     };
     match http.send(request).await {
-        Ok(r) => reply(
+        Ok(r) => json_response(
             StatusCode::OK,
             json!({ "status": r.status, "headers": r.headers, "body": String::from_utf8_lossy(&r.body) }),
         ),
-        Err(e) => reply(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
+        Err(e) => json_response(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
     }
 }
