@@ -9,7 +9,7 @@ are reduced with PCA (less the two top components), scaled by a Zipf/SIF weight 
 rank, and quantised to int8 with one scale per row. At run time an embedding is the mean of its tokens' rows, normalised:
 no transformer runs.
 
-The asset layout (all integers little-endian) is read by src/embed/builtin.rs:
+The asset layout (all integers little-endian) is read by crates/embed/src/builtin.rs:
 
     b"LORESTE1"                      magic
     u32 dims, u32 vocab_size, u32 vocab_bytes

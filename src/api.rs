@@ -12,7 +12,8 @@ use crate::Lore;
 use crate::auth::Caller;
 use crate::error::LoreError;
 use crate::records::actions::{self, Action, Step};
-use crate::sdk::{self, Cx, Tier, admin_tools, methods::METHODS, nouns, typescript};
+use crate::sdk::{self, Cx, Tier, methods::METHODS, nouns, typescript};
+use crate::tools::{self, Surface, Target};
 
 /// The file name of the declarations route.
 pub const DECLARATIONS: &str = "sdk.d.ts";
@@ -76,16 +77,22 @@ pub fn error_response(e: &LoreError) -> Response<Vec<u8>> {
     response
 }
 
+/// What the admin tool called `name` runs, if there is one.
+fn admin_target(name: &str) -> Option<Target> {
+    tools::find(name).and_then(|t| match t.surface {
+        Surface::Admin(target) => Some(target),
+        Surface::Listed(_) => None,
+    })
+}
+
 /// The SDK method a call runs: the path itself, or what an admin tool maps it to.
 fn method_of(name: &str, args: &Value) -> String {
-    match admin_tools::find(name).map(|t| &t.target) {
-        Some(admin_tools::Target::Method(path)) => (*path).to_string(),
-        Some(admin_tools::Target::Namespace(ns)) => {
-            match args.get("action").and_then(Value::as_str) {
-                Some(action) => format!("{ns}.{action}"),
-                None => name.to_string(),
-            }
-        }
+    match admin_target(name) {
+        Some(Target::Method(path)) => path.to_string(),
+        Some(Target::Namespace(ns)) => match args.get("action").and_then(Value::as_str) {
+            Some(action) => format!("{ns}.{action}"),
+            None => name.to_string(),
+        },
         None => name.to_string(),
     }
 }
@@ -115,13 +122,11 @@ pub async fn handle(
         Method::GET if name == DECLARATIONS => declarations(lore, request, org).await,
         Method::GET if name == FETCH => fetch(lore, request, org).await,
         Method::GET if name == "tools" => match caller_of(lore, request, org).await {
-            Ok(_) => ok(
-                &json!({ "tools": admin_tools::ADMIN_TOOLS.iter().map(|t| json!({
+            Ok(_) => ok(&json!({ "tools": tools::admin_tools().map(|t| json!({
                 "name": t.name,
                 "description": t.description,
                 "inputSchema": t.input_schema(),
-            })).collect::<Vec<_>>() }),
-            ),
+            })).collect::<Vec<_>>() })),
             Err(e) => error_response(&e),
         },
         Method::POST => post(lore, request, org, name).await,
@@ -255,12 +260,12 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
     };
     let started = lore.ports.clock.now_ms();
     let method = method_of(name, &args);
-    let outcome = if let Some(tool) = admin_tools::find(name) {
-        tool.run(lore, &caller, args).await
+    let outcome = if let Some(target) = admin_target(name) {
+        target.run(name, lore, &caller, args).await
     } else if name.contains('.') {
         sdk::call(lore, &caller, name, args, Tier::Admin).await
     } else {
-        let tools: Vec<&str> = admin_tools::ADMIN_TOOLS.iter().map(|t| t.name).collect();
+        let tools: Vec<&str> = tools::admin_tools().map(|t| t.name).collect();
         Err(LoreError::not_found(format!(
             "admin tool {name:?} (tools: {}; or an SDK method path such as entities.list)",
             tools.join(", ")

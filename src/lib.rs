@@ -5,32 +5,25 @@
 //! [`Lore::handle`] takes an HTTP request and returns the response: that is the whole surface
 //! an adapter has to connect.
 
+pub use lore_base::{error, ids, keys, model, ports, ratelimit, schema, storage};
+pub use lore_embed as embed;
+
 pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod compact;
 pub mod config;
-pub mod embed;
-pub mod error;
 pub mod hooks;
-pub mod ids;
-pub mod keys;
 pub mod mcp;
 pub mod memory;
-pub mod model;
 pub mod oauth;
 pub mod operator;
-pub mod ports;
-pub mod ratelimit;
 pub mod records;
 pub mod request_log;
 pub mod sandbox;
-pub mod schema;
 pub mod sdk;
 pub mod sql;
-pub mod storage;
-#[cfg(feature = "conformance-fixtures")]
-pub mod suite_routes;
+pub mod tools;
 
 #[cfg(feature = "native")]
 #[allow(clippy::disallowed_methods)]
@@ -472,128 +465,30 @@ impl Lore {
         auth::resolve_caller(&self.ports, credential, org, &default).await
     }
 
-    /// Runs a workspace tool by name with already-validated arguments.
-    pub async fn run_tool(
-        &self,
-        caller: &Caller,
-        name: &str,
-        args: Value,
-    ) -> Result<Value, LoreError> {
-        self.run_tool_with_progress(caller, name, args, None).await
-    }
-
-    /// [`Lore::run_tool`], telling `progress` what a script is doing as it runs (each SDK
-    /// call and sleep it starts, and a heartbeat).
-    pub async fn run_tool_with_progress(
-        &self,
-        caller: &Caller,
-        name: &str,
-        args: Value,
-        progress: Option<&dyn Fn(&str)>,
-    ) -> Result<Value, LoreError> {
-        let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
-        match name {
-            mcp::tools::SAVE_MEMORY => {
-                self.save_memory(caller, serde_json::from_value(args).map_err(parse_err)?)
-                    .await
-            }
-            mcp::tools::SEARCH_SDK => {
-                let cx = sdk::Cx {
-                    lore: self,
-                    caller,
-                    allowed: sdk::Tier::Admin,
-                };
-                sdk::search::search(&cx, serde_json::from_value(args).map_err(parse_err)?).await
-            }
-            mcp::tools::QUERY_SQL => {
-                let args = serde_json::from_value(args).map_err(parse_err)?;
-                let result = sql::query(
-                    &self.ports,
-                    caller,
-                    &self.config.sql,
-                    &self.sql_cache,
-                    self.offload.as_deref(),
-                    args,
-                )
-                .await?;
-                Ok(serde_json::to_value(result)?)
-            }
-            mcp::tools::QUERY_SDK => {
-                let a: sandbox::QuerySdk = serde_json::from_value(args).map_err(parse_err)?;
-                sandbox::run_with_progress(
-                    self,
-                    caller,
-                    sandbox::Surface::Query,
-                    &a.code,
-                    a.args,
-                    false,
-                    progress,
-                )
-                .await
-            }
-            mcp::tools::RUN_SDK => {
-                let a: sandbox::RunSdk = serde_json::from_value(args).map_err(parse_err)?;
-                sandbox::run_with_progress(
-                    self,
-                    caller,
-                    sandbox::Surface::Run,
-                    &a.code,
-                    a.args,
-                    a.dry_run,
-                    progress,
-                )
-                .await
-            }
-            mcp::tools::SEARCH_MEMORY => {
-                self.memory
-                    .search(
-                        &self.ports,
-                        caller,
-                        serde_json::from_value(args).map_err(parse_err)?,
-                    )
-                    .await
-            }
-            other => Err(LoreError::not_found(format!("tool {other}"))),
-        }
-    }
-
-    /// Validates and runs a tool: what `lore memory run` does locally. Besides the MCP tools (both profiles) it
-    /// takes the admin tools and any SDK method path (`entities.create`, `Ticket.list`).
+    /// Validates and runs a tool or an SDK method: what `lore memory run` does locally. It
+    /// takes every tool of the table (both profiles and the admin tools) and any SDK method
+    /// path (`entities.create`, `Ticket.list`).
     pub async fn call_tool(
         &self,
         caller: &Caller,
         name: &str,
         args: Value,
     ) -> Result<Value, LoreError> {
-        if let Some(tool) = sdk::admin_tools::find(name) {
-            let json = tool.run(self, caller, args).await?;
-            return Ok(serde_json::from_str(json.get())?);
+        if let Some(tool) = tools::find(name) {
+            return tool.call(tools::ToolCall::new(self, caller, args)).await;
         }
         if name.contains('.') {
             let json = sdk::call(self, caller, name, args, sdk::Tier::Admin).await?;
             return Ok(serde_json::from_str(json.get())?);
         }
-        if let Some(spec) = mcp::tools::find_in(compact::Profile::Compact, name) {
-            spec.validate(&args)?;
-            return match name {
-                mcp::tools::DO => compact::run_do(self, caller, args, None, None).await,
-                _ => compact::run_read(self, caller, name, args, None).await,
-            };
-        }
-        let spec = mcp::tools::find(name).ok_or_else(|| {
-            let mut known: Vec<&str> = mcp::tools::TOOLS.iter().map(|t| t.name).collect();
-            known.extend(mcp::tools::COMPACT_TOOLS.iter().map(|t| t.name));
-            known.extend(sdk::admin_tools::ADMIN_TOOLS.iter().map(|t| t.name));
-            LoreError::invalid(
-                "tool",
-                format!(
-                    "unknown tool {name:?}; available: {}, or an SDK method path such as entities.list",
-                    known.join(", ")
-                ),
-            )
-        })?;
-        spec.validate(&args)?;
-        self.run_tool(caller, name, args).await
+        let known: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
+        Err(LoreError::invalid(
+            "tool",
+            format!(
+                "unknown tool {name:?}; available: {}, or an SDK method path such as entities.list",
+                known.join(", ")
+            ),
+        ))
     }
 }
 

@@ -18,8 +18,8 @@ use common::Harness;
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{JumpClock, SeqRandom};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{JumpClock, SeqRandom};
 
 /// A background port that keeps the tasks it is given until the test runs them.
 #[derive(Default)]

@@ -18,8 +18,8 @@ use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::native::ports::UreqClient;
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{SeqRandom, StepClock};
 
 /// A loopback HTTP server: while `fail` is above zero it takes one off and answers 503;
 /// otherwise 200 with `{"published": <path>, "n": <request number>}`. It logs every path.

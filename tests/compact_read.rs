@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use common::{Harness, V26};
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
-use lore::ports::testing::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
 use lore::ports::{Embedder, Ports};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
 

@@ -15,11 +15,11 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore::ports::testing::SeqRandom;
 use lore::ports::{Clock, Ports};
 use lore::storage::Storage;
-use lore::storage::faulty::{FaultyStorage, INJECTED};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::faulty::{FaultyStorage, INJECTED};
+use lore_testing::ports::SeqRandom;
 
 /// A clock that stands still: usage counters, flushed when two seconds have passed, never come
 /// due in the middle of a test, so every write a test sees is the request's own.

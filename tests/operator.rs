@@ -8,9 +8,9 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use lore::ports::Ports;
-use lore::ports::testing::{JumpClock, SeqRandom};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{JumpClock, SeqRandom};
 
 const SECRET: &str = "an-operator-secret-of-at-least-32-characters";
 

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use lore::admin::{self, InitOutcome, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{MemoryCache, SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{MemoryCache, SeqRandom, StepClock};
 
 struct Harness {
     lore: Lore,
@@ -898,7 +898,7 @@ fn legacy_handshake_issues_a_session_that_delete_ends() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
     let instructions = r.body["result"]["instructions"].as_str().unwrap();
-    for tool in lore::mcp::tools::TOOLS {
+    for tool in lore::tools::listed(lore::model::Profile::Workspace) {
         assert!(
             instructions.contains(tool.name),
             "instructions omit {}",
@@ -907,7 +907,7 @@ fn legacy_handshake_issues_a_session_that_delete_ends() {
     }
     for name in ["query_sdk", "query_sql", "run_sdk"] {
         assert!(
-            !instructions.contains(name) || lore::mcp::tools::find(name).is_some(),
+            !instructions.contains(name) || lore::tools::find(name).is_some(),
             "instructions name {name}, which does not exist yet"
         );
     }

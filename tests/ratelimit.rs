@@ -13,10 +13,10 @@ use common::{Harness, V26};
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{JumpClock, SeqRandom};
 use lore::ratelimit::{MemoryLimiter, RateLimits};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{JumpClock, SeqRandom};
 
 struct World {
     h: Harness,

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use common::{Harness, V26};
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::request_log::{Line, REQUEST_ID_HEADER};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{SeqRandom, StepClock};
 
 fn harness() -> Harness {
     let ports = Ports {

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use common::{Harness, ids};
 use lore::memory::Ranking;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::ports::{Embedder, Ports};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{SeqRandom, StepClock};
 
 fn lines(path: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))

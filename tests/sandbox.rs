@@ -18,8 +18,8 @@ use common::Harness;
 use lore::admin::{self, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{JumpClock, SeqRandom};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{JumpClock, SeqRandom};
 
 fn harness() -> Harness {
     let ports = Ports {
@@ -509,7 +509,7 @@ fn a_script_call_with_a_progress_token_streams_its_progress() {
 
 /// A cache that, when an entry is dropped, notes whether storage already held the revocation.
 struct WitnessCache {
-    inner: lore::ports::testing::MemoryCache,
+    inner: lore_testing::ports::MemoryCache,
     storage: Rc<MemoryStorage>,
     deletes_after_commit: std::cell::RefCell<Vec<bool>>,
 }
@@ -543,7 +543,7 @@ fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
     let clock = Rc::new(JumpClock::starting_at(1_767_225_600_000));
     let storage = Rc::new(MemoryStorage::new());
     let cache = Rc::new(WitnessCache {
-        inner: lore::ports::testing::MemoryCache::new(clock.clone()),
+        inner: lore_testing::ports::MemoryCache::new(clock.clone()),
         storage: storage.clone(),
         deletes_after_commit: Default::default(),
     });

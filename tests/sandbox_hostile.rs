@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use common::Harness;
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{SeqRandom, StepClock};
 
 enum Expect {
     /// `cap_exceeded` with this cap.

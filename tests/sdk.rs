@@ -12,10 +12,9 @@ use serde_json::{Value, json};
 use lore::admin::{self, InitOutcome, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
-use lore::sdk::admin_tools::ADMIN_TOOLS;
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{SeqRandom, StepClock};
 
 struct Harness {
     lore: Lore,
@@ -184,8 +183,7 @@ fn a_viewer_declarations_hold_only_read_methods() {
 
 #[test]
 fn admin_tool_schemas_are_a_golden_snapshot() {
-    let all: serde_json::Map<String, Value> = ADMIN_TOOLS
-        .iter()
+    let all: serde_json::Map<String, Value> = lore::tools::admin_tools()
         .map(|t| {
             let schema = t.input_schema();
             lore::schema::compile(&schema).expect("admin tool schemas compile");
@@ -201,8 +199,15 @@ fn admin_tool_schemas_are_a_golden_snapshot() {
 
 #[test]
 fn admin_tools_are_not_on_tools_list() {
-    let listed: Vec<&str> = lore::mcp::tools::TOOLS.iter().map(|t| t.name).collect();
-    for tool in ADMIN_TOOLS {
+    let listed: Vec<&str> = [
+        lore::model::Profile::Workspace,
+        lore::model::Profile::Compact,
+    ]
+    .into_iter()
+    .flat_map(lore::tools::listed)
+    .map(|t| t.name)
+    .collect();
+    for tool in lore::tools::admin_tools() {
         assert!(
             !listed.contains(&tool.name),
             "{} is on tools/list",
@@ -710,7 +715,7 @@ fn the_admin_tool_index_lists_every_tool_with_its_schema() {
     );
     assert_eq!(r.status, 200, "{}", r.text);
     let tools = r.json()["tools"].as_array().unwrap().clone();
-    assert_eq!(tools.len(), ADMIN_TOOLS.len());
+    assert_eq!(tools.len(), lore::tools::admin_tools().count());
     assert!(tools.iter().all(|t| t["inputSchema"].is_object()));
     let r = h.request(
         "GET",

@@ -14,9 +14,9 @@ use serde_json::json;
 use common::{Harness, ids};
 use lore::admin;
 use lore::memory::Ranking;
-use lore::ports::testing::{SeqRandom, StepClock, WordHashEmbedder};
 use lore::ports::{Embedder, Ports, Storage};
 use lore::storage::memory::MemoryStorage;
+use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
 

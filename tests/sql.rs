@@ -21,9 +21,9 @@ use lore::admin::{self, InitOutcome, TokenRequest};
 use lore::model::{Role, Scopes};
 use lore::native::ports::UreqClient;
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{SeqRandom, StepClock};
 
 const V26: &str = "2026-07-28";
 

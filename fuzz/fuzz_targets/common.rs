@@ -14,9 +14,9 @@ use lore::auth::{Caller, resolve_caller, verify_token};
 use lore::ids::OrgId;
 use lore::model::{Role, Scopes};
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{SeqRandom, StepClock};
 use serde_json::{Value, json};
 
 /// Only the rival org's data holds this; no answer to a `fuzz` caller may contain it.

@@ -10,12 +10,12 @@ use libfuzzer_sys::fuzz_target;
 use lore::auth::{resolve_caller, verify_token};
 use lore::ids::OrgId;
 use lore::ports::Ports;
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::sandbox::caps::ScriptCaps;
 use lore::sandbox::meter::Metered;
 use lore::sandbox::{Surface, run_with_caps};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{SeqRandom, StepClock};
 
 #[global_allocator]
 static ALLOCATOR: Metered<std::alloc::System> = Metered(std::alloc::System);

@@ -1,5 +1,5 @@
 //! Tool-input validation: the input is the `arguments` of one tool of either profile
-//! (`TOOLS`, `COMPACT_TOOLS`: validated against the tool's JSON Schema, then run, as
+//! (the tool table's listed tools: validated against the tool's JSON Schema, then run, as
 //! `Lore::call_tool` does) or the JSON body of `POST /api/fuzz/{method}` for one SDK method or
 //! admin tool, on one core per process (rebuilt now and then) whose other org, `rival`, has
 //! every text marked.
@@ -25,8 +25,8 @@ use futures_executor::block_on;
 use libfuzzer_sys::fuzz_target;
 use lore::Config;
 use lore::error::LoreError;
-use lore::mcp::tools::{COMPACT_TOOLS, TOOLS, ToolSpec};
 use lore::sandbox::meter::Metered;
+use lore::tools::{TOOLS, ToolSpec};
 use serde_json::{Map, Value};
 
 #[global_allocator]
@@ -151,7 +151,7 @@ thread_local! {
 }
 
 fn tools() -> impl Iterator<Item = &'static ToolSpec> {
-    TOOLS.iter().chain(COMPACT_TOOLS.iter())
+    TOOLS.iter().filter(|t| t.profile().is_some())
 }
 
 /// A JSON value from raw bytes, at most `depth` levels deep.
@@ -245,7 +245,7 @@ fn run_tool(core: &Core, spec: &'static ToolSpec, member: bool, args: Value) {
     if let Err(e) = &validated {
         check_error(e, what);
     }
-    if matches!(spec.name, "query_sdk" | "run_sdk" | "do") {
+    if spec.runs_script {
         return;
     }
     match block_on(core.lore.call_tool(caller, spec.name, args)) {

@@ -15,46 +15,14 @@ pub mod fetch;
 mod rank;
 pub mod search;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::error::LoreError;
 use crate::sdk::Mode;
 
-/// Which tool set an endpoint serves.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Profile {
-    /// `search_memory`, `save_memory`, `search_sdk`, `query_sdk`, `query_sql`, `run_sdk`.
-    #[default]
-    Workspace,
-    /// `search`, `fetch`, `do`.
-    Compact,
-}
+pub use crate::model::Profile;
 
-impl Profile {
-    pub const NAMES: &[&str] = &["workspace", "compact"];
-
-    pub fn parse(s: &str) -> Result<Self, LoreError> {
-        match s {
-            "workspace" => Ok(Self::Workspace),
-            "compact" => Ok(Self::Compact),
-            other => Err(LoreError::invalid(
-                "profile",
-                format!("{other:?} is not a tool profile; use workspace or compact"),
-            )),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Workspace => "workspace",
-            Self::Compact => "compact",
-        }
-    }
-}
-
-/// `search` arguments (the seed's schema; see `mcp::tools`).
+/// `search` arguments (the seed's schema; see `crate::tools`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct SearchArgs {
     pub query: String,
@@ -74,28 +42,6 @@ pub struct DoArgs {
     pub code: String,
     pub mode: Option<Mode>,
     pub idempotency_key: Option<String>,
-}
-
-/// Runs `search` or `fetch` with already-validated arguments.
-pub async fn run_read(
-    lore: &crate::Lore,
-    caller: &crate::auth::Caller,
-    name: &str,
-    args: serde_json::Value,
-    base_url: Option<&str>,
-) -> Result<serde_json::Value, LoreError> {
-    let parse_err = |e: serde_json::Error| LoreError::invalid("arguments", e.to_string());
-    match name {
-        crate::mcp::tools::SEARCH => {
-            let args: SearchArgs = serde_json::from_value(args).map_err(parse_err)?;
-            search::search(lore, caller, args, base_url).await
-        }
-        crate::mcp::tools::FETCH => {
-            let args: FetchArgs = serde_json::from_value(args).map_err(parse_err)?;
-            fetch::fetch(lore, caller, &args.id, base_url).await
-        }
-        other => Err(LoreError::not_found(format!("tool {other}"))),
-    }
 }
 
 /// The `_meta` keys a client may put a `do` run's idempotency key under.

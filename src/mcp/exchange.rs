@@ -8,11 +8,10 @@ use serde_json::{Map, Value, json};
 
 use super::jsonrpc::{self, RpcError};
 use super::reply::Streamer;
-use super::tools::{self, Access};
 use crate::Lore;
 use crate::auth::Caller;
-use crate::compact::Profile;
 use crate::error::LoreError;
+use crate::tools::{self, Access};
 
 /// MCP log levels (RFC 5424 order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -224,25 +223,17 @@ impl<'a> Exchange<'a> {
             log.tool(name);
         }
         let profile = self.endpoint.profile;
-        let Some(spec) = tools::find_in(profile, name) else {
-            let known: Vec<&str> = tools::tools(profile).iter().map(|t| t.name).collect();
-            let elsewhere = tools::find_in(
-                match profile {
-                    Profile::Workspace => Profile::Compact,
-                    Profile::Compact => Profile::Workspace,
-                },
-                name,
-            )
-            .map(|_| {
-                format!(
-                    " ({name} is a tool of the other profile: connect with ?profile={})",
-                    match profile {
-                        Profile::Workspace => "compact",
-                        Profile::Compact => "workspace",
-                    }
-                )
-            })
-            .unwrap_or_default();
+        let Some(spec) = tools::find(name).filter(|t| t.profile() == Some(profile)) else {
+            let known: Vec<&str> = tools::listed(profile).map(|t| t.name).collect();
+            let elsewhere = tools::find(name)
+                .and_then(|t| t.profile())
+                .map(|other| {
+                    format!(
+                        " ({name} is a tool of the other profile: connect with ?profile={})",
+                        other.as_str()
+                    )
+                })
+                .unwrap_or_default();
             return Err(RpcError::new(
                 jsonrpc::INVALID_PARAMS,
                 format!(
@@ -257,48 +248,29 @@ impl<'a> Exchange<'a> {
             return Err(insufficient_scope(name));
         }
         let outcome = match spec.validate(&args) {
-            Ok(()) if name == tools::QUERY_SDK || name == tools::RUN_SDK || name == tools::DO => {
-                // Scripts report each SDK call and sleep, and a heartbeat, as they run.
-                self.progress(0.0, None, Some("started"));
-                let step = |message: &str| self.progress_step(message);
-                let progress = self
-                    .progress_token
-                    .is_some()
-                    .then_some(&step as &dyn Fn(&str));
-                let r = if name == tools::DO {
-                    crate::compact::run_do(
-                        self.lore,
-                        self.caller,
-                        args,
-                        params.get("_meta"),
-                        progress,
-                    )
-                    .await
-                } else {
-                    self.lore
-                        .run_tool_with_progress(self.caller, name, args, progress)
-                        .await
-                };
-                let last = self.progress_sent.get() + 1.0;
-                self.progress(last, Some(last), Some("done"));
-                r
-            }
             Ok(()) => {
-                self.progress(0.0, Some(1.0), Some("started"));
-                let r = match name {
-                    tools::SEARCH | tools::FETCH => {
-                        crate::compact::run_read(
-                            self.lore,
-                            self.caller,
-                            name,
-                            args,
-                            self.endpoint.base_url.as_deref(),
-                        )
-                        .await
-                    }
-                    _ => self.lore.run_tool(self.caller, name, args).await,
+                // Scripts report each SDK call and sleep, and a heartbeat, as they run.
+                let step = |message: &str| self.progress_step(message);
+                let progress = (spec.runs_script && self.progress_token.is_some())
+                    .then_some(&step as &dyn Fn(&str));
+                let total = (!spec.runs_script).then_some(1.0);
+                self.progress(0.0, total, Some("started"));
+                let r = spec
+                    .run(tools::ToolCall {
+                        lore: self.lore,
+                        caller: self.caller,
+                        args,
+                        meta: params.get("_meta"),
+                        base_url: self.endpoint.base_url.as_deref(),
+                        progress,
+                    })
+                    .await;
+                let last = if spec.runs_script {
+                    self.progress_sent.get() + 1.0
+                } else {
+                    1.0
                 };
-                self.progress(1.0, Some(1.0), Some("done"));
+                self.progress(last, Some(last), Some("done"));
                 r
             }
             Err(e) => Err(e),
@@ -307,7 +279,7 @@ impl<'a> Exchange<'a> {
             .count_usage(self.caller, name, outcome.is_ok())
             .await;
         let result = match outcome {
-            Ok(value) if name == tools::QUERY_SQL => untrusted_rows(value),
+            Ok(value) if spec.untrusted_rows => untrusted_rows(value),
             Ok(value) => tool_success(value),
             Err(e) => {
                 if let Some(log) = &self.endpoint.log {

@@ -17,7 +17,6 @@ pub mod jsonrpc;
 mod legacy;
 pub mod reply;
 mod stateless;
-pub mod tools;
 
 use http::{Method, Request, Response};
 use serde_json::{Value, json};

@@ -11,6 +11,7 @@ mod cache;
 pub mod event;
 pub mod keyword;
 mod save;
+pub mod schemas;
 pub use save::FeedItem;
 mod search;
 pub use search::{Ranking, event_json};

@@ -356,7 +356,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             if !args.is_object() {
                 bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
             }
-            let admin = lore::sdk::admin_tools::find(&tool).is_some() || tool.contains('.');
+            let admin = tool.contains('.')
+                || lore::tools::find(&tool).is_some_and(|t| t.profile().is_none());
             // Without --token, a remote URL uses what `lore login` stored for it.
             let token = match (&url, token.filter(|t| !t.is_empty())) {
                 (Some(url), None) => {
@@ -556,7 +557,8 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
 
 /// A compact-profile tool (`search`, `fetch`, `do`) is reached at `?profile=compact`.
 fn compact_url(url: String, tool: &str) -> String {
-    let compact = lore::mcp::tools::find_in(lore::compact::Profile::Compact, tool).is_some();
+    let compact =
+        lore::tools::find(tool).is_some_and(|t| t.profile() == Some(lore::model::Profile::Compact));
     if !compact || url.contains("profile=") {
         return url;
     }

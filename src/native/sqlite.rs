@@ -145,11 +145,6 @@ impl Storage for SqliteStorage {
 
 #[cfg(test)]
 mod tests {
-    crate::storage_suite!(super::SqliteStorage::open_in_memory().unwrap());
-    crate::records_suite!(std::rc::Rc::new(
-        crate::native::sqlite::SqliteStorage::open_in_memory().unwrap()
-    ));
-
     /// Regression: the scan query had two lower bounds (`k >= prefix AND k > cursor`); SQLite
     /// seeked by the prefix and filtered its way to the cursor, so deep pages cost O(n) (a page
     /// after entity 90,000 of 100,000 took ~0.4 s). The plan must seek by both bounds.

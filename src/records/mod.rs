@@ -16,7 +16,6 @@ pub mod outbound;
 pub mod people;
 pub mod relationships;
 #[doc(hidden)]
-pub mod suite;
 pub mod types;
 
 use std::borrow::Cow;

@@ -247,45 +247,7 @@ pub struct PreviewWrite {
     pub placeholder_id: String,
 }
 
-/// A script that failed: the tool result's structured error (SPEC 4.2).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScriptFailure {
-    /// `cap_exceeded`, `syntax_error`, `script_error`, `conflict`, or the code of the SDK
-    /// error the script did not catch (`needs_write`, `not_found`, ...).
-    pub code: &'static str,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub column: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cap: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-    pub calls_made: usize,
-    pub elapsed_ms: u64,
-    pub logs: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub action_id: Option<String>,
-    /// The run lost its commit to a concurrent writer and nothing outside lore saw it: it may
-    /// run again from the start.
-    #[serde(skip)]
-    pub retryable: bool,
-}
-
-impl std::fmt::Display for ScriptFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.message)?;
-        if let Some(line) = self.line {
-            write!(f, " (line {line}")?;
-            if let Some(col) = self.column {
-                write!(f, ", column {col}")?;
-            }
-            write!(f, ")")?;
-        }
-        Ok(())
-    }
-}
+pub use crate::error::ScriptFailure;
 
 /// What a failure is before positions and counts are added.
 pub struct Failure {

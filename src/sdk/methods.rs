@@ -191,10 +191,10 @@ pub static METHODS: &[MethodSpec] = &[
         "Delete a relationship.",
         |cx, a| relationships::delete(&cx.lore.ports, cx.caller, &a.id).await?),
     // memory
-    method!("memory".search, Read, Try, SearchInput [crate::mcp::tools::search_input] => MemoryResults,
+    method!("memory".search, Read, Try, SearchInput [crate::memory::schemas::search_input] => MemoryResults,
         "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters.",
         |cx, a| serde_json::from_value(cx.lore.memory.search(&cx.lore.ports, cx.caller, a).await?)?),
-    method!("memory".save, Write, Try, SaveInput [crate::mcp::tools::save_input] => SavedIds,
+    method!("memory".save, Write, Try, SaveInput [crate::memory::schemas::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",
         |cx, a| serde_json::from_value(cx.lore.save_memory(cx.caller, a).await?)?),
     method!("memory".get, Read, Try, ById => MemoryHit,

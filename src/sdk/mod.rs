@@ -13,7 +13,6 @@
 //! Architecture invariant: every SDK call is checked for org, role, scope and tier here, in
 //! Rust, before it runs.
 
-pub mod admin_tools;
 pub mod methods;
 pub mod nouns;
 pub mod search;

@@ -11,10 +11,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use lore::admin::{self, InitOutcome};
-use lore::ports::testing::{SeqRandom, StepClock};
 use lore::ports::{HttpClient, OutboundRequest, OutboundResponse, PortError, Ports};
 use lore::storage::memory::MemoryStorage;
 use lore::{Config, Lore};
+use lore_testing::ports::{SeqRandom, StepClock};
 
 pub const BASE: &str = "http://127.0.0.1:8787";
 pub const START_MS: i64 = 1_767_225_600_000;

@@ -1,6 +1,6 @@
 // Serves a built lore Worker under Miniflare (workerd, the Workers runtime) on a free loopback
 // port, with a local D1 database and KV namespace persisted in a directory, the schema applied
-// to D1 the way `wrangler d1 execute --file src/storage/schema.sql` applies it, and the operator
+// to D1 the way `wrangler d1 execute --file crates/base/src/storage/schema.sql` applies it, and the operator
 // routes enabled with a secret. Prints one line when ready:
 //
 //   lore worker listening on http://127.0.0.1:PORT/mcp operator-secret=SECRET

@@ -3,7 +3,7 @@
 //
 //   LORE_TARGET=worker node --test tests/worker/   (scripts/test runs it after building both)
 //
-// The test build (build-test/, feature test-build) runs each case of lore::storage::suite on
+// The test build (build-test/, feature test-build) runs each case of lore_testing::storage on
 // D1Storage over the Worker's real D1 binding, one request per case, from a fresh table.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

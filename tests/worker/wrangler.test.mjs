@@ -1,6 +1,6 @@
 // wrangler with the repository's wrangler.toml, offline: the deploy bundle builds and stays
 // within the size limits, every binding is declared, and the documented schema migration
-// (`wrangler d1 execute --file src/storage/schema.sql`) runs.
+// (`wrangler d1 execute --file crates/base/src/storage/schema.sql`) runs.
 //
 // Needs WRANGLER (scripts/worker-tools). The dry run runs wrangler's build command
 // (scripts/build-worker), so it rebuilds the product bundle if anything changed.
@@ -45,10 +45,10 @@ test('wrangler deploy --dry-run builds the bundle offline, within the size limit
 test('the schema migration from the README runs with wrangler d1 execute --file', async () => {
   const dir = await mkdtemp(path.join(tmpdir(), 'lore-d1-'));
   try {
-    const migrate = await wrangler(['d1', 'execute', 'lore', '--local', '--persist-to', dir, '--file', 'src/storage/schema.sql']);
+    const migrate = await wrangler(['d1', 'execute', 'lore', '--local', '--persist-to', dir, '--file', 'crates/base/src/storage/schema.sql']);
     assert.equal(migrate.code, 0, migrate.stdout + migrate.stderr);
     // Twice: the schema is idempotent, so re-running it on upgrade is safe.
-    const again = await wrangler(['d1', 'execute', 'lore', '--local', '--persist-to', dir, '--file', 'src/storage/schema.sql']);
+    const again = await wrangler(['d1', 'execute', 'lore', '--local', '--persist-to', dir, '--file', 'crates/base/src/storage/schema.sql']);
     assert.equal(again.code, 0, again.stdout + again.stderr);
     const q = await wrangler(['d1', 'execute', 'lore', '--local', '--persist-to', dir, '--json', '--command',
       "SELECT (SELECT value FROM lore_meta WHERE name = 'schema_version') AS version, (SELECT count(*) FROM sqlite_master WHERE name IN ('lore_kv', 'lore_guard')) AS tables"]);

@@ -2,9 +2,9 @@
 //! suites against the real Spin SQLite and key-value the host provides.
 //!
 //! - `/__test/storage-suite`, `/__test/records-suite`: the shared suites on
-//!   [`SpinSqliteStorage`] (`lore::suite_routes`, emptied through [`empty_store`] before each
+//!   [`SpinSqliteStorage`] (`lore_testing::routes`, emptied through [`empty_store`] before each
 //!   case). A failing case panics, which traps the instance; the host then answers 500.
-//! - `POST /__test/cache-suite`: the cache port's contract (`lore::ports::testing::cache_suite`)
+//! - `POST /__test/cache-suite`: the cache port's contract (`lore_testing::ports::cache_suite`)
 //!   on [`SpinKvCache`] over the real Spin key-value store.
 
 use std::rc::Rc;
@@ -12,14 +12,14 @@ use std::rc::Rc;
 use http::{Request, Response, StatusCode};
 use lore::json_response;
 use lore::storage::Storage;
-use lore::suite_routes;
+use lore_testing::routes;
 use serde_json::json;
 
 use crate::{DATABASE, KV_STORE, SpinClock, SpinKvCache, SpinSqliteStorage};
 
 pub async fn handle(request: &Request<Vec<u8>>) -> Option<Response<Vec<u8>>> {
-    let route = request.uri().path().strip_prefix(suite_routes::PREFIX)?;
-    if let Some(response) = suite_routes::handle(route, empty_store).await {
+    let route = request.uri().path().strip_prefix(routes::PREFIX)?;
+    if let Some(response) = routes::handle(route, empty_store).await {
         return Some(response);
     }
     Some(match route {
@@ -43,7 +43,7 @@ async fn empty_store() -> Result<Rc<dyn Storage>, String> {
 async fn cache_suite() -> Response<Vec<u8>> {
     let clock = Rc::new(SpinClock);
     let cache = SpinKvCache::new(KV_STORE, clock.clone());
-    lore::ports::testing::cache_suite(&cache, clock.as_ref()).await;
+    lore_testing::ports::cache_suite(&cache, clock.as_ref()).await;
     json_response(
         StatusCode::OK,
         json!({ "case": "cache-suite", "passed": true }),

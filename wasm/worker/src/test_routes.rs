@@ -2,7 +2,7 @@
 //! product request reaches yet against the real bindings of the host.
 //!
 //! - `/__test/storage-suite`, `/__test/records-suite`: the shared suites on [`D1Storage`] over
-//!   the Worker's own D1 binding (`lore::suite_routes`, which empties `lore_kv` through
+//!   the Worker's own D1 binding (`lore_testing::routes`, which empties `lore_kv` through
 //!   [`empty_store`] before each case).
 //! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`crate::WorkersAiEmbedder`] and
 //!   returns the model id and the vectors.
@@ -15,7 +15,7 @@ use http::{Request, Response, StatusCode};
 use lore::Lore;
 use lore::json_response;
 use lore::storage::Storage;
-use lore::suite_routes;
+use lore_testing::routes;
 use serde_json::{Value, json};
 use worker::Env;
 
@@ -26,8 +26,8 @@ pub async fn handle(
     env: &Env,
     request: &Request<Vec<u8>>,
 ) -> Option<Response<Vec<u8>>> {
-    let route = request.uri().path().strip_prefix(suite_routes::PREFIX)?;
-    if let Some(response) = suite_routes::handle(route, || empty_store(env)).await {
+    let route = request.uri().path().strip_prefix(routes::PREFIX)?;
+    if let Some(response) = routes::handle(route, || empty_store(env)).await {
         return Some(response);
     }
     Some(match route {

@@ -1,0 +1,301 @@
+//! The storage key layout, in one place. Everything an org owns lives under `o/{org}/`; the few
+//! global keys are identity indexes that must be read before an org is known (a token's hash, a
+//! principal, the list of orgs).
+//!
+//! ```text
+//! meta/local-owner              principal id of the local owner (`lore init`)
+//! meta/local-org                the org `lore init` created
+//! meta/request-state-key        the key that signs MRTR `requestState` (conformance fixtures)
+//! org/{org}                     Org
+//! principal/{id}                Principal
+//! auth/token/{sha256}           TokenRecord (looked up by the presented secret's hash)
+//! o/{org}/member/{principal}    Membership
+//! o/{org}/token/{token id}      sha256 of that token (listing and revocation)
+//! o/{org}/ev/{ulid}             Event
+//! o/{org}/idem/{sha256(key)}    IdempotencyRecord of a save_memory call
+//! o/{org}/do/{sha256(principal, key)}  the step journal of `do` runs with an idempotency key
+//! o/{org}/meta/events-seq       the org's event sequence number (commit order)
+//! o/{org}/evseq/{n:020}         ulid of the event with sequence number n
+//! o/{org}/meta/records-version  changes with every entity or relationship write (SQL cache)
+//! o/{org}/session/{id}          Session (legacy MCP sessions)
+//! o/{org}/type/{name}           EntityType (template)
+//! o/{org}/ent/{ulid}            Entity
+//! o/{org}/ent-t/{type}/{ulid}   the same Entity, listed by type (written in the same batch)
+//! o/{org}/rel/{ulid}            Relationship
+//! o/{org}/rel-out/{from}/{ulid} the same Relationship, listed by source entity
+//! o/{org}/rel-in/{to}/{ulid}    the same Relationship, listed by target entity
+//! o/{org}/feed/{name}           Feed
+//! o/{org}/conn/{name}           Connection (without its secret)
+//! o/{org}/secret/{kind}/{name}  a connection's credential or a webhook feed's signing secret;
+//!                               read only to sign or verify, never returned
+//! o/{org}/origin/{feed}/{hash}  event id of a feed delivery (dedupe by delivery id)
+//! o/{org}/op/{name}             Operation
+//! o/{org}/beh/{name}            Behavior
+//! o/{org}/act/{ulid}            Action (audit record)
+//! o/{org}/metric/{name}         org-defined Metric
+//! o/{org}/usage/{day}/{tool}/{instance}  usage counters flushed by one core instance
+//! member-of/{principal}/{org}   the orgs a principal belongs to (organizations.list)
+//! auth/password/{principal}     PasswordRecord: the argon2 hash of a local sign-in password
+//! identity/{provider}/{sha256(subject)}  principal id of an upstream identity (GitHub, OIDC)
+//! invite/{sha256(identity)}/{org}  Invite: a pending membership for a person not yet signed in
+//! known/{sha256(identity)}      principal id last seen signing in with that identity
+//! o/{org}/invite/{sha256(identity)}  the same Invite, listed under its org
+//! oauth/client/{client id}      RegisteredClient (dynamic client registration, RFC 7591)
+//! oauth/cimd/{sha256(url)}      CachedClientDocument: a fetched client ID metadata document
+//! oauth/request/{id}            PendingAuthorization between /oauth/authorize and consent
+//! oauth/session/{sha256}        BrowserSession of the sign-in, consent and token pages
+//! oauth/code/{sha256}           AuthorizationCode (single use, kept marked after use)
+//! oauth/grant/{id}              Grant: one consent's token family (revoking it ends them all)
+//! oauth/refresh/{sha256}        RefreshToken of a grant (rotated; reuse revokes the grant)
+//! oauth/user-grant/{principal}/{grant}  the grants a principal approved (token page)
+//! ```
+//!
+//! Keys of the cache port (`Ports::cache`), a separate store holding copies, never the truth:
+//!
+//! ```text
+//! cred/{sha256}                 a verified TokenRecord and its Principal (auth::verify_token)
+//! ```
+
+use sha2::{Digest, Sha256};
+
+use crate::ids::OrgId;
+
+/// SHA-256 of `text`, lowercase hex: how secrets and caller-chosen keys enter the key space.
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub const LOCAL_OWNER: &str = "meta/local-owner";
+/// The org `lore init` created: the local owner's org when none is named.
+pub const LOCAL_ORG: &str = "meta/local-org";
+pub const ORG_PREFIX: &str = "org/";
+/// The HMAC key of the conformance fixtures' `requestState` (stored so any instance verifies).
+pub const REQUEST_STATE_KEY: &str = "meta/request-state-key";
+
+pub fn org(org: &OrgId) -> String {
+    format!("org/{org}")
+}
+pub fn principal(id: &str) -> String {
+    format!("principal/{id}")
+}
+/// The cache entry of a verified token (see `auth::verify_token`); deleted on revocation.
+pub fn cached_credential(hash: &str) -> String {
+    format!("cred/{hash}")
+}
+pub fn token_by_hash(hash: &str) -> String {
+    format!("auth/token/{hash}")
+}
+/// Marks `principal` as a member of `org`; written and deleted with the membership.
+pub fn member_of(principal: &str, org: &OrgId) -> String {
+    format!("member-of/{principal}/{org}")
+}
+pub fn member_of_all(principal: &str) -> String {
+    format!("member-of/{principal}/")
+}
+
+/// The argon2 password hash of a principal who signs in locally (the local owner).
+pub fn password(principal: &str) -> String {
+    format!("auth/password/{principal}")
+}
+/// The principal an upstream identity (`github`, an OIDC issuer) maps to.
+pub fn identity(provider: &str, subject: &str) -> String {
+    format!("identity/{provider}/{}", sha256_hex(subject))
+}
+/// A pending invite of `identity` (e.g. `github:octocat`, `email:a@b.c`) to `org`.
+pub fn invite(identity: &str, org: &OrgId) -> String {
+    format!(
+        "invite/{}/{org}",
+        sha256_hex(&identity.to_ascii_lowercase())
+    )
+}
+pub fn invites_of(identity: &str) -> String {
+    format!("invite/{}/", sha256_hex(&identity.to_ascii_lowercase()))
+}
+/// The principal that signed in with `identity` (`github:login`, `email:address`).
+pub fn known_identity(identity: &str) -> String {
+    format!("known/{}", sha256_hex(&identity.to_ascii_lowercase()))
+}
+pub fn oauth_client(client_id: &str) -> String {
+    format!("oauth/client/{client_id}")
+}
+pub fn oauth_client_document(url: &str) -> String {
+    format!("oauth/cimd/{}", sha256_hex(url))
+}
+pub fn oauth_request(id: &str) -> String {
+    format!("oauth/request/{id}")
+}
+pub fn oauth_session(secret: &str) -> String {
+    format!("oauth/session/{}", sha256_hex(secret))
+}
+pub fn oauth_code(code: &str) -> String {
+    format!("oauth/code/{}", sha256_hex(code))
+}
+pub fn oauth_grant(id: &str) -> String {
+    format!("oauth/grant/{id}")
+}
+pub fn oauth_refresh(token: &str) -> String {
+    format!("oauth/refresh/{}", sha256_hex(token))
+}
+pub fn oauth_user_grant(principal: &str, grant: &str) -> String {
+    format!("oauth/user-grant/{principal}/{grant}")
+}
+pub fn oauth_user_grants(principal: &str) -> String {
+    format!("oauth/user-grant/{principal}/")
+}
+
+/// Keys under one org. Built for an org a caller was authenticated for, or that an operator
+/// or a stored record (a grant, an invite, a behavior) names: never from a request's own text.
+#[derive(Debug, Clone)]
+pub struct OrgKeys {
+    root: String,
+}
+
+impl OrgKeys {
+    pub fn new(org: &OrgId) -> Self {
+        Self {
+            root: format!("o/{org}/"),
+        }
+    }
+    pub fn member(&self, principal: &str) -> String {
+        format!("{}member/{principal}", self.root)
+    }
+    pub fn members(&self) -> String {
+        format!("{}member/", self.root)
+    }
+    pub fn token(&self, token_id: &str) -> String {
+        format!("{}token/{token_id}", self.root)
+    }
+    pub fn tokens(&self) -> String {
+        format!("{}token/", self.root)
+    }
+    pub fn event(&self, ulid: &str) -> String {
+        format!("{}ev/{ulid}", self.root)
+    }
+    pub fn events(&self) -> String {
+        format!("{}ev/", self.root)
+    }
+    /// The number of events ever added to the org; bumped, with a precondition, in the same
+    /// batch as the events, so it orders them by commit.
+    pub fn events_seq(&self) -> String {
+        format!("{}meta/events-seq", self.root)
+    }
+    /// The event with sequence number `n` (zero-padded so keys sort numerically).
+    pub fn event_seq(&self, n: u64) -> String {
+        format!("{}evseq/{n:020}", self.root)
+    }
+    pub fn event_seqs(&self) -> String {
+        format!("{}evseq/", self.root)
+    }
+    /// The stored embedding of event `ulid` by the model whose id hashes to `model`.
+    pub fn vector(&self, model: &str, ulid: &str) -> String {
+        format!("{}vec/{model}/{ulid}", self.root)
+    }
+    pub fn vectors(&self, model: &str) -> String {
+        format!("{}vec/{model}/", self.root)
+    }
+    /// The head of the org's stored vector index snapshot for one model.
+    pub fn vector_snapshot(&self, model: &str) -> String {
+        format!("{}vsnap/{model}/head", self.root)
+    }
+    /// Part `n` of that snapshot.
+    pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
+        format!("{}vsnap/{model}/part/{n:06}", self.root)
+    }
+    /// The current event equivalent to a save (its normalized text, entity set, kind, payload
+    /// and author hash to `text_hash`): a duplicate save returns it.
+    pub fn duplicate(&self, text_hash: &str) -> String {
+        format!("{}dup/{text_hash}", self.root)
+    }
+    /// Set when event `ulid` is superseded; its value is the id of the event that replaced it.
+    pub fn superseded(&self, ulid: &str) -> String {
+        format!("{}superseded/{ulid}", self.root)
+    }
+    pub fn idempotency(&self, key_hash: &str) -> String {
+        format!("{}idem/{key_hash}", self.root)
+    }
+    pub fn do_journal(&self, key_hash: &str) -> String {
+        format!("{}do/{key_hash}", self.root)
+    }
+    pub fn session(&self, id: &str) -> String {
+        format!("{}session/{id}", self.root)
+    }
+    pub fn entity_type(&self, name: &str) -> String {
+        format!("{}type/{name}", self.root)
+    }
+    pub fn entity_types(&self) -> String {
+        format!("{}type/", self.root)
+    }
+    /// A value that changes with every write of an entity or a relationship (put in the same
+    /// batch, never reused): what the SQL table cache checks its copies against.
+    pub fn records_version(&self) -> String {
+        format!("{}meta/records-version", self.root)
+    }
+    pub fn entity(&self, ulid: &str) -> String {
+        format!("{}ent/{ulid}", self.root)
+    }
+    pub fn entities(&self) -> String {
+        format!("{}ent/", self.root)
+    }
+    pub fn entity_by_type(&self, type_name: &str, ulid: &str) -> String {
+        format!("{}ent-t/{type_name}/{ulid}", self.root)
+    }
+    pub fn entities_of_type(&self, type_name: &str) -> String {
+        format!("{}ent-t/{type_name}/", self.root)
+    }
+    pub fn relationship(&self, ulid: &str) -> String {
+        format!("{}rel/{ulid}", self.root)
+    }
+    pub fn relationships(&self) -> String {
+        format!("{}rel/", self.root)
+    }
+    /// `dir` is `out` (by source entity) or `in` (by target entity).
+    pub fn relationship_by(&self, dir: &str, entity: &str, ulid: &str) -> String {
+        format!("{}rel-{dir}/{entity}/{ulid}", self.root)
+    }
+    pub fn relationships_by(&self, dir: &str, entity: &str) -> String {
+        format!("{}rel-{dir}/{entity}/", self.root)
+    }
+    /// A named record of one kind: `feed`, `conn`, `op`, `beh`, `metric`.
+    pub fn named(&self, kind: &str, name: &str) -> String {
+        format!("{}{kind}/{name}", self.root)
+    }
+    pub fn all_named(&self, kind: &str) -> String {
+        format!("{}{kind}/", self.root)
+    }
+    /// A write-only secret (`conn` credentials, `feed` signing secrets).
+    pub fn secret(&self, kind: &str, name: &str) -> String {
+        format!("{}secret/{kind}/{name}", self.root)
+    }
+    pub fn origin(&self, feed: &str, hash: &str) -> String {
+        format!("{}origin/{feed}/{hash}", self.root)
+    }
+    pub fn action(&self, ulid: &str) -> String {
+        format!("{}act/{ulid}", self.root)
+    }
+    pub fn actions(&self) -> String {
+        format!("{}act/", self.root)
+    }
+    pub fn usage(&self, day: &str, tool: &str, instance: &str) -> String {
+        format!("{}usage/{day}/{tool}/{instance}", self.root)
+    }
+    pub fn usage_all(&self) -> String {
+        format!("{}usage/", self.root)
+    }
+    /// A pending invite of an identity (by its hash) to this org.
+    pub fn invite(&self, identity: &str) -> String {
+        format!(
+            "{}invite/{}",
+            self.root,
+            sha256_hex(&identity.to_ascii_lowercase())
+        )
+    }
+    pub fn invites(&self) -> String {
+        format!("{}invite/", self.root)
+    }
+    pub fn settings(&self) -> String {
+        format!("{}settings", self.root)
+    }
+}

@@ -1,0 +1,138 @@
+//! Ports: the only ways the core reaches the world. Adapters (native, Workers, Spin) implement
+//! these traits; the core never names a platform crate.
+//!
+//! Futures are `?Send`: Workers and Spin are single-threaded and the script engine (Boa) is not
+//! `Send`. The native adapter runs one core instance per worker thread.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+pub use crate::storage::Storage;
+
+/// Milliseconds since the Unix epoch, read from the host. The core never reads a clock itself
+/// (`std::time` traps on wasm32-unknown-unknown).
+pub trait Clock {
+    fn now_ms(&self) -> i64;
+
+    /// Waits `ms` milliseconds without blocking the host (backoff between retries). The
+    /// default returns at once: hosts without timers, and tests with a fixed clock.
+    fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+        let _ = ms;
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// Cryptographically secure random bytes from the host.
+pub trait Randomness {
+    fn fill(&self, buf: &mut [u8]);
+}
+
+/// Turns texts into vectors. Implementations arrive with semantic memory; the foundation only
+/// fixes the shape so adapters can provide one.
+#[async_trait(?Send)]
+pub trait Embedder {
+    /// Identifies the model; stored beside each vector so a model change re-embeds lazily.
+    fn model_id(&self) -> &str;
+    fn dimensions(&self) -> usize;
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+}
+
+/// One outbound HTTP exchange.
+#[derive(Debug, Clone, Default)]
+pub struct OutboundRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutboundResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Outbound HTTP through the host (native: a blocking client; Workers: `fetch`; Spin: its
+/// outbound HTTP). Connections and OAuth client metadata documents go through here.
+#[async_trait(?Send)]
+pub trait HttpClient {
+    async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError>;
+}
+
+/// A cache shared by every instance of one deployment (Spin key-value). It saves a fresh
+/// instance loads from storage; it is never the source of truth. Rules for the core:
+/// only a value that storage holds is cached; a miss or a failed read falls back to storage;
+/// every entry expires within its TTL; and the code path that changes the stored value deletes
+/// the entry, so a change is seen at once by every instance sharing the cache (the TTL bounds
+/// a reader that raced the change).
+#[async_trait(?Send)]
+pub trait Cache {
+    /// The bytes under `key`, unless absent or expired. A failure reads as a miss.
+    async fn get(&self, key: &str) -> Option<Vec<u8>>;
+    /// Stores `bytes` under `key` for at most `ttl_secs` seconds. Best effort: failures are
+    /// ignored (the next reader misses and reads storage).
+    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32);
+    /// Removes `key`. An error means the entry may still be served until it expires.
+    async fn delete(&self, key: &str) -> Result<(), PortError>;
+}
+
+/// Work the core hands the host to run after the current request is answered, on the same
+/// thread (natively: a local task of the worker). The core uses it only for work whose outcome
+/// the request does not report (behaviors' reactions). A host without one (`None`: Workers,
+/// Spin, the tests) gets that work run inline, before the answer.
+pub trait Background {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
+}
+
+/// Runs a piece of synchronous computing somewhere else (natively: a thread of its own), so
+/// that it does not hold the thread serving requests. The job gets a clock that works where
+/// it runs; the future completes when the job has. A host without one (`None`: Workers,
+/// Spin, the tests) runs such work inline.
+pub trait Offload {
+    fn run(&self, job: Box<dyn FnOnce(Rc<dyn Clock>) + Send>) -> Pin<Box<dyn Future<Output = ()>>>;
+}
+
+/// A failure reported by a port implementation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct PortError(pub String);
+
+/// The set of ports one core instance runs on.
+#[derive(Clone)]
+pub struct Ports {
+    pub storage: Rc<dyn Storage>,
+    pub clock: Rc<dyn Clock>,
+    pub random: Rc<dyn Randomness>,
+    pub http: Option<Rc<dyn HttpClient>>,
+    pub embedder: Option<Rc<dyn Embedder>>,
+    /// A cache shared across instances, where the host has one (Spin key-value). `None`
+    /// natively: the CLI revokes tokens from another process, which an in-process cache of
+    /// the server would not hear about.
+    pub cache: Option<Rc<dyn Cache>>,
+    /// Where work runs after the answer (natively); `None` runs it inline.
+    pub background: Option<Rc<dyn Background>>,
+}
+
+impl Ports {
+    /// The JSON record stored at `key`, if any.
+    pub async fn record<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> crate::error::Result<Option<T>> {
+        match self.storage.get(key).await? {
+            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Random bytes as lowercase hex.
+    pub fn random_hex(&self, bytes: usize) -> String {
+        let mut buf = vec![0u8; bytes];
+        self.random.fill(&mut buf);
+        buf.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}

@@ -1,0 +1,197 @@
+//! The storage port: an ordered key-value store with prefix scans, point reads and atomic,
+//! conditional batches of writes. Every backend (in-memory, native SQLite, D1, Spin SQLite)
+//! implements [`Storage`] and passes the shared storage suite (in `lore-testing`).
+//!
+//! Keys are printable ASCII and compare bytewise; values are opaque bytes (JSON in practice).
+
+pub mod memory;
+
+use async_trait::async_trait;
+
+/// The SQL schema shared by every SQL backend (native SQLite, D1, Spin SQLite).
+pub const SQL_SCHEMA: &str = include_str!("schema.sql");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// A batch precondition did not hold; nothing was written.
+    #[error("conflict on key {key}: the stored value changed")]
+    Conflict { key: String },
+    #[error("invalid storage key {key:?}: keys are printable ASCII, 1..=512 bytes")]
+    InvalidKey { key: String },
+    #[error("storage backend failed: {0}")]
+    Backend(String),
+}
+
+/// A condition checked atomically with a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// The key must not exist.
+    Absent(String),
+    /// The key must hold exactly this value.
+    Equals(String, Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    Put(String, Vec<u8>),
+    Delete(String),
+}
+
+/// Writes applied all together or not at all, after every check holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub checks: Vec<Check>,
+    pub writes: Vec<Write>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn put(&mut self, key: impl Into<String>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.writes.push(Write::Put(key.into(), value.into()));
+        self
+    }
+    pub fn delete(&mut self, key: impl Into<String>) -> &mut Self {
+        self.writes.push(Write::Delete(key.into()));
+        self
+    }
+    pub fn require_absent(&mut self, key: impl Into<String>) -> &mut Self {
+        self.checks.push(Check::Absent(key.into()));
+        self
+    }
+    pub fn require_equals(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        self.checks.push(Check::Equals(key.into(), value.into()));
+        self
+    }
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.checks.is_empty()
+    }
+    /// Every key named by the batch, for validation.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        let checks = self.checks.iter().map(|c| match c {
+            Check::Absent(k) | Check::Equals(k, _) => k.as_str(),
+        });
+        let writes = self.writes.iter().map(|w| match w {
+            Write::Put(k, _) | Write::Delete(k) => k.as_str(),
+        });
+        checks.chain(writes)
+    }
+}
+
+/// One page of a prefix scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanPage {
+    pub entries: Vec<(String, Vec<u8>)>,
+    /// Pass as `after` to continue; `None` when the prefix is exhausted.
+    pub cursor: Option<String>,
+}
+
+#[async_trait(?Send)]
+pub trait Storage {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Entries whose key starts with `prefix` and sorts strictly after `after`, ascending,
+    /// at most `limit` of them.
+    async fn scan(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError>;
+
+    /// Applies the batch atomically: all checks hold and every write lands, or nothing changes.
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError>;
+
+    async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), StorageError> {
+        let mut batch = Batch::new();
+        batch.put(key, value);
+        self.commit(batch).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let mut batch = Batch::new();
+        batch.delete(key);
+        self.commit(batch).await
+    }
+
+    /// Every entry under `prefix`, read page by page.
+    async fn scan_all(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.scan(prefix, after.as_deref(), 512).await?;
+            out.extend(page.entries);
+            match page.cursor {
+                Some(c) => after = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+/// Checks a key against the rules every backend enforces.
+pub fn validate_key(key: &str) -> Result<(), StorageError> {
+    let ok = !key.is_empty() && key.len() <= 512 && key.bytes().all(|b| (0x21..0x7f).contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(StorageError::InvalidKey {
+            key: key.to_string(),
+        })
+    }
+}
+
+/// The smallest string greater than every string starting with `prefix` (keys are ASCII), or
+/// `None` when the prefix is empty and the range is unbounded.
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut bytes = prefix.as_bytes().to_vec();
+    while let Some(last) = bytes.pop() {
+        if last < 0x7f {
+            bytes.push(last + 1);
+            return String::from_utf8(bytes).ok();
+        }
+    }
+    None
+}
+
+/// The range query of a scan on the SQL backends (native SQLite, D1, Spin SQLite), with
+/// `?1` the lower bound, `?2` the upper bound and `?3` the row limit. There is exactly one
+/// lower bound so SQLite seeks straight to the page: with `k >= prefix AND k > after` it may
+/// seek to the prefix and filter its way to the cursor, which made deep pages O(n).
+pub fn scan_sql(after_cursor: bool) -> &'static str {
+    if after_cursor {
+        "SELECT k, v FROM lore_kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3"
+    } else {
+        "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3"
+    }
+}
+
+/// The bounds of a scan for [`scan_sql`]: `(after_cursor, lower, upper)`. A cursor before the
+/// prefix is clamped to it; the upper bound of an empty prefix is DEL (0x7f), above every key.
+pub fn scan_bounds<'a>(prefix: &'a str, after: Option<&'a str>) -> (bool, &'a str, String) {
+    let upper = prefix_end(prefix).unwrap_or_else(|| "\u{7f}".to_string());
+    match after {
+        Some(a) if a >= prefix => (true, a, upper),
+        _ => (false, prefix, upper),
+    }
+}
+
+/// Builds a scan page from up to `limit + 1` fetched rows: the extra row only signals more.
+pub fn page_from_rows(mut rows: Vec<(String, Vec<u8>)>, limit: usize) -> ScanPage {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let cursor = if more {
+        rows.last().map(|(k, _)| k.clone())
+    } else {
+        None
+    };
+    ScanPage {
+        entries: rows,
+        cursor,
+    }
+}

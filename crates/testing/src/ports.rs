@@ -1,0 +1,264 @@
+//! Deterministic ports for tests and the shared suites: a clock that ticks one millisecond per
+//! read, a clock whose sleeps jump, a seeded pseudo-random source, a word-hash embedder and an
+//! in-memory cache with its contract suite. Never used by a server.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+
+use lore_base::ports::{Cache, Clock, Embedder, PortError, Randomness};
+
+/// A clock that starts at `start` ms and advances one millisecond each time it is read.
+pub struct StepClock(pub Cell<i64>);
+
+impl StepClock {
+    pub fn starting_at(ms: i64) -> Self {
+        Self(Cell::new(ms))
+    }
+}
+
+impl Clock for StepClock {
+    fn now_ms(&self) -> i64 {
+        let t = self.0.get() + 1;
+        self.0.set(t);
+        t
+    }
+}
+
+/// A clock that ticks a millisecond per read and whose `sleep` moves it forward at once:
+/// wall-clock and sleep limits can be tested without waiting. Clones of the `Rc` read the
+/// same time.
+pub struct JumpClock(pub Rc<Cell<i64>>);
+
+impl JumpClock {
+    pub fn starting_at(ms: i64) -> Self {
+        Self(Rc::new(Cell::new(ms)))
+    }
+}
+
+impl Clock for JumpClock {
+    fn now_ms(&self) -> i64 {
+        self.0.set(self.0.get() + 1);
+        self.0.get()
+    }
+    fn sleep(&self, ms: u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        self.0.set(self.0.get() + ms as i64);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A test double of the embedder port for plumbing tests (storage of vectors, snapshots,
+/// failures, model changes): each lowercase word adds a fixed pseudo-random direction, so
+/// texts sharing words are close. It knows nothing of meaning; the built-in embedder is
+/// the one that does. Counts the texts it embedded and can be told to fail.
+pub struct WordHashEmbedder {
+    pub model: String,
+    pub dims: usize,
+    pub texts: Cell<usize>,
+    pub fail: Cell<bool>,
+}
+
+impl WordHashEmbedder {
+    pub fn new(model: &str, dims: usize) -> Self {
+        Self {
+            model: model.into(),
+            dims,
+            texts: Cell::new(0),
+            fail: Cell::new(false),
+        }
+    }
+
+    pub fn vector(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dims];
+        for word in text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            let mut h: u64 = 0xcbf29ce484222325;
+            for b in word.to_lowercase().bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
+            }
+            for x in v.iter_mut() {
+                h = h
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *x += ((h >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
+            }
+        }
+        v
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Embedder for WordHashEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model
+    }
+    fn dimensions(&self) -> usize {
+        self.dims
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+        if self.fail.get() {
+            return Err(PortError("test embedder told to fail".into()));
+        }
+        self.texts.set(self.texts.get() + texts.len());
+        Ok(texts.iter().map(|t| self.vector(t)).collect())
+    }
+}
+
+/// A seeded linear congruential generator: repeatable "random" bytes.
+pub struct SeqRandom(pub Cell<u64>);
+
+impl SeqRandom {
+    pub fn seeded(seed: u64) -> Self {
+        Self(Cell::new(seed))
+    }
+}
+
+impl Randomness for SeqRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        for b in buf.iter_mut() {
+            let n = self
+                .0
+                .get()
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0.set(n);
+            *b = (n >> 33) as u8;
+        }
+    }
+}
+
+/// An in-memory [`Cache`] with TTLs on `clock`, and a count of the reads it answered.
+pub struct MemoryCache {
+    clock: Rc<dyn Clock>,
+    entries: RefCell<HashMap<String, (Vec<u8>, i64)>>,
+    pub hits: Cell<usize>,
+}
+
+impl MemoryCache {
+    pub fn new(clock: Rc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            entries: RefCell::new(HashMap::new()),
+            hits: Cell::new(0),
+        }
+    }
+
+    /// Whether `key` holds an entry (expired or not).
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.borrow().contains_key(key)
+    }
+}
+
+#[async_trait(?Send)]
+impl Cache for MemoryCache {
+    async fn get(&self, key: &str) -> Option<Vec<u8>> {
+        let now = self.clock.now_ms();
+        let mut entries = self.entries.borrow_mut();
+        match entries.get(key) {
+            Some((_, expires)) if *expires <= now => {
+                entries.remove(key);
+                None
+            }
+            Some((bytes, _)) => {
+                self.hits.set(self.hits.get() + 1);
+                Some(bytes.clone())
+            }
+            None => None,
+        }
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
+        let expires = self.clock.now_ms() + i64::from(ttl_secs) * 1000;
+        self.entries
+            .borrow_mut()
+            .insert(key.to_string(), (bytes, expires));
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), PortError> {
+        self.entries.borrow_mut().remove(key);
+        Ok(())
+    }
+}
+
+/// The cache port's contract, for every implementation (the in-memory one here, Spin
+/// key-value through the Spin test build): misses, overwrites, deletes, expiry. `clock`
+/// must be the cache's own clock; its `sleep` has to move time for the expiry case.
+/// Panics with a message naming the broken rule.
+pub async fn cache_suite(cache: &dyn Cache, clock: &dyn Clock) {
+    assert_eq!(
+        cache.get("suite/missing").await,
+        None,
+        "a missing key is a miss"
+    );
+    cache.put("suite/a", b"one".to_vec(), 60).await;
+    assert_eq!(
+        cache.get("suite/a").await.as_deref(),
+        Some(&b"one"[..]),
+        "put, then get"
+    );
+    cache.put("suite/a", b"two".to_vec(), 60).await;
+    assert_eq!(
+        cache.get("suite/a").await.as_deref(),
+        Some(&b"two"[..]),
+        "put overwrites"
+    );
+    cache.put("suite/empty", Vec::new(), 60).await;
+    assert_eq!(
+        cache.get("suite/empty").await,
+        Some(Vec::new()),
+        "an empty value is a hit"
+    );
+    cache.delete("suite/a").await.expect("delete");
+    assert_eq!(cache.get("suite/a").await, None, "delete removes the entry");
+    cache
+        .delete("suite/a")
+        .await
+        .expect("deleting a missing key is not an error");
+    cache.put("suite/short", b"x".to_vec(), 1).await;
+    assert!(
+        cache.get("suite/short").await.is_some(),
+        "fresh within its TTL"
+    );
+    clock.sleep(1_100).await;
+    assert_eq!(
+        cache.get("suite/short").await,
+        None,
+        "expired after its TTL"
+    );
+    cache.delete("suite/empty").await.expect("delete");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::rc::Rc;
+
+    use super::{MemoryCache, cache_suite};
+    use lore_base::ports::Clock;
+
+    /// A fixed clock that a sleep moves forward.
+    struct SleepClock(Cell<i64>);
+
+    impl Clock for SleepClock {
+        fn now_ms(&self) -> i64 {
+            self.0.get()
+        }
+        fn sleep(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()>>> {
+            self.0.set(self.0.get() + ms as i64);
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    #[test]
+    fn the_memory_cache_passes_the_cache_suite() {
+        let clock = Rc::new(SleepClock(Cell::new(1_767_225_600_000)));
+        let cache = MemoryCache::new(clock.clone());
+        futures_executor::block_on(cache_suite(&cache, clock.as_ref()));
+    }
+}
