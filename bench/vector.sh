@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Vector index comparison: lore's int8 HNSW (src/memory/vector/) beside hnsw_rs 0.3.5 (native
+# Vector index comparison: lore's int8 HNSW (crates/engine/src/memory/vector/) beside hnsw_rs 0.3.5 (native
 # only) and rust-cv hnsw 0.11, on the same seeded data in one binary (bench/vector/), natively
 # and as wasm32-unknown-unknown under node (V8, the engine of Cloudflare Workers).
 #

@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use lore::embed::builtin::{BuiltinEmbedder, MODEL_ID};
+use lore_embed::builtin::{BuiltinEmbedder, MODEL_ID};
 
 /// The query/memory pairs the distillation is scored on.
 const EVAL: &str = include_str!("../scripts/embedder-eval.tsv");

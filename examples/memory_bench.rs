@@ -16,11 +16,11 @@ use std::time::Instant;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome};
-use lore::embed::builtin::BuiltinEmbedder;
-use lore::native::ports::{EmbedderChoice, native_ports};
-use lore::ports::Embedder;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome};
+use lore_embed::builtin::BuiltinEmbedder;
+use lore::ports::{EmbedderChoice, native_ports};
+use lore_base::ports::Embedder;
+use lore_front::{Config, Lore};
 
 fn call(lore: &Lore, token: &str, tool: &str, args: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -89,7 +89,7 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let ports = native_ports(&dir.join("bench.db"), &EmbedderChoice::Builtin).unwrap();
     let lore = Lore::new(ports, Config::default());
-    let token = match block_on(admin::init(&lore.ports, "bench")).unwrap() {
+    let token = match block_on(admin::init(lore.ports(), "bench")).unwrap() {
         InitOutcome::Created(t) => t.token,
         other => panic!("{other:?}"),
     };

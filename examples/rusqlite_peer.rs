@@ -12,9 +12,9 @@
 //!   (fetching `limit + 1` rows to know whether there is a next page, as lore does); the cursor
 //!   is the last item's ULID, as in lore, so both take the same cursors.
 //!
-//! Those are exactly the storage reads lore does for the two methods (`src/native/sqlite.rs`),
+//! Those are exactly the storage reads lore does for the two methods (`src/sqlite.rs`),
 //! on the same database file, with the same serving model as `lore serve`
-//! (`src/native/server.rs`): hyper HTTP/1.1, the main thread accepting connections and handing
+//! (`src/server.rs`): hyper HTTP/1.1, the main thread accepting connections and handing
 //! them round-robin to one worker thread per core, each worker a current-thread tokio runtime
 //! with its own SQLite connection (WAL, `synchronous=FULL`, prepared statements cached), and
 //! mimalloc as the allocator. What it leaves out is everything else lore does per request:

@@ -29,14 +29,14 @@ use std::time::Instant;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome};
-use lore::native::ports::{OsRandom, SystemClock};
-use lore::native::sqlite::SqliteStorage;
-use lore::ports::Ports;
-use lore::sandbox::meter::Metered;
-use lore::sandbox::{Surface, run};
-use lore::sdk::{self, Tier};
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome};
+use lore::ports::{OsRandom, SystemClock};
+use lore::sqlite::SqliteStorage;
+use lore_base::ports::Ports;
+use lore_meter::Metered;
+use lore_engine::runs::{Surface, run};
+use lore_engine::sdk::{self, Tier};
+use lore_front::{Config, Lore};
 
 #[global_allocator]
 static ALLOCATOR: Metered<std::alloc::System> = Metered(std::alloc::System);
@@ -86,12 +86,12 @@ fn main() {
         background: None,
     };
     let lore = Lore::new(ports, Config::default());
-    let InitOutcome::Created(_) = block_on(admin::init(&lore.ports, "bench")).unwrap() else {
+    let InitOutcome::Created(_) = block_on(admin::init(lore.ports(), "bench")).unwrap() else {
         panic!("fresh database expected");
     };
     let caller = block_on(lore.local_caller(Some("bench"))).unwrap();
     let call = |path: &str, args: Value| -> Value {
-        let json = block_on(sdk::call(&lore, &caller, path, args, Tier::Admin))
+        let json = block_on(sdk::call(&lore.engine, &caller, path, args, Tier::Admin))
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(json.get()).unwrap()
     };
@@ -143,7 +143,7 @@ fn main() {
         for _ in 0..runs {
             let t = Instant::now();
             let r = block_on(run(
-                &lore,
+                &lore.engine,
                 &caller,
                 Surface::Query,
                 code,
@@ -181,13 +181,13 @@ fn main() {
     };
     // Parts of the fixed cost, each alone.
     let parts = {
-        let caps = lore::sandbox::caps::ScriptCaps::default();
+        let caps = lore_sandbox::caps::ScriptCaps::default();
         let mut strip = Vec::with_capacity(runs);
         let mut realm = Vec::with_capacity(runs);
         let mut commit = Vec::with_capacity(runs);
         for i in 0..runs {
             let t = Instant::now();
-            lore::sandbox::strip::strip(TEN_READS, &caps).unwrap();
+            lore_sandbox::strip::strip(TEN_READS, &caps).unwrap();
             strip.push(t.elapsed().as_secs_f64() * 1000.0);
             let t = Instant::now();
             let context = boa_engine::Context::builder()
@@ -196,10 +196,10 @@ fn main() {
                 .unwrap();
             drop(context);
             realm.push(t.elapsed().as_secs_f64() * 1000.0);
-            let mut batch = lore::storage::Batch::new();
+            let mut batch = lore_base::storage::Batch::new();
             batch.put(format!("bench/commit/{i}"), vec![b'x'; 600]);
             let t = Instant::now();
-            block_on(lore.ports.storage.commit(batch)).unwrap();
+            block_on(lore.ports().storage.commit(batch)).unwrap();
             commit.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         json!({

@@ -28,15 +28,15 @@ use futures_executor::block_on;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome};
-use lore::native::ports::{OsRandom, SystemClock};
-use lore::native::sqlite::SqliteStorage;
-use lore::ports::Ports;
-use lore::records::entities::Entity;
-use lore::sdk::{self, Tier};
-use lore::sql::catalog::{Catalog, Needed};
-use lore::sql::{Budget, QuerySql};
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome};
+use lore::ports::{OsRandom, SystemClock};
+use lore::sqlite::SqliteStorage;
+use lore_base::ports::Ports;
+use lore_engine::records::entities::Entity;
+use lore_engine::sdk::{self, Tier};
+use lore_engine::sql::catalog::{Catalog, Needed};
+use lore_engine::sql::{Budget, QuerySql};
+use lore_front::{Config, Lore};
 
 const TYPES: &[&str] = &[
     "ticket",
@@ -108,12 +108,12 @@ fn main() {
     cold_config.sql.cache_bytes = 0;
     let cold = Lore::new(ports.clone(), cold_config);
     let lore = Lore::new(ports, config);
-    let InitOutcome::Created(_) = block_on(admin::init(&lore.ports, "bench")).unwrap() else {
+    let InitOutcome::Created(_) = block_on(admin::init(lore.ports(), "bench")).unwrap() else {
         panic!("fresh database expected");
     };
     let caller = block_on(lore.local_caller(Some("bench"))).unwrap();
     let call = |path: &str, args: Value| -> Value {
-        let json = block_on(sdk::call(&lore, &caller, path, args, Tier::Admin))
+        let json = block_on(sdk::call(&lore.engine, &caller, path, args, Tier::Admin))
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(json.get()).unwrap()
     };
@@ -143,7 +143,7 @@ fn main() {
 
     // The same rows in SQLite.
     let prefix = caller.keys().entities();
-    let stored = block_on(lore.ports.storage.scan_all(&prefix)).unwrap();
+    let stored = block_on(lore.ports().storage.scan_all(&prefix)).unwrap();
     let sqlite = Connection::open_in_memory().unwrap();
     sqlite
         .execute_batch(
@@ -204,11 +204,11 @@ fn main() {
             cursor: None,
             order_by: None,
         };
-        block_on(lore::sql::query(
-            &lore.ports,
+        block_on(lore_engine::sql::query(
+            lore.ports(),
             &caller,
             &lore.config.sql,
-            lore.sql_cache(),
+            &lore.engine.sql_cache,
             None,
             args,
         ))
@@ -232,8 +232,8 @@ fn main() {
             want,
             "{label}: lore (cached) and rusqlite disagree"
         );
-        let parsed = lore::sql::statement::parse(sql).unwrap();
-        let types = lore::sql::entity_types(&parsed.entity_types, &[]);
+        let parsed = lore_engine::sql::statement::parse(sql).unwrap();
+        let types = lore_engine::sql::entity_types(&parsed.entity_types, &[]);
         // The prefixes the load reads: the whole table, or one per pushed-down type.
         let prefixes: Vec<String> = match &types {
             None => vec![prefix.clone()],
@@ -256,7 +256,7 @@ fn main() {
             warm.push(ms(t));
             let t = Instant::now();
             for p in &prefixes {
-                std::hint::black_box(block_on(lore.ports.storage.scan_all(p)).unwrap());
+                std::hint::black_box(block_on(lore.ports().storage.scan_all(p)).unwrap());
             }
             scan.push(ms(t));
             let t = Instant::now();
@@ -265,10 +265,10 @@ fn main() {
                 names: &parsed.identifiers,
                 entity_types: types.as_ref(),
             };
-            let catalog = block_on(Catalog::read(&lore.ports, &caller)).unwrap();
-            let mut budget = Budget::new(lore.ports.clock.clone(), i64::MAX, usize::MAX);
+            let catalog = block_on(Catalog::read(lore.ports(), &caller)).unwrap();
+            let mut budget = Budget::new(lore.ports().clock.clone(), i64::MAX, usize::MAX);
             std::hint::black_box(
-                block_on(catalog.load(&lore.ports, &caller, "entities", &mut budget, &needed))
+                block_on(catalog.load(lore.ports(), &caller, "entities", &mut budget, &needed))
                     .unwrap(),
             );
             load.push(ms(t));
@@ -287,7 +287,7 @@ fn main() {
             l - d
         );
     }
-    let (entries, bytes, hits, misses) = lore.sql_cache().stats();
+    let (entries, bytes, hits, misses) = lore.engine.sql_cache.stats();
     println!(
         "\n{entities} entities. Cold: an instance without the table cache (every query scans and decodes, after predicate push-down). Warm: the same query repeated on an instance with the cache ({entries} tables kept, ~{:.0} MiB estimated; {hits} hits, {misses} misses).",
         bytes as f64 / (1 << 20) as f64

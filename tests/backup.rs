@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_executor::block_on;
-use lore::native::backup::{backup, doctor, restore};
-use lore::native::sqlite::SqliteStorage;
-use lore::storage::{Batch, Storage};
+use lore::backup::{backup, doctor, restore};
+use lore::sqlite::SqliteStorage;
+use lore_base::storage::{Batch, Storage};
 
 /// A fresh directory under the system temp dir, removed when dropped.
 struct Dir(PathBuf);

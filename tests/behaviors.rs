@@ -15,17 +15,17 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore::admin::{self, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 /// A background port that keeps the tasks it is given until the test runs them.
 #[derive(Default)]
 struct Later(std::cell::RefCell<Vec<Pin<Box<dyn Future<Output = ()>>>>>);
 
-impl lore::ports::Background for Later {
+impl lore_base::ports::Background for Later {
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>) {
         self.0.borrow_mut().push(task);
     }
@@ -35,7 +35,7 @@ fn harness() -> Harness {
     harness_with(None)
 }
 
-fn harness_with(background: Option<Rc<dyn lore::ports::Background>>) -> Harness {
+fn harness_with(background: Option<Rc<dyn lore_base::ports::Background>>) -> Harness {
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
         clock: Rc::new(JumpClock::starting_at(1_767_225_600_000)),
@@ -63,7 +63,7 @@ fn token(h: &Harness, role: Role) -> String {
         name: None,
         expires_at_ms: None,
     };
-    block_on(admin::create_token(&h.lore.ports, request))
+    block_on(admin::create_token(h.lore.ports(), request))
         .unwrap()
         .token
 }

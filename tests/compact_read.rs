@@ -12,10 +12,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore::admin::{self, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::ports::{Embedder, Ports};
-use lore::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::{Embedder, Ports};
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
@@ -192,7 +192,7 @@ fn viewer(h: &Harness) -> String {
         name: None,
         expires_at_ms: None,
     };
-    block_on(admin::create_token(&h.lore.ports, request))
+    block_on(admin::create_token(h.lore.ports(), request))
         .unwrap()
         .token
 }
@@ -374,7 +374,7 @@ fn declarations_are_the_callers_own() {
 #[test]
 fn another_orgs_records_are_not_found_and_never_found() {
     let o = org();
-    let other = block_on(admin::create_org(&o.h.lore.ports, "globex"))
+    let other = block_on(admin::create_org(o.h.lore.ports(), "globex"))
         .unwrap()
         .token;
     let r = http(
@@ -537,7 +537,7 @@ fn urls_point_at_the_fetch_route_which_needs_a_token() {
 }
 
 /// The owner's `Caller`, for calling the core directly.
-fn owner(o: &Org) -> lore::auth::Caller {
+fn owner(o: &Org) -> lore_directory::Caller {
     let mut headers = http::HeaderMap::new();
     headers.insert(
         "authorization",
@@ -551,8 +551,8 @@ fn owner(o: &Org) -> lore::auth::Caller {
 #[test]
 fn without_a_base_url_ids_are_lore_urls() {
     let o = org();
-    let page = block_on(lore::compact::fetch::fetch(
-        &o.h.lore,
+    let page = block_on(lore_engine::compact::fetch::fetch(
+        &o.h.lore.engine,
         &owner(&o),
         "/types/Offer",
         None,
@@ -560,8 +560,8 @@ fn without_a_base_url_ids_are_lore_urls() {
     .unwrap();
     assert_eq!(page["url"], "lore://acme/types/Offer");
     assert_eq!(page["id"], "/types/Offer");
-    let page = block_on(lore::compact::fetch::fetch(
-        &o.h.lore,
+    let page = block_on(lore_engine::compact::fetch::fetch(
+        &o.h.lore.engine,
         &owner(&o),
         "lore://acme/docs/caps",
         None,
@@ -593,8 +593,8 @@ fn the_entity_scan_reads_the_newest_windows_first() {
         }
     }
     let caller = owner(&o);
-    let all = block_on(lore::compact::catalog::newest_entities(
-        &o.h.lore, &caller, 20,
+    let all = block_on(lore_engine::compact::catalog::newest_entities(
+        &o.h.lore.engine, &caller, 20,
     ))
     .unwrap();
     let names: Vec<&str> = all.iter().map(|e| e.name.as_str()).collect();
@@ -614,8 +614,8 @@ fn the_entity_scan_reads_the_newest_windows_first() {
         ]
     );
     // Five: the whole last day, then the 30-day window fills the rest (its oldest first).
-    let five = block_on(lore::compact::catalog::newest_entities(
-        &o.h.lore, &caller, 5,
+    let five = block_on(lore_engine::compact::catalog::newest_entities(
+        &o.h.lore.engine, &caller, 5,
     ))
     .unwrap();
     let names: Vec<&str> = five.iter().map(|e| e.name.as_str()).collect();

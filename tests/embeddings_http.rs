@@ -1,7 +1,6 @@
 //! The OpenAI-compatible embedder through the real native HTTP client (`UreqClient`) against a
 //! stub embeddings server this test starts on 127.0.0.1: batching, ordering by `index`, the
 //! bearer key, every error an endpoint can cause, and the native wiring of both embedders.
-#![cfg(feature = "native")]
 // A native test: the stub server runs on its own thread.
 #![allow(clippy::disallowed_methods)]
 
@@ -13,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::embed::openai::{MAX_BATCH, OpenAiConfig, OpenAiEmbedder};
-use lore::native::ports::{EmbedderChoice, UreqClient, native_ports};
-use lore::ports::Embedder;
+use lore_embed::openai::{MAX_BATCH, OpenAiConfig, OpenAiEmbedder};
+use lore::ports::{EmbedderChoice, UreqClient, native_ports};
+use lore_base::ports::Embedder;
 
 /// What the stub saw of one request.
 #[derive(Debug, Clone)]
@@ -301,7 +300,7 @@ fn native_ports_embed_with_the_builtin_model_unless_an_endpoint_is_chosen() {
 
     let ports = native_ports(&db, &EmbedderChoice::default()).unwrap();
     let builtin = ports.embedder.expect("an embedder by default");
-    assert_eq!(builtin.model_id(), lore::embed::builtin::MODEL_ID);
+    assert_eq!(builtin.model_id(), lore_embed::builtin::MODEL_ID);
     assert_eq!(builtin.dimensions(), 256);
     let vectors = block_on(builtin.embed(&texts(2))).unwrap();
     assert_eq!(vectors[0].len(), 256);

@@ -15,9 +15,9 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore::ports::{Clock, Ports};
-use lore::storage::Storage;
-use lore::storage::memory::MemoryStorage;
+use lore_base::ports::{Clock, Ports};
+use lore_base::storage::Storage;
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::faulty::{FaultyStorage, INJECTED};
 use lore_testing::ports::SeqRandom;
 

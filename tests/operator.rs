@@ -7,9 +7,9 @@ use std::rc::Rc;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 const SECRET: &str = "an-operator-secret-of-at-least-32-characters";

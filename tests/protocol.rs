@@ -6,11 +6,11 @@ use std::rc::Rc;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{MemoryCache, SeqRandom, StepClock};
 
 struct Harness {
@@ -36,7 +36,7 @@ impl Harness {
     }
 
     /// A harness whose core has `cache` as its cache port (as on Spin).
-    fn with_cache(cache: Option<Rc<dyn lore::ports::Cache>>) -> Self {
+    fn with_cache(cache: Option<Rc<dyn lore_base::ports::Cache>>) -> Self {
         let ports = Ports {
             storage: Rc::new(MemoryStorage::new()),
             clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
@@ -47,7 +47,7 @@ impl Harness {
             background: None,
         };
         let lore = Lore::new(ports, Config::default());
-        let owner = match block_on(admin::init(&lore.ports, "default")).unwrap() {
+        let owner = match block_on(admin::init(lore.ports(), "default")).unwrap() {
             InitOutcome::Created(t) => t.token,
             other => panic!("{other:?}"),
         };
@@ -63,7 +63,7 @@ impl Harness {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(&self.lore.ports, request))
+        block_on(admin::create_token(self.lore.ports(), request))
             .unwrap()
             .token
     }
@@ -898,7 +898,7 @@ fn legacy_handshake_issues_a_session_that_delete_ends() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
     let instructions = r.body["result"]["instructions"].as_str().unwrap();
-    for tool in lore::tools::listed(lore::model::Profile::Workspace) {
+    for tool in lore_engine::tools::listed(lore_base::model::Profile::Workspace) {
         assert!(
             instructions.contains(tool.name),
             "instructions omit {}",
@@ -907,7 +907,7 @@ fn legacy_handshake_issues_a_session_that_delete_ends() {
     }
     for name in ["query_sdk", "query_sql", "run_sdk"] {
         assert!(
-            !instructions.contains(name) || lore::tools::find(name).is_some(),
+            !instructions.contains(name) || lore_engine::tools::find(name).is_some(),
             "instructions name {name}, which does not exist yet"
         );
     }
@@ -1099,7 +1099,7 @@ fn malformed_requests_get_the_right_status_and_code() {
         403,
         -32003,
     );
-    let big = vec![b' '; lore::DEFAULT_MAX_BODY + 1];
+    let big = vec![b' '; lore_front::DEFAULT_MAX_BODY + 1];
     check_error(&h, &[], &big, 413, -32600);
 
     // 2026-07-28 checks, in order: _meta, header agreement, version, Mcp-Method, Mcp-Name.
@@ -1239,7 +1239,7 @@ fn revoked_and_expired_tokens_stop_working() {
         name: None,
         expires_at_ms: Some(1),
     };
-    let expired = block_on(admin::create_token(&h.lore.ports, request)).unwrap();
+    let expired = block_on(admin::create_token(h.lore.ports(), request)).unwrap();
     assert_eq!(
         h.post_as(&expired.token, "/mcp", &[], &rpc("ping", json!({})))
             .status,
@@ -1253,14 +1253,14 @@ fn revoked_and_expired_tokens_stop_working() {
         name: None,
         expires_at_ms: None,
     };
-    let live = block_on(admin::create_token(&h.lore.ports, request)).unwrap();
+    let live = block_on(admin::create_token(h.lore.ports(), request)).unwrap();
     assert_eq!(
         h.post_as(&live.token, "/mcp", &[], &rpc("ping", json!({})))
             .status,
         200
     );
     block_on(admin::revoke_token(
-        &h.lore.ports,
+        h.lore.ports(),
         "default",
         &live.token_id,
     ))
@@ -1273,7 +1273,7 @@ fn revoked_and_expired_tokens_stop_working() {
             .unwrap()
             .contains("revoked")
     );
-    let listed = block_on(admin::list_tokens(&h.lore.ports, "default")).unwrap();
+    let listed = block_on(admin::list_tokens(h.lore.ports(), "default")).unwrap();
     assert!(listed.iter().any(|t| t.id == live.token_id && t.revoked));
 }
 
@@ -1282,7 +1282,7 @@ fn revoked_and_expired_tokens_stop_working() {
 /// is refused at once although the cache was warm.
 #[test]
 fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
-    let clock: Rc<dyn lore::ports::Clock> = Rc::new(StepClock::starting_at(1_767_225_600_000));
+    let clock: Rc<dyn lore_base::ports::Clock> = Rc::new(StepClock::starting_at(1_767_225_600_000));
     let cache = Rc::new(MemoryCache::new(clock));
     let h = Harness::with_cache(Some(cache.clone()));
     let issue = || {
@@ -1294,10 +1294,10 @@ fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(&h.lore.ports, request)).unwrap()
+        block_on(admin::create_token(h.lore.ports(), request)).unwrap()
     };
     let cached = |token: &str| {
-        cache.contains(&lore::keys::cached_credential(&lore::keys::sha256_hex(
+        cache.contains(&lore_base::keys::cached_credential(&lore_base::keys::sha256_hex(
             token,
         )))
     };
@@ -1315,7 +1315,7 @@ fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
         hits + 1,
         "the second request reads the cache"
     );
-    block_on(admin::revoke_token(&h.lore.ports, "default", &t.token_id)).unwrap();
+    block_on(admin::revoke_token(h.lore.ports(), "default", &t.token_id)).unwrap();
     assert!(
         !cached(&t.token),
         "revocation deletes the cached credential"
@@ -1477,7 +1477,7 @@ fn orgs_are_isolated_and_roles_and_scopes_are_enforced() {
         "save_memory",
         json!({"content": "The default org's secret plan is Zephyr"}),
     );
-    let other = block_on(admin::create_org(&h.lore.ports, "other"))
+    let other = block_on(admin::create_org(h.lore.ports(), "other"))
         .unwrap()
         .token;
     let r = h.call(
@@ -1597,7 +1597,7 @@ fn progress_tokens_stream_progress_before_the_result() {
 fn instances_sharing_one_store_see_each_others_writes() {
     // Two core instances on one store, like two worker threads or two edge isolates.
     let h = Harness::new();
-    let second = Lore::new(h.lore.ports.clone(), Config::default());
+    let second = Lore::new(h.lore.ports().clone(), Config::default());
     let second = Harness {
         lore: second,
         owner: h.owner.clone(),
@@ -1730,7 +1730,7 @@ fn a_late_commit_with_an_older_timestamp_is_still_found() {
     let h = Harness::new();
     let skewed = Ports {
         clock: Rc::new(StepClock::starting_at(1_767_225_600_000 + 3_600_000)),
-        ..h.lore.ports.clone()
+        ..h.lore.ports().clone()
     };
     let ahead = Harness {
         lore: Lore::new(skewed, Config::default()),
@@ -1872,7 +1872,7 @@ fn batches_follow_the_session_version_and_sessions_expire() {
     // A day later the session is gone.
     let later = Ports {
         clock: Rc::new(StepClock::starting_at(1_767_225_600_000 + 25 * 3_600_000)),
-        ..h.lore.ports.clone()
+        ..h.lore.ports().clone()
     };
     let later = Harness {
         lore: Lore::new(later, Config::default()),
@@ -2110,7 +2110,7 @@ fn saving_the_same_text_about_the_same_entities_returns_the_first_id() {
     ));
     assert_eq!(repeat[0], newer[0]);
     // Another org's identical text is its own memory.
-    let other = block_on(admin::create_org(&h.lore.ports, "other"))
+    let other = block_on(admin::create_org(h.lore.ports(), "other"))
         .unwrap()
         .token;
     let theirs = h.call(

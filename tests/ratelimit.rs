@@ -10,12 +10,12 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore::admin::{self, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
-use lore::ratelimit::{MemoryLimiter, RateLimits};
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::ratelimit::{MemoryLimiter, RateLimits};
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 struct World {
@@ -59,7 +59,7 @@ impl World {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(&self.h.lore.ports, request))
+        block_on(admin::create_token(self.h.lore.ports(), request))
             .unwrap()
             .token
     }
@@ -219,8 +219,8 @@ fn an_org_may_lower_its_limits_and_never_raise_them() {
 fn scripts_past_the_servers_cap_or_an_orgs_or_tokens_share_are_refused_saying_whose() {
     let mut w = world();
     // 4 slots: an org may hold 2 of them, a token 1.
-    let slots = lore::ratelimit::ScriptSlots::new(4);
-    let ports = w.h.lore.ports.clone();
+    let slots = lore_base::ratelimit::ScriptSlots::new(4);
+    let ports = w.h.lore.ports().clone();
     let lore = std::mem::replace(&mut w.h.lore, Lore::new(ports, Config::default()));
     w.h.lore = lore.with_script_slots(slots.clone());
     let owner = w.h.owner.clone();
@@ -255,7 +255,7 @@ fn scripts_past_the_servers_cap_or_an_orgs_or_tokens_share_are_refused_saying_wh
     let again = slots.try_take("acme", "t1");
     assert!(matches!(
         again,
-        Err(lore::ratelimit::SlotsFull::Org { .. } | lore::ratelimit::SlotsFull::Token { .. })
+        Err(lore_base::ratelimit::SlotsFull::Org { .. } | lore_base::ratelimit::SlotsFull::Token { .. })
     ));
     drop(by_token);
     // The server's whole cap: every slot held, any org is refused.

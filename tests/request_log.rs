@@ -9,9 +9,9 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore::ports::Ports;
-use lore::request_log::{Line, REQUEST_ID_HEADER};
-use lore::storage::memory::MemoryStorage;
+use lore_base::ports::Ports;
+use lore_front::request_log::{Line, REQUEST_ID_HEADER};
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{SeqRandom, StepClock};
 
 fn harness() -> Harness {

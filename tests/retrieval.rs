@@ -15,9 +15,9 @@ use std::rc::Rc;
 use serde_json::{Value, json};
 
 use common::{Harness, ids};
-use lore::memory::Ranking;
-use lore::ports::{Embedder, Ports};
-use lore::storage::memory::MemoryStorage;
+use lore_engine::memory::Ranking;
+use lore_base::ports::{Embedder, Ports};
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{SeqRandom, StepClock};
 
 fn lines(path: &str) -> Vec<Value> {
@@ -63,7 +63,7 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
     let corpus = lines("bench/retrieval/corpus.jsonl");
     let queries = lines("bench/retrieval/queries.jsonl");
     assert!(corpus.len() >= 2_000 && queries.len() >= 200);
-    let embedder: Rc<dyn Embedder> = Rc::new(lore::embed::builtin::BuiltinEmbedder::new());
+    let embedder: Rc<dyn Embedder> = Rc::new(lore_embed::builtin::BuiltinEmbedder::new());
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
         clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
@@ -91,7 +91,7 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
         ("vector", Ranking::Vector),
         ("hybrid", Ranking::Hybrid),
     ] {
-        h.lore.set_ranking(ranking);
+        h.lore.engine.set_ranking(ranking);
         let s = evaluate(&h, &queries, &event_of);
         println!(
             "{name:>6}: recall@5 {:.3}  MRR@10 {:.3}  ({} queries, {} memories)",

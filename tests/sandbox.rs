@@ -6,8 +6,8 @@ mod common;
 
 /// The memory cap counts through the allocator, as in `lore serve`.
 #[global_allocator]
-static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
-    lore::sandbox::meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
+    lore_meter::Metered(std::alloc::System);
 
 use std::rc::Rc;
 
@@ -15,10 +15,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore::admin::{self, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 fn harness() -> Harness {
@@ -50,7 +50,7 @@ fn token(h: &Harness, role: Role, scopes: &str) -> String {
         name: None,
         expires_at_ms: None,
     };
-    block_on(admin::create_token(&h.lore.ports, request))
+    block_on(admin::create_token(h.lore.ports(), request))
         .unwrap()
         .token
 }
@@ -412,7 +412,7 @@ struct Recorder {
     chunks: std::cell::RefCell<Vec<Vec<u8>>>,
 }
 
-impl lore::mcp::reply::ReplyStream for Recorder {
+impl lore_front::mcp::reply::ReplyStream for Recorder {
     fn start(&self, status: u16, headers: &[(String, String)]) {
         assert!(self.chunks.borrow().is_empty(), "the head goes first");
         *self.head.borrow_mut() = Some((status, headers.to_vec()));
@@ -515,19 +515,19 @@ struct WitnessCache {
 }
 
 #[async_trait::async_trait(?Send)]
-impl lore::ports::Cache for WitnessCache {
+impl lore_base::ports::Cache for WitnessCache {
     async fn get(&self, key: &str) -> Option<Vec<u8>> {
         self.inner.get(key).await
     }
     async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
         self.inner.put(key, bytes, ttl_secs).await
     }
-    async fn delete(&self, key: &str) -> Result<(), lore::ports::PortError> {
-        use lore::storage::Storage;
+    async fn delete(&self, key: &str) -> Result<(), lore_base::ports::PortError> {
+        use lore_base::storage::Storage;
         let hash = key.rsplit('/').next().unwrap_or_default();
         let stored = self
             .storage
-            .get(&lore::keys::token_by_hash(hash))
+            .get(&lore_base::keys::token_by_hash(hash))
             .await
             .unwrap()
             .unwrap_or_default();
@@ -558,7 +558,7 @@ fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
     };
     let h = Harness::on(ports, "acme");
     let agent = token(&h, Role::Member, "mcp:read");
-    let id = block_on(lore::auth::verify_token(&h.lore.ports, &agent))
+    let id = block_on(lore_directory::tokens::verify_token(h.lore.ports(), &agent))
         .unwrap()
         .token
         .unwrap()

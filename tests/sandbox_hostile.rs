@@ -1,14 +1,14 @@
 //! Hostile scripts: each must end as a clean, structured error (most of them a named cap)
 //! while the server keeps serving — after every case a second org's client gets its answer.
 //! The cases run on a thread with the stack the native server gives the threads that run
-//! scripts ([`lore::sandbox::STACK_BYTES`]); a case that overflowed it would abort this test.
+//! scripts ([`lore_sandbox::failure::STACK_BYTES`]); a case that overflowed it would abort this test.
 
 mod common;
 
 /// The memory cap counts through the allocator, as in `lore serve`.
 #[global_allocator]
-static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
-    lore::sandbox::meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
+    lore_meter::Metered(std::alloc::System);
 
 use std::rc::Rc;
 
@@ -16,8 +16,8 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{SeqRandom, StepClock};
 
 enum Expect {
@@ -437,7 +437,7 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
 #[test]
 fn hostile_scripts_end_cleanly_and_other_orgs_keep_being_served() {
     let worker = std::thread::Builder::new()
-        .stack_size(lore::sandbox::STACK_BYTES)
+        .stack_size(lore_sandbox::failure::STACK_BYTES)
         .spawn(run_cases)
         .unwrap();
     worker
@@ -447,7 +447,7 @@ fn hostile_scripts_end_cleanly_and_other_orgs_keep_being_served() {
 
 fn run_cases() {
     assert!(
-        lore::sandbox::meter::installed(),
+        lore_meter::installed(),
         "the memory cases need the metered allocator"
     );
     let ports = Ports {
@@ -460,7 +460,7 @@ fn run_cases() {
         background: None,
     };
     let h = Harness::on(ports, "acme");
-    let other = block_on(lore::admin::create_org(&h.lore.ports, "globex"))
+    let other = block_on(lore_directory::admin::create_org(h.lore.ports(), "globex"))
         .unwrap()
         .token;
     let made = h.call(&other, "run_sdk", json!({"code": "await client.templates.create({name: 'secret', schema: {type: 'object'}}); return (await client.entities.create({type: 'secret', name: 'plans'})).id"}));
@@ -542,7 +542,7 @@ fn run_cases() {
 #[test]
 fn a_script_never_runs_past_its_wall_clock_cap_whatever_it_calls() {
     let worker = std::thread::Builder::new()
-        .stack_size(lore::sandbox::STACK_BYTES)
+        .stack_size(lore_sandbox::failure::STACK_BYTES)
         .spawn(|| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -559,17 +559,17 @@ fn a_script_never_runs_past_its_wall_clock_cap_whatever_it_calls() {
 async fn wall_clock_cases() {
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(lore::native::ports::SystemClock),
+        clock: Rc::new(lore::ports::SystemClock),
         random: Rc::new(SeqRandom::seeded(5)),
         http: None,
         embedder: None,
         cache: None,
         background: None,
     };
-    let lore = lore::Lore::new(ports, lore::Config::default());
-    lore::admin::init(&lore.ports, "acme").await.unwrap();
+    let lore = lore_front::Lore::new(ports, lore_front::Config::default());
+    lore_directory::admin::init(lore.ports(), "acme").await.unwrap();
     let caller = lore.local_caller(Some("acme")).await.unwrap();
-    let caps = lore::sandbox::caps::ScriptCaps {
+    let caps = lore_sandbox::caps::ScriptCaps {
         wall_ms: 400,
         steps: 1 << 40,
         ..Default::default()
@@ -588,10 +588,10 @@ async fn wall_clock_cases() {
         }
         #[allow(clippy::disallowed_methods)] // a native test: wall time from the OS
         let started = std::time::Instant::now();
-        let r = lore::sandbox::run_with_caps(
-            &lore,
+        let r = lore_engine::runs::run_with_caps(
+            &lore.engine,
             &caller,
-            lore::sandbox::Surface::Query,
+            lore_engine::runs::Surface::Query,
             code,
             None,
             false,
@@ -600,7 +600,7 @@ async fn wall_clock_cases() {
         .await;
         let elapsed = started.elapsed();
         let failure = match r {
-            Err(lore::error::LoreError::Script(f)) => f,
+            Err(lore_base::error::LoreError::Script(f)) => f,
             other => panic!("{code}: {other:?}"),
         };
         assert_eq!(failure.cap, Some("wall_clock"), "{code}: {failure:?}");

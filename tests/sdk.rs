@@ -9,11 +9,11 @@ use expect_test::expect_file;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 struct Harness {
@@ -45,7 +45,7 @@ impl Harness {
             background: None,
         };
         let lore = Lore::new(ports, Config::default());
-        let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {
+        let owner = match block_on(admin::init(lore.ports(), "acme")).unwrap() {
             InitOutcome::Created(t) => t.token,
             other => panic!("{other:?}"),
         };
@@ -61,7 +61,7 @@ impl Harness {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(&self.lore.ports, request))
+        block_on(admin::create_token(self.lore.ports(), request))
             .unwrap()
             .token
     }
@@ -183,10 +183,10 @@ fn a_viewer_declarations_hold_only_read_methods() {
 
 #[test]
 fn admin_tool_schemas_are_a_golden_snapshot() {
-    let all: serde_json::Map<String, Value> = lore::tools::admin_tools()
+    let all: serde_json::Map<String, Value> = lore_engine::tools::admin_tools()
         .map(|t| {
             let schema = t.input_schema();
-            lore::schema::compile(&schema).expect("admin tool schemas compile");
+            lore_base::schema::compile(&schema).expect("admin tool schemas compile");
             (
                 t.name.to_string(),
                 json!({"description": t.description, "inputSchema": schema}),
@@ -200,14 +200,14 @@ fn admin_tool_schemas_are_a_golden_snapshot() {
 #[test]
 fn admin_tools_are_not_on_tools_list() {
     let listed: Vec<&str> = [
-        lore::model::Profile::Workspace,
-        lore::model::Profile::Compact,
+        lore_base::model::Profile::Workspace,
+        lore_base::model::Profile::Compact,
     ]
     .into_iter()
-    .flat_map(lore::tools::listed)
+    .flat_map(lore_engine::tools::listed)
     .map(|t| t.name)
     .collect();
-    for tool in lore::tools::admin_tools() {
+    for tool in lore_engine::tools::admin_tools() {
         assert!(
             !listed.contains(&tool.name),
             "{} is on tools/list",
@@ -601,15 +601,15 @@ fn webhook_deliveries_are_verified_deduplicated_and_searchable() {
 
 /// A stand-in for an external HTTP service (a tracker API), recording what lore sends it.
 struct Tracker {
-    seen: std::cell::RefCell<Vec<lore::ports::OutboundRequest>>,
+    seen: std::cell::RefCell<Vec<lore_base::ports::OutboundRequest>>,
 }
 
 #[async_trait::async_trait(?Send)]
-impl lore::ports::HttpClient for Tracker {
+impl lore_base::ports::HttpClient for Tracker {
     async fn send(
         &self,
-        request: lore::ports::OutboundRequest,
-    ) -> Result<lore::ports::OutboundResponse, lore::ports::PortError> {
+        request: lore_base::ports::OutboundRequest,
+    ) -> Result<lore_base::ports::OutboundResponse, lore_base::ports::PortError> {
         let auth = request
             .headers
             .iter()
@@ -622,7 +622,7 @@ impl lore::ports::HttpClient for Tracker {
             json!({"echo": {"url": request.url, "authorization": auth}})
         };
         self.seen.borrow_mut().push(request);
-        Ok(lore::ports::OutboundResponse {
+        Ok(lore_base::ports::OutboundResponse {
             status: 200,
             headers: Vec::new(),
             body: serde_json::to_vec(&body).unwrap(),
@@ -636,7 +636,7 @@ fn connections_operations_and_feeds_call_out_with_the_secret_and_never_show_it()
         seen: Default::default(),
     });
     let mut h = Harness::new();
-    h.lore.ports.http = Some(tracker.clone());
+    h.lore.engine.ports.http = Some(tracker.clone());
     h.sample_org();
     let ticket = h.ok(
         "Ticket.create",
@@ -715,7 +715,7 @@ fn the_admin_tool_index_lists_every_tool_with_its_schema() {
     );
     assert_eq!(r.status, 200, "{}", r.text);
     let tools = r.json()["tools"].as_array().unwrap().clone();
-    assert_eq!(tools.len(), lore::tools::admin_tools().count());
+    assert_eq!(tools.len(), lore_engine::tools::admin_tools().count());
     assert!(tools.iter().all(|t| t["inputSchema"].is_object()));
     let r = h.request(
         "GET",
@@ -730,15 +730,15 @@ fn the_admin_tool_index_lists_every_tool_with_its_schema() {
 /// An upstream that echoes the credential it was sent in every encoding an echo service (or
 /// a hostile upstream) might use.
 struct Echo {
-    seen: std::cell::RefCell<Vec<lore::ports::OutboundRequest>>,
+    seen: std::cell::RefCell<Vec<lore_base::ports::OutboundRequest>>,
 }
 
 #[async_trait::async_trait(?Send)]
-impl lore::ports::HttpClient for Echo {
+impl lore_base::ports::HttpClient for Echo {
     async fn send(
         &self,
-        request: lore::ports::OutboundRequest,
-    ) -> Result<lore::ports::OutboundResponse, lore::ports::PortError> {
+        request: lore_base::ports::OutboundRequest,
+    ) -> Result<lore_base::ports::OutboundResponse, lore_base::ports::PortError> {
         use base64::Engine;
         let auth = request
             .headers
@@ -763,7 +763,7 @@ impl lore::ports::HttpClient for Echo {
             "unicode_escaped": secret.encode_utf16().map(|u| format!("\\u{u:04x}")).collect::<String>(),
         });
         self.seen.borrow_mut().push(request);
-        Ok(lore::ports::OutboundResponse {
+        Ok(lore_base::ports::OutboundResponse {
             status: 200,
             headers: Vec::new(),
             body: serde_json::to_vec(&body).unwrap(),
@@ -778,7 +778,7 @@ fn connection_calls_stay_under_the_base_path_and_encoded_credentials_come_back_r
         seen: Default::default(),
     });
     let mut h = Harness::new();
-    h.lore.ports.http = Some(echo.clone());
+    h.lore.engine.ports.http = Some(echo.clone());
     let secret = "tok_3xAmple/s3cret+value=";
     h.ok(
         "manage_connections",
@@ -899,7 +899,7 @@ fn connection_calls_stay_under_the_base_path_and_encoded_credentials_come_back_r
 #[test]
 fn another_orgs_agent_cannot_be_adopted_and_is_answered_as_an_unknown_id() {
     let h = Harness::new();
-    let globex = block_on(admin::create_org(&h.lore.ports, "globex"))
+    let globex = block_on(admin::create_org(h.lore.ports(), "globex"))
         .unwrap()
         .token;
     let api_at = |org: &str, token: &str, name: &str, args: Value| {
@@ -978,7 +978,7 @@ fn another_orgs_agent_cannot_be_adopted_and_is_answered_as_an_unknown_id() {
 fn one_nesting_limit_holds_for_everything_stored_and_reads_back_into_scripts() {
     // Scripts run inline here: give them the stack the server's script threads have.
     std::thread::Builder::new()
-        .stack_size(lore::sandbox::STACK_BYTES)
+        .stack_size(lore_sandbox::failure::STACK_BYTES)
         .spawn(nesting_limit_cases)
         .unwrap()
         .join()
@@ -995,7 +995,7 @@ fn nesting_limit_cases() {
         }
         v
     };
-    let limit = lore::schema::MAX_STORED_DEPTH;
+    let limit = lore_base::schema::MAX_STORED_DEPTH;
     // Every way a value is stored refuses one level too many, naming the field and the limit.
     let refused = |name: &str, args: Value| {
         let r = h.api(&h.owner, name, args);

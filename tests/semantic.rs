@@ -12,10 +12,10 @@ use futures_executor::block_on;
 use serde_json::json;
 
 use common::{Harness, ids};
-use lore::admin;
-use lore::memory::Ranking;
-use lore::ports::{Embedder, Ports, Storage};
-use lore::storage::memory::MemoryStorage;
+use lore_directory::admin;
+use lore_engine::memory::Ranking;
+use lore_base::ports::{Embedder, Ports, Storage};
+use lore_base::storage::memory::MemoryStorage;
 use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
@@ -80,7 +80,7 @@ fn a_cold_instance_loads_the_snapshot_and_tail_instead_of_re_embedding() {
 
     // Prove the snapshot is what a cold instance uses: without the per-event vectors, anything
     // else would have to embed all 1,100 memories again.
-    let mut batch = lore::storage::Batch::new();
+    let mut batch = lore_base::storage::Batch::new();
     for (key, _) in block_on(storage.scan_all("o/acme/vec/")).unwrap() {
         batch.delete(key);
     }
@@ -126,7 +126,7 @@ fn an_embedder_failure_loses_nothing_and_vectors_follow_when_it_recovers() {
     n.h.search(&owner, json!({"query": "vendor contracts"}));
     assert_eq!(n.embedder.texts.get(), 0);
     n.clock.0.set(n.clock.0.get() + 31_000);
-    n.h.lore.set_ranking(Ranking::Vector);
+    n.h.lore.engine.set_ranking(Ranking::Vector);
     let found =
         n.h.search(&owner, json!({"query": "Dana reviews vendor contracts"}));
     assert_eq!(ids(&found), saved);
@@ -140,7 +140,7 @@ fn a_new_model_re_embeds_lazily_once() {
     let owner = old.h.owner.clone();
     old.h.save(&owner, memories(0, 5));
     let new = node(&storage, "model-b", 32);
-    new.h.lore.set_ranking(Ranking::Vector);
+    new.h.lore.engine.set_ranking(Ranking::Vector);
     let found = new
         .h
         .search(&owner, json!({"query": "note 3 about topic3 and area3"}));
@@ -160,9 +160,9 @@ fn a_new_model_re_embeds_lazily_once() {
 fn vector_hits_obey_filters_supersession_and_org_boundaries() {
     let storage = Rc::new(MemoryStorage::new());
     let n = node(&storage, "test-model", 48);
-    n.h.lore.set_ranking(Ranking::Vector);
+    n.h.lore.engine.set_ranking(Ranking::Vector);
     let owner = n.h.owner.clone();
-    let other = block_on(admin::create_org(&n.h.lore.ports, "other"))
+    let other = block_on(admin::create_org(n.h.lore.ports(), "other"))
         .unwrap()
         .token;
     let theirs =

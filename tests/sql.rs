@@ -7,8 +7,8 @@ mod common;
 
 /// The query's memory budget counts through the allocator, as in `lore serve`.
 #[global_allocator]
-static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
-    lore::sandbox::meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
+    lore_meter::Metered(std::alloc::System);
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,12 +17,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome, TokenRequest};
-use lore::model::{Role, Scopes};
-use lore::native::ports::UreqClient;
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_base::model::{Role, Scopes};
+use lore::ports::UreqClient;
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 const V26: &str = "2026-07-28";
@@ -54,11 +54,11 @@ impl Harness {
             background: None,
         };
         let lore = Lore::new(ports, config);
-        let owner = match block_on(admin::init(&lore.ports, "acme")).unwrap() {
+        let owner = match block_on(admin::init(lore.ports(), "acme")).unwrap() {
             InitOutcome::Created(t) => t.token,
             other => panic!("{other:?}"),
         };
-        let rival = block_on(admin::create_org(&lore.ports, "rival"))
+        let rival = block_on(admin::create_org(lore.ports(), "rival"))
             .unwrap()
             .token;
         Self { lore, owner, rival }
@@ -73,7 +73,7 @@ impl Harness {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(&self.lore.ports, request))
+        block_on(admin::create_token(self.lore.ports(), request))
             .unwrap()
             .token
     }
@@ -158,7 +158,7 @@ impl Harness {
     /// Every stored key and value under the orgs, for "nothing was written" checks (usage
     /// counters excluded: counting a call is not writing data).
     fn dump(&self) -> Vec<(String, Vec<u8>)> {
-        block_on(self.lore.ports.storage.scan_all("o/"))
+        block_on(self.lore.ports().storage.scan_all("o/"))
             .unwrap()
             .into_iter()
             .filter(|(k, _)| !k.contains("/usage/"))
@@ -664,12 +664,12 @@ fn errors_name_the_problem() {
 #[test]
 fn budgets_stop_runaway_queries_with_a_clear_error() {
     let config = Config {
-        sql: lore::sql::Limits {
+        sql: lore_engine::sql::Limits {
             max_loaded_rows: 60,
             max_row_visits: 5_000,
             time_ms: 1_000_000,
             max_result_bytes: 1 << 20,
-            ..lore::sql::Limits::default()
+            ..lore_engine::sql::Limits::default()
         },
         ..Config::default()
     };
@@ -696,9 +696,9 @@ fn budgets_stop_runaway_queries_with_a_clear_error() {
 
     // Time, from the clock port: the step clock advances 1 ms per reading.
     let config = Config {
-        sql: lore::sql::Limits {
+        sql: lore_engine::sql::Limits {
             time_ms: 3,
-            ..lore::sql::Limits::default()
+            ..lore_engine::sql::Limits::default()
         },
         ..Config::default()
     };
@@ -1030,7 +1030,7 @@ fn type_push_down_gives_the_rows_a_full_scan_gives() {
         let pushed = h.sql(json!({"sql": sql, "params": params, "limit": 1000}));
         let reference = unpushed(sql);
         assert!(
-            lore::sql::statement::parse(&reference)
+            lore_engine::sql::statement::parse(&reference)
                 .unwrap()
                 .entity_types
                 .is_empty(),
@@ -1060,7 +1060,7 @@ fn type_push_down_gives_the_rows_a_full_scan_gives() {
 
 /// Another instance on the same storage (another worker or process).
 fn other_instance(h: &Harness) -> Lore {
-    Lore::new(h.lore.ports.clone(), Config::default())
+    Lore::new(h.lore.ports().clone(), Config::default())
 }
 
 fn api_on(lore: &Lore, token: &str, name: &str, args: Value) -> Value {
@@ -1089,9 +1089,9 @@ fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
     };
     let before = names(&h);
     assert_eq!(before.len(), 6);
-    let (_, _, hits, _) = h.lore.sql_cache().stats();
+    let (_, _, hits, _) = h.lore.engine.sql_cache.stats();
     assert_eq!(names(&h), before);
-    let (entries, bytes, hits_after, _) = h.lore.sql_cache().stats();
+    let (entries, bytes, hits_after, _) = h.lore.engine.sql_cache.stats();
     assert_eq!(
         hits_after,
         hits + 1,
@@ -1176,7 +1176,7 @@ fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
     }
 
     // Members: entities are the same for everyone; actions stay each member's own.
-    let member = h.token(lore::model::Role::Member, "mcp:read mcp:write");
+    let member = h.token(lore_base::model::Role::Member, "mcp:read mcp:write");
     let as_member = |sql: &str| {
         rows(&h.ok_in(
             "acme",
@@ -1204,21 +1204,21 @@ fn an_org_without_a_records_version_is_not_cached() {
     let h = Harness::new();
     h.seed();
     block_on(async {
-        let mut batch = lore::storage::Batch::new();
+        let mut batch = lore_base::storage::Batch::new();
         batch.delete("o/acme/meta/records-version");
-        h.lore.ports.storage.commit(batch).await
+        h.lore.ports().storage.commit(batch).await
     })
     .unwrap();
     for _ in 0..2 {
         h.sql(json!({"sql": "SELECT name FROM entities"}));
     }
-    let (entries, _, hits, _) = h.lore.sql_cache().stats();
+    let (entries, _, hits, _) = h.lore.engine.sql_cache.stats();
     assert_eq!((entries, hits), (0, 0));
     h.ok("entities.create", json!({"type": "person", "name": "Cy"}));
     for _ in 0..2 {
         h.sql(json!({"sql": "SELECT name FROM entities"}));
     }
-    let (entries, _, hits, _) = h.lore.sql_cache().stats();
+    let (entries, _, hits, _) = h.lore.engine.sql_cache.stats();
     assert_eq!((entries, hits), (1, 1));
 }
 
@@ -1231,7 +1231,7 @@ fn a_disabled_table_cache_keeps_nothing() {
     for _ in 0..2 {
         h.sql(json!({"sql": "SELECT name FROM entities"}));
     }
-    assert_eq!(h.lore.sql_cache().stats(), (0, 0, 0, 0));
+    assert_eq!(h.lore.engine.sql_cache.stats(), (0, 0, 0, 0));
 }
 
 #[test]
@@ -1248,7 +1248,7 @@ fn the_table_cache_stays_within_its_bytes() {
         "SELECT name FROM person",
     ] {
         h.sql(json!({"sql": sql}));
-        let (_, bytes, _, _) = h.lore.sql_cache().stats();
+        let (_, bytes, _, _) = h.lore.engine.sql_cache.stats();
         assert!(bytes <= 4096, "{sql}: {bytes}");
     }
 }
@@ -1306,13 +1306,13 @@ fn no_query_builds_a_value_or_holds_a_total_past_its_bounds() {
 #[test]
 fn a_query_that_holds_too_much_while_it_runs_is_stopped() {
     assert!(
-        lore::sandbox::meter::installed(),
+        lore_meter::installed(),
         "needs the metered allocator"
     );
     let config = Config {
-        sql: lore::sql::Limits {
+        sql: lore_engine::sql::Limits {
             max_query_bytes: 1 << 20,
-            ..lore::sql::Limits::default()
+            ..lore_engine::sql::Limits::default()
         },
         ..Config::default()
     };

@@ -3,19 +3,19 @@
 //! backends (D1, Spin SQLite) run the same cases through their test builds' suite routes.
 
 mod memory {
-    lore_testing::storage_suite!(lore::storage::memory::MemoryStorage::new());
-    lore_testing::records_suite!(std::rc::Rc::new(lore::storage::memory::MemoryStorage::new()));
+    lore_testing::storage_suite!(lore_base::storage::memory::MemoryStorage::new());
+    lore_testing::records_suite!(std::rc::Rc::new(lore_base::storage::memory::MemoryStorage::new()));
 }
 
 mod sqlite {
-    lore_testing::storage_suite!(lore::native::sqlite::SqliteStorage::open_in_memory().unwrap());
+    lore_testing::storage_suite!(lore::sqlite::SqliteStorage::open_in_memory().unwrap());
     lore_testing::records_suite!(std::rc::Rc::new(
-        lore::native::sqlite::SqliteStorage::open_in_memory().unwrap()
+        lore::sqlite::SqliteStorage::open_in_memory().unwrap()
     ));
 }
 
 mod faulty {
     lore_testing::storage_suite!(lore_testing::faulty::FaultyStorage::new(std::rc::Rc::new(
-        lore::storage::memory::MemoryStorage::new()
+        lore_base::storage::memory::MemoryStorage::new()
     )));
 }

@@ -1,6 +1,6 @@
 //! Tidy checks for invariants a reviewer would otherwise repeat: every module says what it owns,
-//! the core names no platform crate, the crates keep their layer order, and no file imports
-//! another that imports it back.
+//! the core names no platform crate, the crates keep their layer order, and inside every crate
+//! no file imports another that imports it back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -21,12 +21,15 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The sources of the product's own crates below the adapters: lore (without its native
-/// adapter, checked apart), lore-base and lore-embed; and lore-testing, which only tests link.
+/// The sources of the product's own crates below the adapters, and lore-testing, which only
+/// tests link. The adapters (this package's `src/`, `wasm/`) are checked apart.
 const CORE_DIRS: &[&str] = &[
-    "src",
     "crates/base/src",
     "crates/embed/src",
+    "crates/directory/src",
+    "crates/sandbox/src",
+    "crates/engine/src",
+    "crates/front/src",
     "crates/testing/src",
 ];
 
@@ -63,9 +66,6 @@ fn the_core_names_no_platform_crate() {
     ];
     let mut offences = Vec::new();
     for path in sources() {
-        if path.components().any(|c| c.as_os_str() == "native") {
-            continue;
-        }
         let text = fs::read_to_string(&path).unwrap();
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
@@ -95,25 +95,33 @@ fn no_file_grows_past_a_reviewable_size() {
 }
 
 /// Every crate of the workspace on its layer. A crate depends (normal or build dependency)
-/// only on crates of lower layers, so the compiler keeps the order: the base under everything,
-/// the embedders over the ports, lore (the front and the org engine) over both, test support
-/// over lore, and the adapters on top. A dev-dependency may also name test support.
+/// only on crates of lower layers, so the compiler keeps the order: the base under everything;
+/// the embedders, the directory and the script machine over it; the org engine over those; the
+/// front over the engine; test support over the front; and the adapters on top. A
+/// dev-dependency may also name test support.
 const LAYERS: &[(&str, u8)] = &[
     ("lore-meter", 0),
     ("lore-jsregex", 0),
     ("lore-base", 1),
     ("lore-embed", 2),
-    ("lore", 3),
-    ("lore-testing", 4),
-    ("lore-worker", 5),
-    ("lore-spin", 5),
-    ("lore-spin-host", 5),
-    ("lore-fuzz", 5),
-    ("lore-vector-bench", 5),
+    ("lore-directory", 2),
+    ("lore-sandbox", 2),
+    ("lore-engine", 3),
+    ("lore-front", 4),
+    ("lore-testing", 5),
+    ("lore", ADAPTERS),
+    ("lore-worker", ADAPTERS),
+    ("lore-spin", ADAPTERS),
+    ("lore-spin-host", ADAPTERS),
+    ("lore-fuzz", ADAPTERS),
+    ("lore-vector-bench", ADAPTERS),
 ];
 
-/// Crates that reach an operating system or a host: only the adapters depend on them (lore
-/// itself only through its `native` feature, the native adapter that still lives in it).
+/// The adapters' layer: the native server and CLI (this package), the Worker, the Spin
+/// component and its dev host, and the fuzz targets and benches that drive the core.
+const ADAPTERS: u8 = 6;
+
+/// Crates that reach an operating system or a host: only the adapters depend on them.
 const PLATFORM_CRATES: &[&str] = &[
     "tokio",
     "hyper",
@@ -181,25 +189,10 @@ fn every_crate_depends_only_on_the_layers_below_it() {
             let platform = PLATFORM_CRATES
                 .iter()
                 .any(|p| dep_name == *p || dep_name.starts_with(&format!("{p}-")));
-            if platform && !dev && own < 5 {
-                let native_only =
-                    name == "lore"
-                        && dep["optional"].as_bool() == Some(true)
-                        && package["features"].as_object().unwrap().iter().all(
-                            |(feature, enables)| {
-                                feature == "native"
-                                    || !enables
-                                        .as_array()
-                                        .unwrap()
-                                        .iter()
-                                        .any(|e| e.as_str() == Some(&format!("dep:{dep_name}")))
-                            },
-                        );
-                if !native_only {
-                    offences.push(format!(
-                        "{name} (layer {own}) depends on the platform crate {dep_name}"
-                    ));
-                }
+            if platform && !dev && own < ADAPTERS {
+                offences.push(format!(
+                    "{name} (layer {own}) depends on the platform crate {dep_name}"
+                ));
             }
         }
     }
@@ -371,13 +364,202 @@ fn tree(
     }
 }
 
-/// The import graph among one crate's files: file -> the files it names.
-fn file_graph(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+/// What a module file says of the names it holds: the items it defines, and the names it
+/// passes on (`pub use`) with the path each comes from. A file that only passes a name on is
+/// a face, not the name's room: an import of the name counts toward the file that defines it.
+#[derive(Default)]
+struct Names {
+    defined: BTreeSet<String>,
+    passed_on: BTreeMap<String, Vec<String>>,
+}
+
+/// The `pub use` statements of `code` (any visibility but private), cut out of it, and what
+/// each passes on: (exported name, path), with `as` honoured and `self` resolved.
+fn cut_reexports(code: &str, here: &[String]) -> (String, Vec<(String, Vec<String>)>) {
+    let mut rest = String::new();
+    let mut found = Vec::new();
+    let mut text = code;
+    while let Some(start) = find_pub_use(text) {
+        rest.push_str(&text[..start]);
+        let end = text[start..].find(';').map_or(text.len(), |e| start + e + 1);
+        let stmt = &text[start..end];
+        let tree = stmt[stmt.find(" use ").map_or(0, |u| u + 5)..]
+            .trim_end_matches(';')
+            .trim();
+        flatten_use(tree, &[], &mut found);
+        text = &text[end..];
+    }
+    rest.push_str(text);
+    let found = found
+        .into_iter()
+        .filter_map(|(name, path)| {
+            let mut resolved: Vec<String> = match path.first().map(String::as_str) {
+                Some("crate") => Vec::new(),
+                Some("self") => here.to_vec(),
+                Some("super") => here[..here.len().saturating_sub(1)].to_vec(),
+                // A child module of this file.
+                Some(_) => here.to_vec(),
+                None => return None,
+            };
+            let skip = usize::from(matches!(
+                path.first().map(String::as_str),
+                Some("crate" | "self" | "super")
+            ));
+            for seg in &path[skip..] {
+                if seg == "super" {
+                    resolved.pop();
+                } else {
+                    resolved.push(seg.clone());
+                }
+            }
+            Some((name, resolved))
+        })
+        .collect();
+    (rest, found)
+}
+
+/// Where the next `pub use` / `pub(crate) use` / `pub(super) use` statement starts.
+fn find_pub_use(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find("pub") {
+        let at = from + i;
+        let before_ok = at == 0
+            || !text[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let after = &text[at + 3..];
+        let after = match after.strip_prefix('(') {
+            Some(a) => a.split_once(')').map_or("", |(_, r)| r),
+            None => after,
+        };
+        if before_ok && after.trim_start().starts_with("use ") {
+            return Some(at);
+        }
+        from = at + 3;
+    }
+    None
+}
+
+/// Flattens a use tree (`a::{b, c::d as e}`) into (exported name, path) pairs.
+fn flatten_use(tree: &str, prefix: &[String], out: &mut Vec<(String, Vec<String>)>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let head: Vec<String> = tree[..open]
+            .split("::")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        let mut base = prefix.to_vec();
+        base.extend(head);
+        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+        let mut depth = 0;
+        let mut start = 0;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    flatten_use(&inner[start..i], &base, out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        flatten_use(&inner[start..], &base, out);
+        return;
+    }
+    if tree.is_empty() || tree == "*" || tree.ends_with("::*") {
+        return;
+    }
+    let (path, alias) = match tree.split_once(" as ") {
+        Some((p, a)) => (p.trim(), Some(a.trim())),
+        None => (tree, None),
+    };
+    let mut full = prefix.to_vec();
+    full.extend(path.split("::").map(|s| s.trim().to_string()));
+    if full.last().is_some_and(|l| l == "self") {
+        full.pop();
+    }
+    let name = alias
+        .map(str::to_string)
+        .or_else(|| full.last().cloned())
+        .unwrap_or_default();
+    if name != "_" {
+        out.push((name, full));
+    }
+}
+
+/// The items `code` defines by name.
+fn defined_names(code: &str) -> BTreeSet<String> {
+    let words: Vec<&str> = code
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '!'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out = BTreeSet::new();
+    for pair in words.windows(2) {
+        if matches!(
+            pair[0],
+            "fn" | "struct" | "enum" | "trait" | "type" | "const" | "static" | "union" | "mod"
+                | "macro_rules!"
+        ) {
+            out.insert(pair[1].to_string());
+        }
+    }
+    out
+}
+
+/// The import graph among one crate's files: file -> the files whose names it takes. A path
+/// counts toward the file that defines what it names, seen through files that only pass the
+/// name on (`pub use`); a name the crate root only aliases (`use lore_base::error;`) is another
+/// crate's, and no edge.
+fn file_graph(src: &Path) -> BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>> {
     let modules = modules(src);
     let by_path: BTreeMap<&[String], &PathBuf> = modules
         .iter()
         .map(|m| (m.path.as_slice(), &m.file))
         .collect();
+    let mut codes: BTreeMap<&PathBuf, String> = BTreeMap::new();
+    let mut names: BTreeMap<&PathBuf, Names> = BTreeMap::new();
+    for module in &modules {
+        let code = code_of(&fs::read_to_string(&module.file).unwrap());
+        let (rest, passed_on) = cut_reexports(&code, &module.path);
+        names.insert(
+            &module.file,
+            Names {
+                defined: defined_names(&rest),
+                passed_on: passed_on.into_iter().collect(),
+            },
+        );
+        codes.insert(&module.file, rest);
+    }
+    // The file a path from the crate root names, if it is one of this crate's.
+    let resolve = |path: &[String]| -> Option<PathBuf> {
+        let mut path = path.to_vec();
+        for _ in 0..8 {
+            let (n, file) = (0..=path.len())
+                .rev()
+                .find_map(|n| by_path.get(&path[..n]).map(|f| (n, *f)))?;
+            let Some(next) = path.get(n) else {
+                return Some(file.clone());
+            };
+            let held = &names[file];
+            if held.defined.contains(next) {
+                return Some(file.clone());
+            }
+            match held.passed_on.get(next) {
+                Some(from) => {
+                    let mut again = from.clone();
+                    again.extend(path[n + 1..].iter().cloned());
+                    path = again;
+                }
+                None if n == 0 => return None,
+                None => return Some(file.clone()),
+            }
+        }
+        None
+    };
     let mut graph = BTreeMap::new();
     for module in &modules {
         let children: BTreeSet<String> = modules
@@ -385,17 +567,13 @@ fn file_graph(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
             .filter(|m| m.path.len() == module.path.len() + 1 && m.path.starts_with(&module.path))
             .map(|m| m.path.last().unwrap().clone())
             .collect();
-        let code = code_of(&fs::read_to_string(&module.file).unwrap());
-        let mut targets = BTreeSet::new();
-        for path in named_paths(&code, &module.path, &children) {
-            // The longest prefix of the path that is a file of this crate.
-            let target = (0..=path.len())
-                .rev()
-                .find_map(|n| by_path.get(&path[..n]).copied());
-            if let Some(target) = target
-                && target != &module.file
+        let mut targets: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
+        for path in named_paths(&codes[&module.file], &module.path, &children) {
+            if let Some(target) = resolve(&path)
+                && target != module.file
             {
-                targets.insert(target.clone());
+                let name = path.last().cloned().unwrap_or_default();
+                targets.entry(target).or_default().insert(name);
             }
         }
         graph.insert(module.file.clone(), targets);
@@ -404,12 +582,14 @@ fn file_graph(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
 }
 
 /// The files that lie on a circle of imports (strongly connected components of two or more).
-fn circles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<BTreeSet<PathBuf>> {
+fn circles(
+    graph: &BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>>,
+) -> Vec<BTreeSet<PathBuf>> {
     let reach = |from: &PathBuf| {
         let mut seen = BTreeSet::new();
         let mut stack = vec![from.clone()];
         while let Some(f) = stack.pop() {
-            for t in graph.get(&f).into_iter().flatten() {
+            for t in graph.get(&f).into_iter().flat_map(BTreeMap::keys) {
                 if seen.insert(t.clone()) {
                     stack.push(t.clone());
                 }
@@ -434,48 +614,63 @@ fn circles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<BTreeSet<PathBuf
     out
 }
 
-/// The top-level modules of lore that still import each other in a circle, and wait for the
-/// front / org-engine split (the house issue) to take them apart. The check fails when the
-/// circle takes in any other module, and when a module here leaves it, so the list stays true.
-const LORE_CIRCLE: &[&str] = &[
-    "admin", "api", "auth", "compact", "hooks", "lib.rs", "mcp", "memory", "oauth", "records",
-    "sandbox", "sdk", "sql",
+/// Every crate's sources: the product's crates, test support, the layer-0 crates and the
+/// native adapter (this package).
+const CRATE_DIRS: &[&str] = &[
+    "crates/meter/src",
+    "crates/jsregex/src",
+    "crates/base/src",
+    "crates/embed/src",
+    "crates/directory/src",
+    "crates/sandbox/src",
+    "crates/engine/src",
+    "crates/front/src",
+    "crates/testing/src",
+    "src",
 ];
 
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
-    for dir in [
-        "crates/base/src",
-        "crates/embed/src",
-        "crates/testing/src",
-        "crates/meter/src",
-        "crates/jsregex/src",
-    ] {
-        let found = circles(&file_graph(&root().join(dir)));
-        assert!(found.is_empty(), "import circles in {dir}: {found:#?}");
-    }
-    let src = root().join("src");
-    let found = circles(&file_graph(&src));
-    let mut in_circle = BTreeSet::new();
-    for circle in &found {
-        for file in circle {
-            let rel = file.strip_prefix(&src).unwrap();
-            let top = rel
-                .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_string_lossy();
-            in_circle.insert(
-                top.trim_end_matches(".rs")
-                    .to_string()
-                    .replace("lib", "lib.rs"),
-            );
+    let mut found = Vec::new();
+    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap().display().to_string();
+    for dir in CRATE_DIRS {
+        let graph = file_graph(&root().join(dir));
+        for circle in circles(&graph) {
+            // Each import inside the circle, with the names it takes.
+            let mut ties = Vec::new();
+            for from in &circle {
+                for (to, names) in &graph[from] {
+                    if circle.contains(to) {
+                        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                        ties.push(format!("{} -> {}: {}", rel(from), rel(to), names.join(", ")));
+                    }
+                }
+            }
+            found.push(ties);
         }
     }
-    let expected: BTreeSet<String> = LORE_CIRCLE.iter().map(|s| s.to_string()).collect();
+    assert!(found.is_empty(), "import circles: {found:#?}");
+}
+
+/// The import graph sees through a file that only passes names on, and not through one that
+/// defines them.
+#[test]
+fn the_import_graph_counts_a_name_toward_its_definition() {
+    let (rest, passed) = cut_reexports(
+        "pub use a::{B, c::D as E};\npub(crate) use self::f::G;\nuse h::I;\nfn j() {}",
+        &["m".to_string()],
+    );
     assert_eq!(
-        in_circle, expected,
-        "the modules of lore on an import circle changed; circles: {found:#?}"
+        passed,
+        vec![
+            ("B".to_string(), vec!["m".into(), "a".into(), "B".into()]),
+            ("E".to_string(), vec!["m".into(), "a".into(), "c".into(), "D".into()]),
+            ("G".to_string(), vec!["m".into(), "f".into(), "G".into()]),
+        ]
+    );
+    assert!(rest.contains("use h::I;") && !rest.contains("pub use"));
+    assert_eq!(
+        defined_names(&rest),
+        BTreeSet::from(["j".to_string()])
     );
 }

@@ -9,13 +9,14 @@ use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use futures_executor::block_on;
-use lore::admin::{self, InitOutcome, TokenRequest};
-use lore::auth::{Caller, resolve_caller, verify_token};
-use lore::ids::OrgId;
-use lore::model::{Role, Scopes};
-use lore::ports::Ports;
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_directory::caller::{Caller, resolve_caller};
+use lore_directory::tokens::verify_token;
+use lore_base::ids::OrgId;
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 use serde_json::{Value, json};
 
@@ -50,13 +51,13 @@ pub fn build(config: Config) -> Core {
     };
     let lore = Lore::new(ports, config);
     block_on(async {
-        let owner = match admin::init(&lore.ports, ORG).await.unwrap() {
+        let owner = match admin::init(lore.ports(), ORG).await.unwrap() {
             InitOutcome::Created(t) => t.token,
             _ => unreachable!("a fresh store"),
         };
-        let rival = admin::create_org(&lore.ports, RIVAL).await.unwrap().token;
+        let rival = admin::create_org(lore.ports(), RIVAL).await.unwrap().token;
         let member = admin::create_token(
-            &lore.ports,
+            lore.ports(),
             TokenRequest {
                 org: ORG.into(),
                 role: Some(Role::Member),
@@ -85,9 +86,9 @@ pub fn build(config: Config) -> Core {
 }
 
 async fn caller(lore: &Lore, token: &str) -> Caller {
-    let credential = verify_token(&lore.ports, token).await.unwrap();
+    let credential = verify_token(lore.ports(), token).await.unwrap();
     let org = OrgId::parse(ORG).unwrap();
-    resolve_caller(&lore.ports, credential, Some(ORG), &org)
+    resolve_caller(lore.ports(), credential, Some(ORG), &org)
         .await
         .unwrap()
 }
@@ -231,7 +232,7 @@ pub fn assert_no_leak(answer: &str, what: &str) {
 type Job = Box<dyn FnOnce() + Send>;
 
 /// Runs `job` on one long-lived thread with the native server's stack
-/// (`lore::sandbox::STACK_BYTES`, as `lore serve`'s request threads have), so its
+/// (`lore_sandbox::failure::STACK_BYTES`, as `lore serve`'s request threads have), so its
 /// thread-locals (the core) live across inputs. A panic there aborts the process (libFuzzer's
 /// panic hook), which is the finding.
 pub fn on_worker(job: impl FnOnce() + Send + 'static) {
@@ -241,7 +242,7 @@ pub fn on_worker(job: impl FnOnce() + Send + 'static) {
         let (done_tx, done_rx) = sync_channel::<()>(0);
         std::thread::Builder::new()
             .name("fuzz-worker".into())
-            .stack_size(lore::sandbox::STACK_BYTES)
+            .stack_size(lore_sandbox::failure::STACK_BYTES)
             .spawn(move || {
                 while let Ok(job) = job_rx.recv() {
                     job();

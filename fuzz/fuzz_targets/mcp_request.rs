@@ -25,8 +25,8 @@ use std::cell::RefCell;
 use common::Core;
 use futures_executor::block_on;
 use libfuzzer_sys::fuzz_target;
-use lore::Config;
-use lore::sandbox::meter::Metered;
+use lore_front::Config;
+use lore_meter::Metered;
 use serde_json::{Value, json};
 
 #[global_allocator]

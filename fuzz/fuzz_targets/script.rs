@@ -7,14 +7,15 @@ use std::rc::Rc;
 
 use futures_executor::block_on;
 use libfuzzer_sys::fuzz_target;
-use lore::auth::{resolve_caller, verify_token};
-use lore::ids::OrgId;
-use lore::ports::Ports;
-use lore::sandbox::caps::ScriptCaps;
-use lore::sandbox::meter::Metered;
-use lore::sandbox::{Surface, run_with_caps};
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::caller::resolve_caller;
+use lore_directory::tokens::verify_token;
+use lore_base::ids::OrgId;
+use lore_base::ports::Ports;
+use lore_sandbox::caps::ScriptCaps;
+use lore_meter::Metered;
+use lore_engine::runs::{Surface, run_with_caps};
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 #[global_allocator]
@@ -44,17 +45,17 @@ fn run(code: String) {
     };
     let lore = Lore::new(ports, Config::default());
     block_on(async {
-        let token = match lore::admin::init(&lore.ports, "fuzz").await.unwrap() {
-            lore::admin::InitOutcome::Created(t) => t.token,
+        let token = match lore_directory::admin::init(lore.ports(), "fuzz").await.unwrap() {
+            lore_directory::admin::InitOutcome::Created(t) => t.token,
             _ => unreachable!("a fresh store"),
         };
-        let credential = verify_token(&lore.ports, &token).await.unwrap();
+        let credential = verify_token(lore.ports(), &token).await.unwrap();
         let org = OrgId::parse("fuzz").unwrap();
-        let caller = resolve_caller(&lore.ports, credential, None, &org)
+        let caller = resolve_caller(lore.ports(), credential, None, &org)
             .await
             .unwrap();
         // Ok or a structured error: both are fine; only a crash is a finding.
-        let _ = run_with_caps(&lore, &caller, Surface::Run, &code, None, false, caps()).await;
+        let _ = run_with_caps(&lore.engine, &caller, Surface::Run, &code, None, false, caps()).await;
     });
 }
 
@@ -64,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let code = code.to_string();
     std::thread::Builder::new()
-        .stack_size(lore::sandbox::STACK_BYTES)
+        .stack_size(lore_sandbox::failure::STACK_BYTES)
         .spawn(move || run(code))
         .unwrap()
         .join()

@@ -5,9 +5,9 @@
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome};
-use lore::ports::Ports;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome};
+use lore_base::ports::Ports;
+use lore_front::{Config, Lore};
 
 pub const V26: &str = "2026-07-28";
 
@@ -21,7 +21,7 @@ impl Harness {
     /// `owner` is empty and tests bring their own token).
     pub fn on(ports: Ports, org: &str) -> Self {
         let lore = Lore::new(ports, Config::default());
-        let owner = match block_on(admin::init(&lore.ports, org)).unwrap() {
+        let owner = match block_on(admin::init(lore.ports(), org)).unwrap() {
             InitOutcome::Created(t) => t.token,
             _ => String::new(),
         };

@@ -10,9 +10,10 @@ use std::rc::Rc;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::ports::{Clock, Ports, Randomness};
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore, admin};
+use lore_base::ports::{Clock, Ports, Randomness};
+use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin;
+use lore_front::{Config, Lore};
 
 struct FixedClock;
 impl Clock for FixedClock {
@@ -46,7 +47,7 @@ fn lore() -> Lore {
         ..Config::default()
     };
     let lore = Lore::new(ports, config);
-    block_on(admin::init(&lore.ports, "default")).unwrap();
+    block_on(admin::init(lore.ports(), "default")).unwrap();
     lore
 }
 

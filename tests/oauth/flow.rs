@@ -316,7 +316,7 @@ fn a_client_id_metadata_document_is_fetched_validated_and_cached() {
 fn a_resource_for_one_org_pins_the_token_to_it() {
     let h = Harness::new();
     h.set_owner_password();
-    futures_executor::block_on(lore::admin::create_org(&h.lore.ports, "acme")).unwrap();
+    futures_executor::block_on(lore_directory::admin::create_org(h.lore.ports(), "acme")).unwrap();
     let client = h.register_public(REDIRECT);
     let (verifier, challenge) = pkce("pin");
     let resource = format!("{BASE}/mcp/acme");

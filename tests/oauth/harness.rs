@@ -10,10 +10,10 @@ use async_trait::async_trait;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::admin::{self, InitOutcome};
-use lore::ports::{HttpClient, OutboundRequest, OutboundResponse, PortError, Ports};
-use lore::storage::memory::MemoryStorage;
-use lore::{Config, Lore};
+use lore_directory::admin::{self, InitOutcome};
+use lore_base::ports::{HttpClient, OutboundRequest, OutboundResponse, PortError, Ports};
+use lore_base::storage::memory::MemoryStorage;
+use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 pub const BASE: &str = "http://127.0.0.1:8787";
@@ -124,7 +124,7 @@ impl Harness {
             background: None,
         };
         let lore = Lore::new(ports, Config::default());
-        let owner_token = match block_on(admin::init(&lore.ports, "default")).unwrap() {
+        let owner_token = match block_on(admin::init(lore.ports(), "default")).unwrap() {
             InitOutcome::Created(t) => t.token,
             other => panic!("{other:?}"),
         };
@@ -295,8 +295,8 @@ impl AuthRequest<'_> {
 impl Harness {
     /// Gives the local owner a sign-in password.
     pub fn set_owner_password(&self) {
-        block_on(lore::admin::set_owner_password(
-            &self.lore.ports,
+        block_on(lore_directory::admin::set_owner_password(
+            self.lore.ports(),
             OWNER_PASSWORD,
         ))
         .unwrap();

@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use lore::keys;
-use lore::model::{Scopes, TokenRecord};
+use lore_base::keys;
+use lore_base::model::{Scopes, TokenRecord};
 
 use super::harness::{BASE, Harness};
 
@@ -138,9 +138,9 @@ fn a_read_only_token_writing_gets_403_insufficient_scope_with_the_scopes_needed(
 }
 
 fn block_on_token(h: &Harness, scopes: &str) -> String {
-    futures_executor::block_on(lore::admin::create_token(
-        &h.lore.ports,
-        lore::admin::TokenRequest {
+    futures_executor::block_on(lore_directory::admin::create_token(
+        h.lore.ports(),
+        lore_directory::admin::TokenRequest {
             org: "default".into(),
             role: None,
             scopes: Scopes::parse(scopes).unwrap(),
@@ -156,7 +156,7 @@ fn block_on_token(h: &Harness, scopes: &str) -> String {
 /// Stores an access token bound to `audience`, as the token endpoint would.
 fn token_for(h: &Harness, audience: &str) -> String {
     let owner = String::from_utf8(
-        futures_executor::block_on(h.lore.ports.storage.get(keys::LOCAL_OWNER))
+        futures_executor::block_on(h.lore.ports().storage.get(keys::LOCAL_OWNER))
             .unwrap()
             .unwrap(),
     )
@@ -165,7 +165,7 @@ fn token_for(h: &Harness, audience: &str) -> String {
     let record = TokenRecord {
         id: "tok_audience".into(),
         principal: owner,
-        orgs: vec![lore::ids::OrgId::parse("default").unwrap()],
+        orgs: vec![lore_base::ids::OrgId::parse("default").unwrap()],
         scopes: Scopes::ALL,
         created_at_ms: 0,
         expires_at_ms: None,
@@ -175,7 +175,7 @@ fn token_for(h: &Harness, audience: &str) -> String {
         client_id: Some("test".into()),
         grant: None,
     };
-    futures_executor::block_on(h.lore.ports.storage.put(
+    futures_executor::block_on(h.lore.ports().storage.put(
         &keys::token_by_hash(&keys::sha256_hex(&secret)),
         serde_json::to_vec(&record).unwrap(),
     ))

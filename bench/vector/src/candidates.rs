@@ -1,7 +1,7 @@
 //! The three indexes under comparison, behind one small trait, all on the same int8 vectors
 //! (one scale per vector) and the same cosine similarity.
 
-use lore::memory::vector::{IndexParams, VectorIndex, dot_i8, quantize};
+use lore_engine::memory::vector::{IndexParams, VectorIndex, dot_i8, quantize};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;

@@ -11,3 +11,7 @@ pub mod ports;
 pub mod ratelimit;
 pub mod schema;
 pub mod storage;
+pub mod time;
+
+/// The version of lore, as `/healthz`, `initialize` and outbound `User-Agent`s say it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -217,3 +217,54 @@ pub struct TokenRecord {
 pub struct TokenIndexEntry {
     pub hash: String,
 }
+
+/// `{ok: true}`: what a call that returns nothing else answers.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Done {
+    pub ok: bool,
+}
+
+/// What a method needs: `read` methods only read; `write` methods change the org's data
+/// (role member or above, token scope `mcp:write`); `admin` methods change its configuration
+/// (role admin or owner).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Read,
+    Write,
+    Admin,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// How a call is dispatched when a script does not choose (SPEC 4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One attempt; a failure throws.
+    Try,
+    /// Queued, dispatched after the script; returns a receipt.
+    Send,
+    /// Durable: retried with backoff, replayed by idempotency key.
+    Do,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Try => "try",
+            Self::Send => "send",
+            Self::Do => "do",
+        }
+    }
+}

@@ -7,11 +7,13 @@ use std::rc::Rc;
 
 use serde_json::{Value, json};
 
-use lore::auth::{self, Caller};
-use lore::error::LoreError;
-use lore::ports::{Ports, Storage};
-use lore::sdk::{self, Tier};
-use lore::{Config, Lore, admin};
+use lore_base::error::LoreError;
+use lore_base::model::Tier;
+use lore_base::ports::{Ports, Storage};
+use lore_directory::caller::{self, Caller};
+use lore_directory::{admin, tokens};
+use lore_engine::sdk;
+use lore_front::{Config, Lore};
 
 use crate::ports::{SeqRandom, StepClock};
 
@@ -31,13 +33,13 @@ fn instance(storage: Rc<dyn Storage>, seed: u64) -> Lore {
 /// A core instance with org `acme` and its owner.
 async fn setup(storage: Rc<dyn Storage>) -> (Lore, Caller) {
     let lore = instance(storage, 7);
-    admin::init(&lore.ports, "acme").await.expect("init");
+    admin::init(lore.ports(), "acme").await.expect("init");
     let owner = lore.local_caller(Some("acme")).await.expect("owner");
     (lore, owner)
 }
 
 async fn call(lore: &Lore, caller: &Caller, path: &str, args: Value) -> Result<Value, LoreError> {
-    let json = sdk::call(lore, caller, path, args, Tier::Admin).await?;
+    let json = sdk::call(&lore.engine, caller, path, args, Tier::Admin).await?;
     Ok(serde_json::from_str(json.get()).expect("results are JSON"))
 }
 
@@ -64,11 +66,11 @@ async fn agent(lore: &Lore, owner: &Caller, role: &str, scopes: &str) -> Caller 
         json!({"principal_id": a["principal_id"], "scopes": scopes}),
     )
     .await;
-    let credential = auth::verify_token(&lore.ports, t["token"].as_str().unwrap())
+    let credential = tokens::verify_token(lore.ports(), t["token"].as_str().unwrap())
         .await
         .expect("fresh token verifies");
-    auth::resolve_caller(
-        &lore.ports,
+    caller::resolve_caller(
+        lore.ports(),
         credential,
         Some(owner.org().as_str()),
         &lore.config.default_org,
@@ -462,7 +464,7 @@ pub async fn orgs_see_none_of_each_other(s: Rc<dyn Storage>) {
         json!({"name": "secret plan", "properties": {"title": "x"}}),
     )
     .await;
-    admin::create_org(&lore.ports, "other").await.unwrap();
+    admin::create_org(lore.ports(), "other").await.unwrap();
     let other = lore.local_caller(Some("other")).await.unwrap();
     assert_eq!(
         code(call(&lore, &other, "entities.get", json!({"id": e["id"]})).await),
@@ -511,7 +513,7 @@ pub async fn roles_scopes_and_tiers_gate_every_call(s: Rc<dyn Storage>) {
     ok(&lore, &viewer, "Ticket.get", json!({"id": created["id"]})).await;
     // A read-only surface (query_sdk) refuses writes whatever the role.
     let refused = sdk::call(
-        &lore,
+        &lore.engine,
         &owner,
         "entities.create",
         json!({"type": "ticket", "name": "x", "properties": {"title": "x"}}),
@@ -553,10 +555,10 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
     let second = instance(s, 99);
     let owner2 = second.local_caller(Some("acme")).await.unwrap();
     for _ in 0..3 {
-        lore.count_usage(&owner, "entities.get", true).await;
+        lore.engine.count_usage(&owner, "entities.get", true).await;
     }
-    second.count_usage(&owner2, "entities.get", false).await;
-    second.flush_usage().await;
+    second.engine.count_usage(&owner2, "entities.get", false).await;
+    second.engine.flush_usage().await;
     let v = ok(
         &lore,
         &owner,
@@ -610,7 +612,7 @@ pub async fn sql_reads_the_callers_org_only(s: Rc<dyn Storage>) {
         )
         .await;
     }
-    admin::create_org(&lore.ports, "other").await.unwrap();
+    admin::create_org(lore.ports(), "other").await.unwrap();
     let other = lore.local_caller(Some("other")).await.unwrap();
     ticket_type(&lore, &other).await;
     ok(

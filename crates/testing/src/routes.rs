@@ -16,7 +16,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use http::{Response, StatusCode};
-use lore::json_response;
+use lore_front::json_response;
 use lore_base::storage::Storage;
 use serde_json::json;
 

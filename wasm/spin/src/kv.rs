@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use async_trait::async_trait;
-use lore::ports::{Cache, Clock, PortError};
+use lore_base::ports::{Cache, Clock, PortError};
 use spin_sdk::key_value::Store;
 
 /// A Spin key-value store as lore's cache.
@@ -94,17 +94,17 @@ impl SpinKvLimiter {
     }
 }
 
-impl lore::ratelimit::RateLimiter for SpinKvLimiter {
+impl lore_base::ratelimit::RateLimiter for SpinKvLimiter {
     fn take(
         &self,
         _scope: &str,
         buckets: &[(String, u32)],
         now_ms: i64,
-    ) -> lore::ratelimit::DecisionFuture<'_> {
+    ) -> lore_base::ratelimit::DecisionFuture<'_> {
         let buckets = buckets.to_vec();
         Box::pin(async move {
             let Ok(store) = self.cache.store().await else {
-                return lore::ratelimit::Decision::ALLOWED;
+                return lore_base::ratelimit::Decision::ALLOWED;
             };
             let mut old = Vec::with_capacity(buckets.len());
             for (key, _) in &buckets {
@@ -112,7 +112,7 @@ impl lore::ratelimit::RateLimiter for SpinKvLimiter {
                 old.push(value.and_then(|v| serde_json::from_slice(&v).ok()));
             }
             let rates: Vec<u32> = buckets.iter().map(|(_, r)| *r).collect();
-            let (states, decision) = lore::ratelimit::take(&old, &rates, now_ms);
+            let (states, decision) = lore_base::ratelimit::take(&old, &rates, now_ms);
             for ((key, _), state) in buckets.iter().zip(states) {
                 if let Ok(bytes) = serde_json::to_vec(&state) {
                     let _ = store.set(format!("rl/{key}"), bytes).await;

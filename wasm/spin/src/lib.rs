@@ -1,5 +1,5 @@
 //! lore on Fermyon Spin. A thin adapter: it turns a `wasi:http` request into the core's
-//! `http::Request<Vec<u8>>`, hands it to [`lore::Lore::handle`], and turns the answer back; and
+//! `http::Request<Vec<u8>>`, hands it to [`lore_front::Lore::handle`], and turns the answer back; and
 //! it implements the core's ports on Spin (Spin SQLite storage, Spin key-value as the cache,
 //! the WASI clock and random, outbound `wasi:http`, Spin variables for configuration). Every
 //! behaviour lives in the core.
@@ -10,8 +10,8 @@
 
 /// The sandbox's memory cap counts what scripts allocate through this wrapper.
 #[global_allocator]
-static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
-    lore::sandbox::meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
+    lore_meter::Metered(std::alloc::System);
 
 mod kv;
 mod ports;
@@ -24,11 +24,11 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use lore::config::Spelling;
-use lore::embed::builtin::BuiltinEmbedder;
-use lore::embed::openai::OpenAiEmbedder;
-use lore::ports::{Embedder, HttpClient, Ports};
-use lore::{Config, Lore};
+use lore_front::config::Spelling;
+use lore_embed::builtin::BuiltinEmbedder;
+use lore_embed::openai::OpenAiEmbedder;
+use lore_base::ports::{Embedder, HttpClient, Ports};
+use lore_front::{Config, Lore};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};
 use spin_sdk::http_service;
@@ -87,13 +87,13 @@ async fn to_core(request: Request) -> Result<http::Request<Vec<u8>>, String> {
         .map_err(|e| format!("unusable request: {e}"))
 }
 
-/// Every variable the core's configuration reads (`lore::config::VARIABLES`, lower-case as
+/// Every variable the core's configuration reads (`lore_front::config::VARIABLES`, lower-case as
 /// Spin spells them: `[variables]` in `spin.toml`, set with `SPIN_VARIABLE_*` or
 /// `spin up --variable`; the dev host takes `--var NAME=VALUE`). Unset and undeclared
 /// variables are absent.
 async fn variables() -> HashMap<String, String> {
     let mut values = HashMap::new();
-    for name in lore::config::VARIABLES {
+    for name in lore_front::config::VARIABLES {
         let name = Spelling::Lower.spell(name);
         if let Ok(value) = spin_sdk::variables::get(&name).await {
             values.insert(name, value);
@@ -113,7 +113,7 @@ async fn instance() -> Result<Lore, String> {
     let http: Rc<dyn HttpClient> = Rc::new(SpinHttp);
     // The built-in model is compiled into the component and parsed only when a request embeds.
     let embedder: Rc<dyn Embedder> =
-        match lore::config::embeddings_from_vars(Spelling::Lower, lookup)? {
+        match lore_front::config::embeddings_from_vars(Spelling::Lower, lookup)? {
             Some(endpoint) => Rc::new(OpenAiEmbedder::new(endpoint, http.clone())),
             None => Rc::new(BuiltinEmbedder::new()),
         };
@@ -153,7 +153,7 @@ async fn handle(request: Request) -> Reply {
     }
     let response = lore.handle(request).await;
     // The request's structured log line: Spin keeps a component's standard output as its log.
-    if let Some(line) = lore::request_log::Line::of(&response) {
+    if let Some(line) = lore_front::request_log::Line::of(&response) {
         println!("{}", line.0);
     }
     from_core(response)

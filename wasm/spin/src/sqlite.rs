@@ -11,7 +11,7 @@
 use std::cell::Cell;
 
 use async_trait::async_trait;
-use lore::storage::{
+use lore_base::storage::{
     Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds,
     scan_sql, validate_key,
 };

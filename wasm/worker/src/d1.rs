@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use js_sys::{Array, ArrayBuffer, Uint8Array};
-use lore::storage::{
+use lore_base::storage::{
     Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds, scan_sql,
     validate_key,
 };

@@ -1,15 +1,15 @@
 //! lore on Cloudflare Workers. A thin adapter: it turns a Worker `fetch` into the core's
-//! `http::Request<Vec<u8>>`, hands it to [`lore::Lore::handle`], and turns the answer back; and
+//! `http::Request<Vec<u8>>`, hands it to [`lore_front::Lore::handle`], and turns the answer back; and
 //! it implements the core's ports on the platform (D1 storage, `Date.now()`, Web Crypto,
 //! `fetch`, Workers AI). Every behaviour lives in the core.
 //!
-//! One [`lore::Lore`] is kept per isolate, so its caches (each org's memory index) serve every
+//! One [`lore_front::Lore`] is kept per isolate, so its caches (each org's memory index) serve every
 //! later request the isolate gets; a new isolate builds them again from D1.
 
 /// The sandbox's memory cap counts what scripts allocate through this wrapper.
 #[global_allocator]
-static ALLOCATOR: lore::sandbox::meter::Metered<std::alloc::System> =
-    lore::sandbox::meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
+    lore_meter::Metered(std::alloc::System);
 
 mod d1;
 mod limiter;
@@ -20,9 +20,9 @@ mod test_routes;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use lore::config::Spelling;
-use lore::ports::{Embedder, Ports};
-use lore::{Config, Lore};
+use lore_front::config::Spelling;
+use lore_base::ports::{Embedder, Ports};
+use lore_front::{Config, Lore};
 use wasm_bindgen::JsCast;
 use worker::{Ai, Context, Env, Headers, Request, Response, ResponseBuilder, event};
 
@@ -63,7 +63,7 @@ fn ports(env: &Env) -> worker::Result<Ports> {
     })
 }
 
-/// The core's configuration (`lore::config`) from the Worker's `[vars]` and secrets (client
+/// The core's configuration (`lore_front::config`) from the Worker's `[vars]` and secrets (client
 /// secrets and `LORE_OPERATOR_SECRET` are put with `wrangler secret put`).
 fn config(env: &Env) -> Result<Config, String> {
     let lookup = |name: &str| {
@@ -139,7 +139,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     }
     let response = lore.handle(request).await;
     // The request's structured log line, for `wrangler tail` and Workers Logs.
-    if let Some(line) = lore::request_log::Line::of(&response) {
+    if let Some(line) = lore_front::request_log::Line::of(&response) {
         worker::console_log!("{}", line.0);
     }
     from_http(response)

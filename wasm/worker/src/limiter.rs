@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use lore::ratelimit::{Bucket, Decision, DecisionFuture, RateLimiter};
+use lore_base::ratelimit::{Bucket, Decision, DecisionFuture, RateLimiter};
 use serde::{Deserialize, Serialize};
 use worker::{
     DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object,
@@ -56,7 +56,7 @@ impl DurableObject for RateLimiterObject {
             .map(|(k, _)| buckets.get(k).copied())
             .collect();
         let rates: Vec<u32> = take.buckets.iter().map(|(_, r)| *r).collect();
-        let (states, decision) = lore::ratelimit::take(&old, &rates, now);
+        let (states, decision) = lore_base::ratelimit::take(&old, &rates, now);
         for ((key, _), state) in take.buckets.into_iter().zip(states) {
             buckets.insert(key, state);
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use js_sys::Uint8Array;
-use lore::ports::{
+use lore_base::ports::{
     Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness,
 };
 use serde::{Deserialize, Serialize};

@@ -12,9 +12,9 @@
 use std::rc::Rc;
 
 use http::{Request, Response, StatusCode};
-use lore::Lore;
-use lore::json_response;
-use lore::storage::Storage;
+use lore_front::Lore;
+use lore_front::json_response;
+use lore_base::storage::Storage;
 use lore_testing::routes;
 use serde_json::{Value, json};
 use worker::Env;
@@ -51,7 +51,7 @@ async fn empty_store(env: &Env) -> Result<Rc<dyn Storage>, String> {
 }
 
 async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
-    let Some(embedder) = lore.ports.embedder.clone() else {
+    let Some(embedder) = lore.ports().embedder.clone() else {
         return json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "error": "no AI binding" }),
@@ -94,13 +94,13 @@ async fn fetch(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
             json!({ "error": "body must be {method, url, headers?, body?}" }),
         );
     };
-    let Some(http) = lore.ports.http.clone() else {
+    let Some(http) = lore.ports().http.clone() else {
         return json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({ "error": "no HTTP port" }),
         );
     };
-    let request = lore::ports::OutboundRequest {
+    let request = lore_base::ports::OutboundRequest {
         method: spec.method,
         url: spec.url,
         headers: spec.headers,

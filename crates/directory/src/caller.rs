@@ -1,0 +1,177 @@
+//! The [`Caller`]: who is asking, in which org, with which role and scopes.
+//! A `Caller` is only ever built here, from a verified token (or the local owner when the server
+//! runs without auth), after the org membership is checked. Every org-scoped operation takes a
+//! `&Caller` and derives its storage keys from it.
+
+use crate::error::{LoreError, Result};
+use crate::ids::OrgId;
+use crate::keys::{self, OrgKeys};
+use crate::model::{Membership, Principal, Role, Scopes, TokenRecord};
+use crate::ports::Ports;
+
+/// The authenticated identity of one request, pinned to one org.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    principal: Principal,
+    org: OrgId,
+    role: Role,
+    scopes: Scopes,
+    token_id: Option<String>,
+    /// The orgs the token is bound to (`None` for the local owner, who reaches all of theirs).
+    token_orgs: Option<Vec<OrgId>>,
+    keys: OrgKeys,
+}
+
+impl Caller {
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+    pub fn org(&self) -> &OrgId {
+        &self.org
+    }
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    pub fn scopes(&self) -> Scopes {
+        self.scopes
+    }
+    pub fn token_id(&self) -> Option<&str> {
+        self.token_id.as_deref()
+    }
+    pub fn keys(&self) -> &OrgKeys {
+        &self.keys
+    }
+    /// Whether this credential may reach `org` at all (before membership).
+    pub fn token_reaches(&self, org: &OrgId) -> bool {
+        self.token_orgs
+            .as_ref()
+            .is_none_or(|orgs| orgs.contains(org))
+    }
+
+    /// Role check for writes (the token's scopes are checked at the transport, which answers
+    /// 403 `insufficient_scope`; this is the second gate).
+    pub fn require_write(&self, action: &str) -> Result<()> {
+        if !self.scopes.write {
+            return Err(LoreError::NeedsWrite(format!(
+                "{action} needs a token with the mcp:write scope"
+            )));
+        }
+        if !self.role.can_write() {
+            return Err(LoreError::NeedsWrite(format!(
+                "{action} needs the member role or higher; you are a {} of {}",
+                self.role.as_str(),
+                self.org
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A verified credential, before an org is chosen.
+#[derive(Debug, Clone)]
+pub struct Credential {
+    pub principal: Principal,
+    pub token: Option<TokenRecord>,
+}
+
+/// The local owner, for servers started with `--no-auth` on a loopback address.
+pub async fn local_owner(ports: &Ports) -> Result<Credential> {
+    let id = ports.storage.get(keys::LOCAL_OWNER).await?.ok_or_else(|| {
+        LoreError::Unauthorized("the database has no local owner; run `lore init`".into())
+    })?;
+    let id = String::from_utf8(id)
+        .map_err(|_| LoreError::Internal("local owner id is not UTF-8".into()))?;
+    let principal: Principal = ports
+        .record(&keys::principal(&id))
+        .await?
+        .ok_or_else(|| LoreError::Internal("the local owner principal is missing".into()))?;
+    Ok(Credential {
+        principal,
+        token: None,
+    })
+}
+
+/// Pins a credential to one org: the path org if given (it must be one the token is bound to),
+/// else the token's only org. The principal must be a member of it.
+pub async fn resolve_caller(
+    ports: &Ports,
+    credential: Credential,
+    path_org: Option<&str>,
+    default_org: &OrgId,
+) -> Result<Caller> {
+    let org = match (&credential.token, path_org) {
+        (_, Some(name)) => {
+            let org = OrgId::parse(name).map_err(|_| {
+                LoreError::Forbidden(format!("{name:?} is not an org you can reach"))
+            })?;
+            if let Some(token) = &credential.token
+                && !token.orgs.contains(&org)
+            {
+                return Err(LoreError::Forbidden(format!(
+                    "this token is not valid for org {org}"
+                )));
+            }
+            org
+        }
+        (Some(token), None) => match token.orgs.as_slice() {
+            [only] => only.clone(),
+            [] => return Err(LoreError::Forbidden("this token is bound to no org".into())),
+            many => {
+                let names: Vec<&str> = many.iter().map(OrgId::as_str).collect();
+                return Err(LoreError::Forbidden(format!(
+                    "this token reaches several orgs ({}); connect to /mcp/{{org}} to choose one",
+                    names.join(", ")
+                )));
+            }
+        },
+        (None, None) => default_org.clone(),
+    };
+    let keys = OrgKeys::new(&org);
+    let membership: Membership = ports
+        .record(&keys.member(&credential.principal.id))
+        .await?
+        .ok_or_else(|| LoreError::Forbidden(format!("you are not a member of org {org}")))?;
+    let scopes = credential.token.as_ref().map_or(Scopes::ALL, |t| t.scopes);
+    Ok(Caller {
+        principal: credential.principal,
+        role: membership.role,
+        scopes,
+        token_orgs: credential.token.as_ref().map(|t| t.orgs.clone()),
+        token_id: credential.token.map(|t| t.id),
+        org,
+        keys,
+    })
+}
+
+/// The owner of a behavior, for its reaction: `principal` as a member of `org` now, with the
+/// role its membership has now and both scopes (a reaction has no token; the role decides).
+/// Fails when the principal is gone or no longer a member.
+pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Result<Caller> {
+    let principal: Principal = ports
+        .record(&keys::principal(principal))
+        .await?
+        .ok_or_else(|| LoreError::Forbidden(format!("the owner {principal} no longer exists")))?;
+    let credential = Credential {
+        principal,
+        token: None,
+    };
+    let keys = OrgKeys::new(org);
+    let membership: Membership = ports
+        .record(&keys.member(&credential.principal.id))
+        .await?
+        .ok_or_else(|| {
+            LoreError::Forbidden(format!(
+                "the owner {} is no longer a member of org {org}",
+                credential.principal.id
+            ))
+        })?;
+    Ok(Caller {
+        principal: credential.principal,
+        role: membership.role,
+        scopes: Scopes::ALL,
+        token_orgs: Some(vec![org.clone()]),
+        token_id: None,
+        org: org.clone(),
+        keys,
+    })
+}

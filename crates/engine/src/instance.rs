@@ -1,0 +1,251 @@
+//! One engine instance ([`Engine`]): the ports, the engine's configuration and the warm state
+//! of the orgs it serves (memory indexes, compiled entity-type validators, decoded SQL tables,
+//! usage counts, org records). Every module above it takes `&Engine`; the modules below it
+//! (memory, records, SQL) take the ports and the one cache they use.
+//!
+//! The script runner (`runs`) sits above the SDK registry it dispatches into, so what the
+//! layers below ask of it (a script operation's run, behaviors' reactions to new events) goes
+//! through [`Scripts`], given to the instance when it is made.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use lore_directory::Caller;
+use lore_sandbox::remote::ScriptThreads;
+use serde_json::Value;
+
+use crate::error::LoreError;
+use crate::ids::OrgId;
+use crate::keys;
+use crate::memory::event::Event;
+use crate::memory::{MemoryService, Ranking, SaveInput};
+use crate::model::{self, Tier};
+use crate::ports::{Offload, Ports};
+use crate::ratelimit::{RateLimits, ScriptSlots};
+use crate::records::metrics::UsageCounters;
+use crate::records::operations::Operation;
+use crate::records::types::SchemaCache;
+use crate::scope::Scope;
+use crate::sql;
+
+/// How the engine behaves: the budgets of one SQL query, and the rate limits an org may only
+/// lower for itself.
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    pub sql: sql::Limits,
+    pub rate_limits: RateLimits,
+}
+
+/// A future of the engine's, on one thread (`?Send`, as every port's).
+pub type Local<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// What the script runner does for the layers below it.
+pub trait Scripts {
+    /// Runs a script operation's body for `caller` with `args` (already valid), calling
+    /// methods up to `tier`; the value is the script's result.
+    fn run_operation<'a>(
+        &'a self,
+        engine: &'a Engine,
+        caller: &'a Caller,
+        op: &'a Operation,
+        code: &'a str,
+        args: Value,
+        tier: Tier,
+    ) -> Local<'a, Result<Value, LoreError>>;
+
+    /// Runs the reactions that `events`, just committed in `org`, set off.
+    fn react<'a>(&'a self, engine: &'a Engine, org: &'a OrgId, events: &'a [Event])
+    -> Local<'a, ()>;
+}
+
+/// Org records an instance read, with when it read them.
+type OrgCache = Rc<RefCell<HashMap<OrgId, (i64, Option<model::Org>)>>>;
+
+/// How long an instance trusts an org record it read: a change of an org's limits or profile
+/// made through another instance applies within this time.
+pub const ORG_TTL_MS: i64 = 5_000;
+
+/// One engine instance: ports, configuration and per-instance caches.
+pub struct Engine {
+    pub ports: Ports,
+    pub config: EngineConfig,
+    pub memory: Rc<MemoryService>,
+    pub schemas: SchemaCache,
+    pub usage: UsageCounters,
+    /// Set on the copy of the engine a script run calls through: the run's shared budget and
+    /// the events its writes saved (reactions wait until the run commits).
+    pub script: Option<Rc<Scope>>,
+    /// How many reactions deep this instance's writes are: 0 for a request's own writes, n
+    /// inside a reaction that n writes set off.
+    pub reaction_depth: u8,
+    /// Decoded SQL tables kept between queries (`config.sql.cache_bytes`).
+    pub sql_cache: Rc<sql::TableCache>,
+    /// Scripts that may run at once in the process; `None`: no cap.
+    pub script_slots: Option<ScriptSlots>,
+    /// Where scripts' JavaScript runs when not here (natively: a thread per run, so a script's
+    /// computing never holds the thread that serves requests); `None`: inline.
+    pub script_threads: Option<Rc<dyn ScriptThreads>>,
+    /// Where SQL queries compute when not here (natively: a thread per query); `None`: inline.
+    pub offload: Option<Rc<dyn Offload>>,
+    /// The script runner (see [`Scripts`]).
+    pub scripts: &'static dyn Scripts,
+    orgs: OrgCache,
+}
+
+impl Engine {
+    /// An instance whose usage counts go to the keys of `instance` (see [`UsageCounters`]),
+    /// running scripts with `scripts`.
+    pub fn assemble(
+        ports: Ports,
+        config: EngineConfig,
+        instance: String,
+        scripts: &'static dyn Scripts,
+    ) -> Self {
+        Self {
+            sql_cache: Rc::new(sql::TableCache::new(config.sql.cache_bytes)),
+            ports,
+            config,
+            memory: Rc::new(MemoryService::default()),
+            schemas: SchemaCache::default(),
+            usage: UsageCounters::new(instance),
+            script: None,
+            reaction_depth: 0,
+            script_slots: None,
+            script_threads: None,
+            offload: None,
+            scripts,
+            orgs: Rc::default(),
+        }
+    }
+
+    /// Runs SQL queries' computing through `offload` (natively: on a thread of its own).
+    pub fn with_offload(mut self, offload: Rc<dyn Offload>) -> Self {
+        self.offload = Some(offload);
+        self
+    }
+
+    /// Runs scripts' JavaScript on the threads `threads` makes.
+    pub fn with_script_threads(mut self, threads: Rc<dyn ScriptThreads>) -> Self {
+        self.script_threads = Some(threads);
+        self
+    }
+
+    /// Caps the scripts running at once (shared by every clone of `slots`).
+    pub fn with_script_slots(mut self, slots: ScriptSlots) -> Self {
+        self.script_slots = Some(slots);
+        self
+    }
+
+    /// Chooses the rankings `search_memory` fuses; only the retrieval evaluation changes it.
+    #[doc(hidden)]
+    pub fn set_ranking(&self, ranking: Ranking) {
+        self.memory.set_ranking(ranking);
+    }
+
+    /// The org's record, read at most every [`ORG_TTL_MS`] by this instance.
+    pub async fn org_record(&self, org: &OrgId) -> Result<Option<model::Org>, LoreError> {
+        let now = self.ports.clock.now_ms();
+        if let Some((at, org)) = self.orgs.borrow().get(org)
+            && now - at < ORG_TTL_MS
+        {
+            return Ok(org.clone());
+        }
+        let record: Option<model::Org> = self.ports.record(&keys::org(org)).await?;
+        let mut orgs = self.orgs.borrow_mut();
+        if orgs.len() >= 4_096 {
+            orgs.clear();
+        }
+        orgs.insert(org.clone(), (now, record.clone()));
+        Ok(record)
+    }
+
+    /// Forgets a cached org record (after this instance changed it).
+    pub fn forget_org(&self, org: &OrgId) {
+        self.orgs.borrow_mut().remove(org);
+    }
+
+    /// The engine as a script run sees it: the same configuration, `ports` (whose storage
+    /// buffers the run's writes), fresh schema and usage caches (a run's uncommitted types
+    /// must not be cached), no SQL table cache (its uncommitted rows must not be kept either),
+    /// and this instance's memory index unless `private_memory` (once a run has buffered
+    /// writes, its searches must not feed the shared index).
+    pub fn script_copy(&self, ports: Ports, private_memory: bool) -> Engine {
+        let instance = ports.random_hex(6);
+        Engine {
+            ports,
+            config: self.config.clone(),
+            memory: if private_memory {
+                Rc::new(MemoryService::default())
+            } else {
+                self.memory.clone()
+            },
+            schemas: SchemaCache::default(),
+            usage: UsageCounters::new(instance),
+            script: self.script.clone(),
+            reaction_depth: self.reaction_depth,
+            sql_cache: Rc::new(sql::TableCache::new(0)),
+            script_slots: self.script_slots.clone(),
+            script_threads: self.script_threads.clone(),
+            offload: self.offload.clone(),
+            scripts: self.scripts,
+            orgs: self.orgs.clone(),
+        }
+    }
+
+    /// What follows a commit of new events: inside a script run they wait for the run's own
+    /// commit; otherwise the behaviors they trigger react, after the answer where the host
+    /// has a background port (natively), else now, before it (the edge). A reaction never
+    /// fails the write that set it off.
+    pub async fn after_commit(&self, org: &OrgId, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        if let Some(scope) = &self.script {
+            scope.events.borrow_mut().extend(events);
+            return;
+        }
+        match &self.ports.background {
+            Some(background) => {
+                // The task owns a copy of the engine: the same ports and memory index.
+                let engine = self.script_copy(self.ports.clone(), false);
+                let org = org.clone();
+                background.spawn(Box::pin(async move {
+                    engine.scripts.react(&engine, &org, &events).await;
+                }));
+            }
+            None => self.scripts.react(self, org, &events).await,
+        }
+    }
+
+    /// `save_memory` and `memory.save`: saves, then reacts to the new events.
+    pub async fn save_memory(&self, caller: &Caller, input: SaveInput) -> Result<Value, LoreError> {
+        let (out, events) = self.memory.save(&self.ports, caller, input).await?;
+        self.after_commit(caller.org(), events).await;
+        Ok(out)
+    }
+
+    /// Counts a tool or method call in the built-in usage metrics, and writes the buffered
+    /// counts when they are due. Counting never fails a request.
+    pub async fn count_usage(&self, caller: &Caller, tool: &str, ok: bool) {
+        self.usage
+            .count(caller.org(), tool, ok, self.ports.clock.now_ms());
+        self.flush_usage_if_due().await;
+    }
+
+    /// Writes buffered usage counts if the last write is older than the flush interval.
+    pub async fn flush_usage_if_due(&self) {
+        if let Err(e) = self.usage.flush_if_due(&self.ports).await {
+            tracing::warn!(error = %e, "could not write usage counters");
+        }
+    }
+
+    /// Writes buffered usage counts now (at shutdown).
+    pub async fn flush_usage(&self) {
+        if let Err(e) = self.usage.flush(&self.ports).await {
+            tracing::warn!(error = %e, "could not write usage counters");
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! `save_memory`: validate, deduplicate (by idempotency key, and against a current memory
+//! equivalent to the save: the same normalized text, entities, kind, payload and author),
+//! append the events and bump the org's event sequence number in one conditional batch. A
+//! deduplicated save is never silent: the answer says `deduplicated` and which ones.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::event::Event;
+use super::semantic;
+use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
+use lore_directory::Caller;
+use crate::error::{LoreError, Result};
+use crate::ids::{new_ulid, parse_record_id};
+use crate::keys::{OrgKeys, sha256_hex};
+use crate::ports::Ports;
+use crate::storage::{Batch, StorageError};
+
+/// Largest `payload`, serialized.
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
+/// Attempts at a save whose batch lost a race (another save in the same org committed first).
+const ATTEMPTS: usize = 16;
+
+/// Longest pause between two attempts.
+const MAX_BACKOFF_MS: u64 = 250;
+
+/// A random pause before attempt `attempt + 1`: up to 4 ms, doubling per attempt, capped.
+fn backoff_ms(ports: &Ports, attempt: usize) -> u64 {
+    let ceiling = (4u64 << attempt.min(6)).min(MAX_BACKOFF_MS);
+    let mut byte = [0u8; 2];
+    ports.random.fill(&mut byte);
+    u64::from(u16::from_le_bytes(byte)) % (ceiling + 1)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct IdempotencyRecord {
+    event_id: String,
+    fingerprint: String,
+    /// Whether the first save was deduplicated: a retry answers as the first save did.
+    #[serde(default)]
+    deduplicated: bool,
+}
+
+fn fingerprint(m: &MemoryInput, kind: &str) -> String {
+    sha256_hex(
+        &json!([
+            m.content,
+            kind,
+            m.entity_ids,
+            m.supersedes_event_id,
+            m.payload
+        ])
+        .to_string(),
+    )
+}
+
+/// The duplicate key of a memory: its text lowercased with whitespace collapsed, its entity set
+/// (order and repeats ignored), its kind, its payload and its author. Only a save equivalent
+/// in all of these is folded into an earlier memory: another author's, kind's or payload's
+/// save of the same sentence is a memory of its own.
+fn duplicate_hash(
+    content: &str,
+    entity_ids: &[String],
+    kind: &str,
+    payload: Option<&Value>,
+    author: &str,
+) -> String {
+    let text = content
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut entities: Vec<&str> = entity_ids.iter().map(String::as_str).collect();
+    entities.sort_unstable();
+    entities.dedup();
+    // serde_json's maps are ordered by key, so equal payloads serialize equally.
+    let payload = payload.map(Value::to_string).unwrap_or_default();
+    sha256_hex(&json!([text, entities.join(","), kind, payload, author]).to_string())
+}
+
+impl MemoryService {
+    /// Appends the memories; returns `{ids}` in input order, and the events it added (not the
+    /// ones an idempotent retry or a duplicate found), for the behaviors they trigger.
+    pub async fn save(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: SaveInput,
+    ) -> Result<(Value, Vec<Event>)> {
+        caller.require_write("save_memory")?;
+        let (memories, field_prefix) = match input {
+            SaveInput::One(m) => (vec![m], String::new()),
+            SaveInput::Batch(b) => (b.memories, "memories/".to_string()),
+        };
+        if memories.is_empty() {
+            return Err(LoreError::invalid("memories", "give at least one memory"));
+        }
+        // A conflict means another save in this org committed between our read of the sequence
+        // number and our commit (or took the same idempotency key): read again and retry.
+        // Where every storage call yields to other requests (Workers on D1), concurrent saves
+        // all read the same sequence number and all but one lose each round; a random, growing
+        // pause spreads them out so they do not collide round after round.
+        // Embed once, before the attempts; a failing embedder leaves the vectors to a later
+        // refresh rather than failing the save.
+        let vectors = match &ports.embedder {
+            Some(embedder) => {
+                let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
+                match semantic::embed_all(embedder.as_ref(), &texts).await {
+                    Ok(v) => Some((semantic::model_key(embedder.model_id()), v)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the embedder failed; saving without vectors");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let vectors = vectors.as_ref().map(|(k, v)| (k.as_str(), v.as_slice()));
+        for attempt in 0..ATTEMPTS {
+            match self
+                .try_save(ports, caller, &memories, &field_prefix, vectors)
+                .await
+            {
+                Err(LoreError::Storage(StorageError::Conflict { .. })) => {
+                    ports.clock.sleep(backoff_ms(ports, attempt)).await;
+                }
+                other => return other,
+            }
+        }
+        Err(LoreError::Conflict(
+            "too many concurrent saves in this org; retry".into(),
+        ))
+    }
+
+    async fn try_save(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        memories: &[MemoryInput],
+        prefix: &str,
+        vectors: Option<(&str, &[Vec<f32>])>,
+    ) -> Result<(Value, Vec<Event>)> {
+        let mut embedded: Vec<(String, Vec<f32>)> = Vec::new();
+        let keys = caller.keys();
+        let (seq, stored) = stored_seq(ports, keys).await?;
+        let now = ports.clock.now_ms();
+        let mut batch = Batch::new();
+        let mut ids = Vec::with_capacity(memories.len());
+        let mut added = Vec::new();
+        let mut in_batch: HashMap<String, IdempotencyRecord> = HashMap::new();
+        let mut dups_in_batch: HashMap<String, String> = HashMap::new();
+        // Indexes (in input order) of the memories an equivalent current memory stood for.
+        let mut deduplicated: Vec<usize> = Vec::new();
+        let mut superseded_in_batch: std::collections::HashSet<String> = Default::default();
+        let mut next = seq;
+        for (i, m) in memories.iter().enumerate() {
+            let field = |name: &str| {
+                if prefix.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{prefix}{i}/{name}")
+                }
+            };
+            if m.content.trim().is_empty() {
+                return Err(LoreError::invalid(
+                    field("content"),
+                    "content is empty; say what to remember",
+                ));
+            }
+            if let Some(payload) = &m.payload {
+                crate::schema::check_stored_depth(payload, &field("payload"))?;
+                let size = payload.to_string().len();
+                if size > MAX_PAYLOAD_BYTES {
+                    return Err(LoreError::invalid(
+                        field("payload"),
+                        format!(
+                            "payload is {size} bytes serialized; the limit is {MAX_PAYLOAD_BYTES}"
+                        ),
+                    ));
+                }
+            }
+            let kind = m.kind.clone().unwrap_or_else(|| "note".into());
+            for (j, id) in m.entity_ids.iter().enumerate() {
+                let field = field(&format!("entity_ids/{j}"));
+                let ulid = parse_record_id(id, "ent", &field)?;
+                if ports.storage.get(&keys.entity(ulid)).await?.is_none() {
+                    return Err(LoreError::invalid(
+                        field,
+                        format!(
+                            "no entity {id} in org {}; pass ids of entities that exist (entities.list)",
+                            caller.org()
+                        ),
+                    ));
+                }
+            }
+            let mut supersedes = None;
+            if let Some(old) = &m.supersedes_event_id {
+                let ulid = parse_record_id(old, "evt", &field("supersedes_event_id"))?;
+                if ports.storage.get(&keys.event(ulid)).await?.is_none() {
+                    return Err(LoreError::invalid(
+                        field("supersedes_event_id"),
+                        format!(
+                            "no memory {old} in org {}; pass an id that search_memory returned",
+                            caller.org()
+                        ),
+                    ));
+                }
+                supersedes = Some(ulid.to_string());
+            }
+            let print = fingerprint(m, &kind);
+            // Keys are per principal: one agent's key never returns or blocks another's save.
+            let idem_key = m
+                .idempotency_key
+                .as_deref()
+                .map(|k| keys.idempotency(&sha256_hex(&format!("{}\n{k}", caller.principal().id))));
+            // The key may be stored already, or used earlier in this same batch.
+            let earlier = match &idem_key {
+                Some(k) => match in_batch.get(k) {
+                    Some(record) => Some(record.clone()),
+                    None => ports.record::<IdempotencyRecord>(k).await?,
+                },
+                None => None,
+            };
+            if let Some(record) = earlier {
+                if record.fingerprint != print {
+                    return Err(LoreError::invalid(
+                        field("idempotency_key"),
+                        "this idempotency_key was already used for a different memory; use a new key",
+                    ));
+                }
+                if record.deduplicated {
+                    deduplicated.push(ids.len());
+                }
+                ids.push(record.event_id);
+                continue;
+            }
+            // A replacement is always new; otherwise an equivalent memory that is still
+            // current returns that memory (its idempotency key, if any, now points there). One
+            // that a later save superseded does not: saving its text again (reverting a
+            // decision) is a new memory, which takes the key over.
+            let author = &caller.principal().id;
+            let dup_key = keys.duplicate(&duplicate_hash(
+                &m.content,
+                &m.entity_ids,
+                &kind,
+                m.payload.as_ref(),
+                author,
+            ));
+            let mut replaces_dup: Option<Vec<u8>> = None;
+            if m.supersedes_event_id.is_none() {
+                let existing = match dups_in_batch.get(&dup_key) {
+                    Some(id) => Some((id.clone(), None)),
+                    None => match ports.storage.get(&dup_key).await? {
+                        Some(b) => {
+                            let id = String::from_utf8_lossy(&b).into_owned();
+                            let marker = id.strip_prefix("evt_").map(|ulid| keys.superseded(ulid));
+                            let current = match &marker {
+                                Some(k) => {
+                                    !superseded_in_batch.contains(k)
+                                        && ports.storage.get(k).await?.is_none()
+                                }
+                                None => false,
+                            };
+                            if current {
+                                Some((id, marker))
+                            } else {
+                                replaces_dup = Some(b);
+                                None
+                            }
+                        }
+                        None => None,
+                    },
+                };
+                if let Some((event_id, marker)) = existing {
+                    // Still current when this commits: a supersede racing this save makes the
+                    // batch fail and the save run again, and then it is new.
+                    if let Some(marker) = marker {
+                        batch.require_absent(marker);
+                    }
+                    if let Some(idem_key) = idem_key {
+                        let record = IdempotencyRecord {
+                            event_id: event_id.clone(),
+                            fingerprint: print,
+                            deduplicated: true,
+                        };
+                        batch
+                            .require_absent(&idem_key)
+                            .put(&idem_key, serde_json::to_vec(&record)?);
+                        in_batch.insert(idem_key, record);
+                    }
+                    deduplicated.push(ids.len());
+                    ids.push(event_id);
+                    continue;
+                }
+            }
+            let ulid = new_ulid(ports);
+            let event = Event {
+                id: format!("evt_{ulid}"),
+                kind,
+                content: m.content.clone(),
+                payload: m.payload.clone(),
+                entity_ids: m.entity_ids.clone(),
+                author: caller.principal().id.clone(),
+                supersedes_event_id: m.supersedes_event_id.clone(),
+                origin_id: None,
+                created_at_ms: now,
+            };
+            next += 1;
+            batch
+                .require_absent(keys.event(&ulid))
+                .put(keys.event(&ulid), serde_json::to_vec(&event)?);
+            batch.put(keys.event_seq(next), ulid.clone().into_bytes());
+            if let Some(old) = &supersedes {
+                let marker = keys.superseded(old);
+                batch.put(&marker, event.id.clone().into_bytes());
+                superseded_in_batch.insert(marker);
+            }
+            // The new memory is its key's current one: a replacement takes its text's key over,
+            // and so does a save of a superseded memory's text.
+            match (&m.supersedes_event_id, replaces_dup) {
+                (Some(_), _) => {}
+                (None, Some(old)) => {
+                    batch.require_equals(&dup_key, old);
+                }
+                (None, None) => {
+                    batch.require_absent(&dup_key);
+                }
+            }
+            batch.put(&dup_key, event.id.clone().into_bytes());
+            dups_in_batch.insert(dup_key, event.id.clone());
+            if let Some((model, vectors)) = vectors
+                && let Some(v) = vectors.get(i)
+            {
+                batch.put(keys.vector(model, &ulid), semantic::encode(v));
+                embedded.push((ulid.clone(), v.clone()));
+            }
+            if let Some(idem_key) = idem_key {
+                let record = IdempotencyRecord {
+                    event_id: event.id.clone(),
+                    fingerprint: print,
+                    deduplicated: false,
+                };
+                batch
+                    .require_absent(&idem_key)
+                    .put(&idem_key, serde_json::to_vec(&record)?);
+                in_batch.insert(idem_key, record);
+            }
+            ids.push(event.id.clone());
+            added.push(event);
+        }
+        if next > seq {
+            match stored {
+                Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
+                None => batch.require_absent(keys.events_seq()),
+            };
+            batch.put(keys.events_seq(), next.to_string().into_bytes());
+        }
+        if !batch.is_empty() {
+            ports.storage.commit(batch).await?;
+        }
+        self.remember_vectors(embedded);
+        let mut out = json!({ "ids": ids, "deduplicated": !deduplicated.is_empty() });
+        if !deduplicated.is_empty() {
+            out["deduplicated_indexes"] = json!(deduplicated);
+        }
+        Ok((out, added))
+    }
+}
+
+/// An event that a feed brought, with the key that deduplicates its delivery.
+pub struct FeedItem {
+    /// `OrgKeys::origin(feed, hash)` of the delivery id.
+    pub origin_key: String,
+    pub event: Event,
+}
+
+impl MemoryService {
+    /// Appends feed items that were not delivered before; returns each item's event id and
+    /// whether it is new, in input order. Dedupe and append commit in one batch.
+    pub async fn append_feed_items(
+        &self,
+        ports: &Ports,
+        keys: &OrgKeys,
+        items: &[FeedItem],
+    ) -> Result<Vec<(String, bool)>> {
+        for attempt in 0..ATTEMPTS {
+            match self.try_append(ports, keys, items).await {
+                Err(LoreError::Storage(StorageError::Conflict { .. })) => {
+                    ports.clock.sleep(backoff_ms(ports, attempt)).await;
+                }
+                other => return other,
+            }
+        }
+        Err(LoreError::Conflict(
+            "too many concurrent writes in this org; retry".into(),
+        ))
+    }
+
+    async fn try_append(
+        &self,
+        ports: &Ports,
+        keys: &OrgKeys,
+        items: &[FeedItem],
+    ) -> Result<Vec<(String, bool)>> {
+        let (seq, stored) = stored_seq(ports, keys).await?;
+        let mut batch = Batch::new();
+        let mut out = Vec::with_capacity(items.len());
+        let mut seen: HashMap<&str, String> = HashMap::new();
+        let mut next = seq;
+        for item in items {
+            if let Some(id) = seen.get(item.origin_key.as_str()) {
+                out.push((id.clone(), false));
+                continue;
+            }
+            if let Some(bytes) = ports.storage.get(&item.origin_key).await? {
+                out.push((String::from_utf8_lossy(&bytes).into_owned(), false));
+                continue;
+            }
+            let event = &item.event;
+            let ulid = &event.id[4..];
+            next += 1;
+            batch
+                .require_absent(&item.origin_key)
+                .put(&item.origin_key, event.id.clone().into_bytes())
+                .require_absent(keys.event(ulid))
+                .put(keys.event(ulid), serde_json::to_vec(event)?)
+                .put(keys.event_seq(next), ulid.as_bytes().to_vec());
+            seen.insert(&item.origin_key, event.id.clone());
+            out.push((event.id.clone(), true));
+        }
+        if next > seq {
+            match stored {
+                Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
+                None => batch.require_absent(keys.events_seq()),
+            };
+            batch.put(keys.events_seq(), next.to_string().into_bytes());
+            ports.storage.commit(batch).await?;
+        }
+        Ok(out)
+    }
+}

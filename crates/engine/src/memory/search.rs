@@ -1,0 +1,239 @@
+//! `search_memory`: rank the org's index, then read the hits' text from storage.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use serde_json::{Value, json};
+
+use super::event::Event;
+use crate::time::{format_time, parse_time};
+use super::keyword::Filters;
+use super::{CachedIndex, MemoryService, SearchInput, semantic};
+use lore_directory::Caller;
+use crate::error::{LoreError, Result};
+use crate::ids::parse_record_id;
+use crate::ports::Ports;
+
+fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|s| {
+            parse_time(s).ok_or_else(|| {
+                LoreError::invalid(
+                    field,
+                    format!(
+                        "{s:?} is not a time; use RFC 3339 (2026-01-31T09:00:00Z) or YYYY-MM-DD"
+                    ),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Reciprocal rank fusion constant: a document's fused score is the sum over the rankings of
+/// 1 / (RRF_K + rank). 60 is the value from the original paper and works without tuning.
+const RRF_K: f64 = 60.0;
+
+/// Which rankings `search_memory` fuses. Always `Hybrid` in the product; the retrieval
+/// evaluation switches it to compare each ranking alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ranking {
+    #[default]
+    Hybrid,
+    Keyword,
+    Vector,
+}
+
+impl MemoryService {
+    /// Chooses the rankings searches fuse (for evaluation; the default is `Hybrid`).
+    #[doc(hidden)]
+    pub fn set_ranking(&self, ranking: Ranking) {
+        self.ranking.set(ranking);
+    }
+
+    /// Embeds the query when the org has vectors under the current embedder; `None` when
+    /// there is nothing to compare with or the embedder fails (keyword ranking still answers).
+    async fn query_vector(&self, ports: &Ports, caller: &Caller, query: &str) -> Option<Vec<f32>> {
+        let embedder = ports.embedder.as_ref()?;
+        if query.trim().is_empty() || self.ranking.get() == Ranking::Keyword {
+            return None;
+        }
+        let has_vectors = self.indexes.borrow().get(caller.org()).is_some_and(|c| {
+            c.semantic
+                .as_ref()
+                .is_some_and(|s| !s.is_empty() && s.model == embedder.model_id())
+        });
+        if !has_vectors {
+            return None;
+        }
+        match semantic::embed_all(embedder.as_ref(), &[query.to_string()]).await {
+            Ok(mut v) => v.pop(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not embed the query; keyword ranking only");
+                None
+            }
+        }
+    }
+
+    /// The best `limit` documents for the query: BM25 and vector similarity, each filtered
+    /// before it is cut, fused by reciprocal rank. With only one ranking available its own
+    /// order and score stand; a query with no words lists the newest memories.
+    fn rank(
+        &self,
+        cached: &CachedIndex,
+        query: &str,
+        query_vector: Option<&[f32]>,
+        filters: &Filters<'_>,
+        limit: usize,
+    ) -> Vec<(u32, f64)> {
+        let index = &cached.index;
+        let ranking = self.ranking.get();
+        // Each ranking contributes a deeper list than the page, so fusion can promote a
+        // document that is good in both but best in neither.
+        let depth = (limit * 3).clamp(30, 300);
+        let keyword = if ranking == Ranking::Vector {
+            Vec::new()
+        } else {
+            index.rank(&self.tokenizer, query, filters, depth)
+        };
+        let vector: Vec<(u32, f64)> = match (query_vector, &cached.semantic) {
+            (Some(q), Some(sem)) if ranking != Ranking::Keyword => sem
+                .index
+                .search(q, depth, &|id| {
+                    index.passes_doc(sem.doc_of[id as usize], filters)
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(id, sim)| (sem.doc_of[id as usize], f64::from(sim)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let round = |x: f64, places: f64| (x * places).round() / places;
+        match (keyword.is_empty(), vector.is_empty()) {
+            (true, true) => {
+                if self.tokenizer.terms(query).is_empty() && query_vector.is_none() {
+                    index
+                        .newest(filters, limit)
+                        .into_iter()
+                        .map(|d| (d, 0.0))
+                        .collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            (false, true) => keyword
+                .into_iter()
+                .take(limit)
+                .map(|(d, s)| (d, round(s, 1e4)))
+                .collect(),
+            (true, false) => vector
+                .into_iter()
+                .take(limit)
+                .map(|(d, s)| (d, round(s, 1e4)))
+                .collect(),
+            (false, false) => {
+                let mut fused: HashMap<u32, f64> = HashMap::new();
+                for list in [&keyword, &vector] {
+                    for (rank, (doc, _)) in list.iter().enumerate() {
+                        *fused.entry(*doc).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+                    }
+                }
+                let mut fused: Vec<(u32, f64)> = fused.into_iter().collect();
+                fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+                fused.truncate(limit);
+                fused.into_iter().map(|(d, s)| (d, round(s, 1e6))).collect()
+            }
+        }
+    }
+
+    /// Ranked memories of the caller's org.
+    pub async fn search(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: SearchInput,
+    ) -> Result<Value> {
+        let since_ms = time("since", &input.since)?;
+        let until_ms = time("until", &input.until)?;
+        let limit = input.limit.unwrap_or(10).clamp(1, 100);
+        self.refresh(ports, caller).await?;
+        let kinds: Option<HashSet<String>> = input.kinds.map(|k| k.into_iter().collect());
+        let entity_ids: Option<HashSet<String>> = input.entity_ids.map(|k| k.into_iter().collect());
+        let filters = Filters {
+            kinds: kinds.as_ref(),
+            entity_ids: entity_ids.as_ref(),
+            author: input.author.as_deref(),
+            since_ms,
+            until_ms,
+            include_superseded: input.include_superseded,
+        };
+        // The query's vector, when the org's memories have vectors to compare it with.
+        let query_vector = self.query_vector(ports, caller, &input.query).await;
+        // Rank under a short borrow; the reads below await.
+        let hits: Vec<(String, f64, Option<String>)> = match self.indexes.borrow().get(caller.org())
+        {
+            Some(cached) => self
+                .rank(
+                    cached,
+                    &input.query,
+                    query_vector.as_deref(),
+                    &filters,
+                    limit,
+                )
+                .into_iter()
+                .map(|(doc, score)| {
+                    let h = cached.index.hit(doc, score);
+                    (
+                        h.meta.id.clone(),
+                        h.score,
+                        h.superseded_by.map(str::to_string),
+                    )
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut results = Vec::with_capacity(hits.len());
+        for (id, score, superseded_by) in hits {
+            let cached = self.events.borrow_mut().get(&id);
+            let e = match cached {
+                Some(e) => e,
+                None => {
+                    let ulid = parse_record_id(&id, "evt", "id")?;
+                    let Some(e) = ports.record::<Event>(&caller.keys().event(ulid)).await? else {
+                        continue;
+                    };
+                    let e = Rc::new(e);
+                    self.events.borrow_mut().insert(e.clone());
+                    e
+                }
+            };
+            let mut v = event_json(&e);
+            v["score"] = json!(score);
+            if let Some(newer) = superseded_by {
+                v["superseded_by"] = json!(newer);
+            }
+            results.push(v);
+        }
+        Ok(json!({ "results": results }))
+    }
+}
+
+/// An event as the memory search and the compact `fetch` show it (without score or
+/// supersession by a later event, which only the index knows).
+pub fn event_json(e: &Event) -> Value {
+    let mut v = json!({
+        "id": e.id,
+        "content": e.content,
+        "kind": e.kind,
+        "entity_ids": e.entity_ids,
+        "author": e.author,
+        "created_at": format_time(e.created_at_ms),
+    });
+    if let Some(old) = &e.supersedes_event_id {
+        v["supersedes_event_id"] = json!(old);
+    }
+    if let Some(payload) = &e.payload {
+        v["payload"] = payload.clone();
+    }
+    v
+}

@@ -1,0 +1,561 @@
+//! The semantic half of memory search: each event's embedding, stored once beside the event,
+//! and a per-org vector index over them.
+//!
+//! - `save_memory` embeds the new memories before it commits and stores each vector in the
+//!   same batch as its event (`vec/{model}/{ulid}`, int8 with one scale), so no instance has to
+//!   embed it again. An event without a vector for the current model (saved while the
+//!   embedder failed, delivered by a feed, or saved under another model) is embedded lazily on
+//!   the next refresh: changing the model re-embeds without a migration.
+//! - An instance that meets an org for the first time loads the stored index snapshot
+//!   (`vsnap/{model}/…`: the index bytes and which event each vector is) and then only the
+//!   vectors of events newer than the snapshot, so a cold start neither re-embeds nor rebuilds
+//!   the graph. Whoever has indexed enough new vectors since the last snapshot writes a new one.
+//! - Failures of the embedder never fail a save or a search: the keyword ranking still answers
+//!   and the missing vectors are retried after a pause.
+
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
+
+use std::rc::Rc;
+
+use super::MemoryService;
+use super::event::Event;
+use super::keyword::KeywordIndex;
+use super::vector::VectorIndex;
+use lore_directory::Caller;
+use crate::error::Result;
+use crate::keys::{OrgKeys, sha256_hex};
+use crate::ports::{Embedder, Ports};
+use crate::storage::Batch;
+
+/// Texts sent to the embedder in one call.
+pub const EMBED_BATCH: usize = 64;
+/// How long an instance waits before asking a failing embedder again for an org's backlog.
+const RETRY_AFTER_MS: i64 = 30_000;
+/// Most texts one refresh embeds; a larger backlog (a model change in a big org) is worked off
+/// over the following requests while the keyword ranking answers.
+const MAX_EMBED_PER_REFRESH: usize = 4_096;
+/// Vectors an index needs before it is worth a stored snapshot.
+const SNAPSHOT_MIN: usize = 1_000;
+/// Bytes per stored snapshot part (well under every backend's value limit).
+const SNAPSHOT_PART: usize = 512 * 1024;
+const SNAPSHOT_MAGIC: &[u8; 4] = b"LVS1";
+const VECTOR_VERSION: u8 = 1;
+
+/// The storage key segment of a model: a short hash of its id (ids hold `/` and `@`).
+pub fn model_key(model_id: &str) -> String {
+    sha256_hex(model_id)[..16].to_string()
+}
+
+/// A vector as stored: version, dimension count, scale, then one signed byte per dimension.
+/// Embeddings are unit length, so int8 with one scale per vector keeps cosine ranking intact
+/// to well under a percent while taking a quarter of the bytes.
+pub fn encode(v: &[f32]) -> Vec<u8> {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    let mut out = Vec::with_capacity(7 + v.len());
+    out.push(VECTOR_VERSION);
+    out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+    out.extend_from_slice(&scale.to_le_bytes());
+    out.extend(
+        v.iter()
+            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8 as u8),
+    );
+    out
+}
+
+/// The vector stored by [`encode`], renormalized; `None` when the bytes are not one.
+pub fn decode(bytes: &[u8], dims: usize) -> Option<Vec<f32>> {
+    if bytes.len() != 7 + dims || bytes[0] != VECTOR_VERSION {
+        return None;
+    }
+    if usize::from(u16::from_le_bytes([bytes[1], bytes[2]])) != dims {
+        return None;
+    }
+    let scale = f32::from_le_bytes(bytes[3..7].try_into().ok()?);
+    let mut v: Vec<f32> = bytes[7..]
+        .iter()
+        .map(|&b| f32::from(b as i8) * scale)
+        .collect();
+    normalize(&mut v);
+    Some(v)
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Embeds `texts` in batches; every vector is checked for the model's dimensions and
+/// normalized.
+pub async fn embed_all(embedder: &dyn Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+    let dims = embedder.dimensions();
+    let mut out = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(EMBED_BATCH) {
+        let vectors = embedder.embed(chunk).await.map_err(|e| e.to_string())?;
+        if vectors.len() != chunk.len() {
+            return Err(format!(
+                "the embedder returned {} vectors for {} texts",
+                vectors.len(),
+                chunk.len()
+            ));
+        }
+        for mut v in vectors {
+            if v.len() != dims || v.iter().any(|x| !x.is_finite()) {
+                return Err(format!(
+                    "the embedder returned a vector of {} dimensions (or not finite); {} expected",
+                    v.len(),
+                    dims
+                ));
+            }
+            normalize(&mut v);
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// One org's vectors under one model.
+pub struct Semantic {
+    pub model: String,
+    pub model_key: String,
+    pub dims: usize,
+    pub index: VectorIndex,
+    /// The keyword index's document number of each vector.
+    pub doc_of: Vec<u32>,
+    /// Per keyword document: whether it has a vector in `index`.
+    has_vector: Vec<bool>,
+    /// When this instance may next try to embed the backlog (after a failure).
+    pub retry_after_ms: i64,
+    /// Whether the stored snapshot was looked for yet.
+    pub snapshot_checked: bool,
+    /// Vectors the newest snapshot this instance knows of covers.
+    pub snapshot_len: usize,
+}
+
+impl Semantic {
+    /// `None` when the embedder's dimension count cannot be indexed (0, or absurdly many).
+    pub fn new(model: &str, dims: usize, seed: u64) -> Option<Self> {
+        let index = match VectorIndex::new(dims, seed) {
+            Ok(index) => index,
+            Err(e) => {
+                tracing::warn!(error = %e, model, "cannot index this embedder's vectors");
+                return None;
+            }
+        };
+        Some(Self {
+            model: model.to_string(),
+            model_key: model_key(model),
+            dims,
+            index,
+            doc_of: Vec::new(),
+            has_vector: Vec::new(),
+            retry_after_ms: 0,
+            snapshot_checked: false,
+            snapshot_len: 0,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.doc_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.doc_of.is_empty()
+    }
+
+    pub fn has(&self, doc: u32) -> bool {
+        self.has_vector.get(doc as usize).copied().unwrap_or(false)
+    }
+
+    /// Documents of `keyword` that have no vector yet, oldest first.
+    pub fn missing(&self, keyword: &KeywordIndex) -> Vec<u32> {
+        (0..keyword.len() as u32)
+            .filter(|&d| !self.has(d))
+            .collect()
+    }
+
+    /// Adds document `doc`'s vector (no-op when it has one or the dimensions differ).
+    pub fn add(&mut self, doc: u32, vector: &[f32]) {
+        if self.has(doc) || vector.len() != self.dims {
+            return;
+        }
+        let id = self.doc_of.len() as u32;
+        if self.index.insert(id, vector).is_err() {
+            return;
+        }
+        self.doc_of.push(doc);
+        let slot = doc as usize;
+        if self.has_vector.len() <= slot {
+            self.has_vector.resize(slot + 1, false);
+        }
+        self.has_vector[slot] = true;
+    }
+
+    /// Whether enough vectors arrived since the last snapshot to write a new one.
+    pub fn snapshot_due(&self) -> bool {
+        let n = self.len();
+        n >= SNAPSHOT_MIN && n >= self.snapshot_len + SNAPSHOT_MIN.max(self.snapshot_len / 4)
+    }
+
+    /// The snapshot bytes: magic, vector count, each vector's event ulid, then the index.
+    pub fn snapshot(&self, keyword: &KeywordIndex) -> Vec<u8> {
+        let index = self.index.snapshot();
+        let mut out = Vec::with_capacity(8 + self.doc_of.len() * 26 + index.len());
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(&(self.doc_of.len() as u32).to_le_bytes());
+        for &doc in &self.doc_of {
+            let id = keyword.doc_id(doc);
+            let ulid = id.strip_prefix("evt_").unwrap_or(id);
+            let mut fixed = [b' '; 26];
+            let n = ulid.len().min(26);
+            fixed[..n].copy_from_slice(&ulid.as_bytes()[..n]);
+            out.extend_from_slice(&fixed);
+        }
+        out.extend_from_slice(&index);
+        out
+    }
+
+    /// Replaces this (empty) state with a stored snapshot, mapping its events onto `keyword`'s
+    /// document numbers. Errors leave `self` unchanged.
+    pub fn restore(&mut self, bytes: &[u8], keyword: &KeywordIndex) -> Result<(), String> {
+        let bad = || "the stored vector index snapshot is corrupt".to_string();
+        if bytes.len() < 8 || &bytes[..4] != SNAPSHOT_MAGIC {
+            return Err(bad());
+        }
+        let n = u32::from_le_bytes(bytes[4..8].try_into().map_err(|_| bad())?) as usize;
+        let ids_end = n
+            .checked_mul(26)
+            .and_then(|l| l.checked_add(8))
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(bad)?;
+        let mut doc_of = Vec::with_capacity(n);
+        for raw in bytes[8..ids_end].chunks(26) {
+            let ulid = std::str::from_utf8(raw).map_err(|_| bad())?.trim_end();
+            let doc = keyword.doc_of(&format!("evt_{ulid}")).ok_or_else(|| {
+                format!("the snapshot names event evt_{ulid}, which is not loaded")
+            })?;
+            doc_of.push(doc);
+        }
+        let index = VectorIndex::restore(&bytes[ids_end..]).map_err(|e| e.to_string())?;
+        if index.len() != n || index.dims() != self.dims {
+            return Err(bad());
+        }
+        let mut has_vector = vec![false; keyword.len()];
+        for &doc in &doc_of {
+            has_vector[doc as usize] = true;
+        }
+        self.index = index;
+        self.doc_of = doc_of;
+        self.has_vector = has_vector;
+        self.snapshot_len = n;
+        Ok(())
+    }
+}
+
+/// The head of a stored snapshot.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SnapshotHead {
+    vectors: usize,
+    parts: usize,
+    bytes: usize,
+    sha256: String,
+}
+
+fn digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads the org's stored snapshot for `model`; `None` when there is none or it is unusable.
+pub async fn load_snapshot(ports: &Ports, keys: &OrgKeys, model: &str) -> Option<Vec<u8>> {
+    let head: SnapshotHead = match ports.record(&keys.vector_snapshot(model)).await {
+        Ok(Some(h)) => h,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the vector index snapshot");
+            return None;
+        }
+    };
+    let mut bytes = Vec::with_capacity(head.bytes);
+    for part in 0..head.parts {
+        match ports
+            .storage
+            .get(&keys.vector_snapshot_part(model, part))
+            .await
+        {
+            Ok(Some(b)) => bytes.extend_from_slice(&b),
+            _ => return None,
+        }
+    }
+    if bytes.len() != head.bytes || digest(&bytes) != head.sha256 {
+        tracing::warn!("the vector index snapshot does not match its head; rebuilding");
+        return None;
+    }
+    Some(bytes)
+}
+
+/// Stores `bytes` as the org's snapshot for `model`, parts and head in one batch (readers see
+/// the old snapshot or the new one, never a mix).
+pub async fn store_snapshot(
+    ports: &Ports,
+    keys: &OrgKeys,
+    model: &str,
+    vectors: usize,
+    bytes: &[u8],
+) -> Result<()> {
+    let old: Option<SnapshotHead> = ports.record(&keys.vector_snapshot(model)).await?;
+    let parts: Vec<&[u8]> = bytes.chunks(SNAPSHOT_PART).collect();
+    let mut batch = Batch::new();
+    for (i, part) in parts.iter().enumerate() {
+        batch.put(keys.vector_snapshot_part(model, i), part.to_vec());
+    }
+    if let Some(old) = old {
+        for i in parts.len()..old.parts {
+            batch.delete(keys.vector_snapshot_part(model, i));
+        }
+    }
+    let head = SnapshotHead {
+        vectors,
+        parts: parts.len(),
+        bytes: bytes.len(),
+        sha256: digest(bytes),
+    };
+    batch.put(keys.vector_snapshot(model), serde_json::to_vec(&head)?);
+    ports.storage.commit(batch).await?;
+    Ok(())
+}
+
+/// The stored vectors under `model` for the given event ulids: one scan of the org's vectors
+/// when many are wanted (a cold start), else one read each.
+pub async fn stored_vectors(
+    ports: &Ports,
+    keys: &OrgKeys,
+    model: &str,
+    dims: usize,
+    ulids: &[String],
+) -> Result<HashMap<String, Vec<f32>>> {
+    let mut out = HashMap::new();
+    if ulids.len() > 64 {
+        let prefix = keys.vectors(model);
+        for (key, bytes) in ports.storage.scan_all(&prefix).await? {
+            if let Some(v) = decode(&bytes, dims) {
+                out.insert(key[prefix.len()..].to_string(), v);
+            }
+        }
+        return Ok(out);
+    }
+    for ulid in ulids {
+        if let Some(bytes) = ports.storage.get(&keys.vector(model, ulid)).await?
+            && let Some(v) = decode(&bytes, dims)
+        {
+            out.insert(ulid.clone(), v);
+        }
+    }
+    Ok(out)
+}
+
+/// Documents without a vector (number, event ulid), whether the snapshot is yet to be looked
+/// for, and the model's key.
+type Missing = (Vec<(u32, String)>, bool, String);
+
+impl MemoryService {
+    /// Gives every event of the caller's org a vector under the current embedder, as far as
+    /// this request allows: a stored snapshot first (cold instance), then stored vectors, then
+    /// the embedder for the rest. `fresh` are the events the refresh just indexed (their text
+    /// is at hand). Never fails the request: problems are logged and retried later.
+    pub(super) async fn refresh_vectors(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        generation: u64,
+        fresh: &[Rc<Event>],
+    ) {
+        let Some(embedder) = ports.embedder.clone() else {
+            return;
+        };
+        let (org, keys) = (caller.org(), caller.keys());
+        let model = embedder.model_id().to_string();
+        let dims = embedder.dimensions();
+        let now = ports.clock.now_ms();
+        let mut seed = [0u8; 8];
+        ports.random.fill(&mut seed);
+        // What is missing, under a short borrow (everything below awaits).
+        let missing = |this: &Self| -> Option<Missing> {
+            let mut indexes = this.indexes.borrow_mut();
+            let cached = indexes
+                .get_mut(org)
+                .filter(|c| c.generation == generation)?;
+            if cached
+                .semantic
+                .as_ref()
+                .is_none_or(|s| s.model != model || s.dims != dims)
+            {
+                cached.semantic = Semantic::new(&model, dims, u64::from_le_bytes(seed));
+            }
+            let sem = cached.semantic.as_mut()?;
+            if sem.retry_after_ms > now {
+                return None;
+            }
+            let first = !sem.snapshot_checked;
+            sem.snapshot_checked = true;
+            let docs = sem
+                .missing(&cached.index)
+                .into_iter()
+                .map(|d| {
+                    let id = cached.index.doc_id(d);
+                    (d, id.strip_prefix("evt_").unwrap_or(id).to_string())
+                })
+                .collect();
+            Some((docs, first, sem.model_key.clone()))
+        };
+        let Some((mut docs, first, mkey)) = missing(self) else {
+            return;
+        };
+        if docs.is_empty() {
+            return;
+        }
+        if first && docs.len() >= SNAPSHOT_MIN {
+            if let Some(bytes) = load_snapshot(ports, keys, &mkey).await {
+                let mut indexes = self.indexes.borrow_mut();
+                if let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation)
+                    && let Some(sem) = cached.semantic.as_mut()
+                    && sem.model == model
+                    && sem.is_empty()
+                    && let Err(e) = sem.restore(&bytes, &cached.index)
+                {
+                    tracing::warn!(error = %e, org = %org, "ignoring the vector index snapshot");
+                }
+            }
+            match missing(self) {
+                Some((left, _, _)) => docs = left,
+                None => return,
+            }
+            if docs.is_empty() {
+                return;
+            }
+        }
+        // Vectors this instance computed when it saved, then the stored ones.
+        let mut found: HashMap<String, Vec<f32>> = HashMap::new();
+        {
+            let mut recent = self.recent_vectors.borrow_mut();
+            for (_, ulid) in &docs {
+                if let Some(v) = recent.remove(ulid) {
+                    found.insert(ulid.clone(), v);
+                }
+            }
+        }
+        let wanted: Vec<String> = docs
+            .iter()
+            .filter(|(_, u)| !found.contains_key(u))
+            .map(|(_, u)| u.clone())
+            .collect();
+        if !wanted.is_empty() {
+            match stored_vectors(ports, keys, &mkey, dims, &wanted).await {
+                Ok(stored) => found.extend(stored),
+                Err(e) => tracing::warn!(error = %e, "could not read stored vectors"),
+            }
+        }
+        // Embed what has no vector yet, oldest first, up to this request's share.
+        let texts_of: HashMap<&str, &Rc<Event>> = fresh
+            .iter()
+            .map(|e| (e.id.strip_prefix("evt_").unwrap_or(&e.id), e))
+            .collect();
+        let mut to_embed: Vec<(String, String)> = Vec::new();
+        for (_, ulid) in docs.iter().filter(|(_, u)| !found.contains_key(u)) {
+            if to_embed.len() >= MAX_EMBED_PER_REFRESH {
+                break;
+            }
+            let text = match texts_of.get(ulid.as_str()) {
+                Some(e) => Some(e.content.clone()),
+                None => self
+                    .events
+                    .borrow_mut()
+                    .get(&format!("evt_{ulid}"))
+                    .map(|e| e.content.clone()),
+            };
+            let text = match text {
+                Some(t) => t,
+                None => match ports.record::<Event>(&keys.event(ulid)).await {
+                    Ok(Some(e)) => e.content,
+                    _ => continue,
+                },
+            };
+            to_embed.push((ulid.clone(), text));
+        }
+        if !to_embed.is_empty() {
+            let texts: Vec<String> = to_embed.iter().map(|(_, t)| t.clone()).collect();
+            match embed_all(embedder.as_ref(), &texts).await {
+                Ok(vectors) => {
+                    let mut batch = Batch::new();
+                    for ((ulid, _), v) in to_embed.iter().zip(vectors) {
+                        batch.put(keys.vector(&mkey, ulid), encode(&v));
+                        found.insert(ulid.clone(), v);
+                    }
+                    if let Err(e) = ports.storage.commit(batch).await {
+                        tracing::warn!(error = %e, "could not store embeddings");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, org = %org, "the embedder failed; keyword ranking only until it recovers");
+                    let mut indexes = self.indexes.borrow_mut();
+                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
+                        sem.retry_after_ms = now + RETRY_AFTER_MS;
+                    }
+                }
+            }
+        }
+        // Index them in document order, then snapshot if enough arrived.
+        let snapshot = {
+            let mut indexes = self.indexes.borrow_mut();
+            let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation) else {
+                return;
+            };
+            let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model) else {
+                return;
+            };
+            for (doc, ulid) in &docs {
+                if let Some(v) = found.get(ulid) {
+                    sem.add(*doc, v);
+                }
+            }
+            sem.snapshot_due()
+                .then(|| (sem.len(), sem.snapshot(&cached.index)))
+        };
+        if let Some((count, bytes)) = snapshot {
+            match store_snapshot(ports, keys, &mkey, count, &bytes).await {
+                Ok(()) => {
+                    let mut indexes = self.indexes.borrow_mut();
+                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
+                        sem.snapshot_len = sem.snapshot_len.max(count);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not store the vector index snapshot"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_survive_encoding_within_a_percent() {
+        let mut v: Vec<f32> = (0..384)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+            .collect();
+        normalize(&mut v);
+        let back = decode(&encode(&v), 384).unwrap();
+        let cos: f32 = v.iter().zip(&back).map(|(a, b)| a * b).sum();
+        assert!(cos > 0.999, "{cos}");
+        assert!(decode(&encode(&v), 256).is_none());
+        assert!(decode(&[9, 0, 0], 0).is_none());
+    }
+}

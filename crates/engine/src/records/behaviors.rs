@@ -1,0 +1,196 @@
+//! Behaviors: a trigger (event kinds, a feed, or a schedule) and a reaction script that runs in
+//! the sandbox with the behavior owner's permissions. Stored and validated here; the sandbox
+//! runs them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ByName, Done, check_name, now_text, require, to_bytes};
+use lore_directory::Caller;
+use crate::error::{LoreError, Result};
+use crate::ports::Ports;
+use crate::storage::Batch;
+
+/// When a behavior fires. At least one of the fields is set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    /// Fire on new events of these kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_kinds: Vec<String>,
+    /// Fire on new items of this feed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<String>,
+    /// Fire on a schedule: `every 15m`, `every 2h`, `every 1d` (at least a minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+}
+
+/// A behavior.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Behavior {
+    pub name: String,
+    pub description: String,
+    pub trigger: Trigger,
+    /// The reaction script (TypeScript; the triggering event is `ctx.args.event`).
+    pub code: String,
+    pub enabled: bool,
+    /// The principal whose permissions the reaction runs with.
+    pub owner: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `behaviors.create`
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBehavior {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub trigger: Trigger,
+    pub code: String,
+    /// Default true.
+    pub enabled: Option<bool>,
+}
+
+/// `behaviors.update`: only the fields given change.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateBehavior {
+    pub name: String,
+    pub description: Option<String>,
+    pub trigger: Option<Trigger>,
+    pub code: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+/// Seconds in a schedule like `every 15m`.
+pub fn schedule_seconds(schedule: &str) -> Option<u64> {
+    let spec = schedule.trim().strip_prefix("every ")?.trim();
+    let unit = spec.chars().last()?;
+    let n: u64 = spec[..spec.len() - unit.len_utf8()].trim().parse().ok()?;
+    let seconds = n.checked_mul(match unit {
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return None,
+    })?;
+    (seconds >= 60).then_some(seconds)
+}
+
+fn check_trigger(t: &Trigger) -> Result<()> {
+    if t.event_kinds.is_empty() && t.feed.is_none() && t.schedule.is_none() {
+        return Err(LoreError::invalid(
+            "trigger",
+            "give event_kinds, a feed or a schedule",
+        ));
+    }
+    for (i, k) in t.event_kinds.iter().enumerate() {
+        check_name(&format!("trigger/event_kinds/{i}"), k)?;
+    }
+    if let Some(f) = &t.feed {
+        check_name("trigger/feed", f)?;
+    }
+    if let Some(s) = &t.schedule
+        && schedule_seconds(s).is_none()
+    {
+        return Err(LoreError::invalid(
+            "trigger/schedule",
+            format!("{s:?} is not a schedule: use `every <n>m`, `every <n>h` or `every <n>d`"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_code(code: &str) -> Result<()> {
+    if code.trim().is_empty() || code.len() > 64 * 1024 {
+        return Err(LoreError::invalid(
+            "code",
+            "give a script of 1 byte to 64 KiB",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn get(ports: &Ports, caller: &Caller, name: &str) -> Result<Behavior> {
+    check_name("name", name)?;
+    require(
+        ports,
+        &caller.keys().named("beh", name),
+        format!("behavior {name:?} in org {}", caller.org()),
+    )
+    .await
+}
+
+pub async fn list(ports: &Ports, caller: &Caller) -> Result<Vec<Behavior>> {
+    super::all(ports, &caller.keys().all_named("beh")).await
+}
+
+pub async fn create(ports: &Ports, caller: &Caller, args: CreateBehavior) -> Result<Behavior> {
+    check_name("name", &args.name)?;
+    check_trigger(&args.trigger)?;
+    check_code(&args.code)?;
+    let now = now_text(ports);
+    let behavior = Behavior {
+        name: args.name,
+        description: args.description,
+        trigger: args.trigger,
+        code: args.code,
+        enabled: args.enabled.unwrap_or(true),
+        owner: caller.principal().id.clone(),
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let key = caller.keys().named("beh", &behavior.name);
+    let mut batch = Batch::new();
+    batch.require_absent(&key).put(&key, to_bytes(&behavior));
+    super::commit_new(ports, batch, || format!("behavior {:?}", behavior.name)).await?;
+    Ok(behavior)
+}
+
+pub async fn update(ports: &Ports, caller: &Caller, args: UpdateBehavior) -> Result<Behavior> {
+    let old = get(ports, caller, &args.name).await?;
+    let mut b = old.clone();
+    if let Some(d) = args.description {
+        b.description = d;
+    }
+    if let Some(t) = args.trigger {
+        check_trigger(&t)?;
+        b.trigger = t;
+    }
+    if let Some(c) = args.code {
+        check_code(&c)?;
+        b.code = c;
+    }
+    if let Some(e) = args.enabled {
+        b.enabled = e;
+    }
+    b.updated_at = now_text(ports);
+    let key = caller.keys().named("beh", &b.name);
+    super::replace(ports, &key, &old, &b).await?;
+    Ok(b)
+}
+
+pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done> {
+    let old = get(ports, caller, &args.name).await?;
+    let key = caller.keys().named("beh", &old.name);
+    super::remove(ports, &key, &old).await?;
+    Ok(Done { ok: true })
+}
+
+/// The behaviors of the org `keys` belong to (reactions run without a caller until the owner
+/// is resolved).
+pub async fn list_in(ports: &Ports, keys: &crate::keys::OrgKeys) -> Result<Vec<Behavior>> {
+    super::all(ports, &keys.all_named("beh")).await
+}
+
+/// Whether `event` fires `trigger`: its kind is one of the trigger's event kinds, or it came
+/// from the trigger's feed. Schedules fire nothing here.
+pub fn fires(trigger: &Trigger, event: &crate::memory::event::Event) -> bool {
+    trigger.event_kinds.contains(&event.kind)
+        || trigger
+            .feed
+            .as_ref()
+            .is_some_and(|f| event.author.strip_prefix("feed:") == Some(f.as_str()))
+}

@@ -1,0 +1,259 @@
+//! The org's records (SPEC 2) beyond memory: entity types (templates), entities,
+//! relationships, feeds, connections, operations, behaviors, actions, metrics, and the people
+//! side (agents, members, tokens, organizations). Each module stores its records through the
+//! storage port under keys from the caller's [`OrgKeys`](crate::keys::OrgKeys), and is reached
+//! only through the SDK dispatcher ([`crate::sdk`]), which has already checked role, scopes and
+//! tier. Record types derive `JsonSchema`: the SDK's TypeScript declarations come from them.
+
+pub mod actions;
+pub mod behaviors;
+pub mod connections;
+pub mod entities;
+pub mod feeds;
+pub mod metrics;
+pub mod operations;
+pub mod outbound;
+pub mod people;
+pub mod relationships;
+#[doc(hidden)]
+pub mod types;
+pub mod webhooks;
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
+
+use crate::error::{LoreError, Result};
+use crate::ports::Ports;
+use crate::storage::{Batch, StorageError};
+
+/// Largest page a list call returns.
+pub const MAX_PAGE: usize = 500;
+/// Default page size of list calls.
+pub const DEFAULT_PAGE: usize = 50;
+
+/// One page of a list.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A record of type `T` exactly as stored: passed through to the caller without being decoded
+/// and encoded again (a page of 100 entities is copied, not rebuilt). Its schema is `T`'s.
+#[derive(Debug, Clone)]
+pub struct Stored<T> {
+    raw: Box<RawValue>,
+    record: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Stored<T> {
+    /// Decodes the record.
+    pub fn parse(&self) -> Result<T> {
+        Ok(serde_json::from_str(self.raw.get())?)
+    }
+}
+
+impl<T> Serialize for Stored<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.raw.serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for Stored<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(Self {
+            raw: Box::<RawValue>::deserialize(d)?,
+            record: PhantomData,
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Stored<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+/// The record as stored bytes.
+pub fn to_bytes(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("records serialize")
+}
+
+/// Replaces the org's records version (`OrgKeys::records_version`) in `batch`, which writes
+/// entities or relationships: the SQL table cache (`sql::cache`) then sees its copies are
+/// stale, in this instance and every other. `what` (the record's id and version) and random
+/// bytes make the value one no other committed write uses.
+pub(crate) fn touch_records(
+    ports: &Ports,
+    caller: &lore_directory::Caller,
+    batch: &mut crate::storage::Batch,
+    what: &str,
+) {
+    batch.put(
+        caller.keys().records_version(),
+        format!("{what}/{}", ports.random_hex(12)),
+    );
+}
+
+/// Now, as the RFC 3339 text every record shows.
+pub fn now_text(ports: &Ports) -> String {
+    crate::time::format_time(ports.clock.now_ms())
+}
+
+/// Checks a record name: 1-64 of `a-z`, `0-9`, `_`, `-`, starting with a letter.
+pub fn check_name(field: &str, name: &str) -> Result<()> {
+    let ok = (1..=64).contains(&name.len())
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(LoreError::invalid(
+            field,
+            format!(
+                "{name:?} is not a valid name: use 1-64 of a-z, 0-9, '_' and '-', starting with a letter"
+            ),
+        ))
+    }
+}
+
+/// A cursor is the last key suffix of the previous page: printable ASCII without '/'.
+pub fn check_cursor(cursor: Option<&str>) -> Result<()> {
+    match cursor {
+        Some(c)
+            if c.is_empty()
+                || c.len() > 128
+                || !c.bytes().all(|b| b.is_ascii_graphic() && b != b'/') =>
+        {
+            Err(LoreError::invalid(
+                "cursor",
+                "this is not a cursor lore returned; pass next_cursor from the previous page",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Reads one page of JSON records under `prefix`, resuming after `cursor` (a key suffix).
+pub async fn page<T: DeserializeOwned>(
+    ports: &Ports,
+    prefix: &str,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<Page<T>> {
+    check_cursor(cursor)?;
+    let after = cursor.map(|c| format!("{prefix}{c}"));
+    let scanned = ports
+        .storage
+        .scan(prefix, after.as_deref(), limit.clamp(1, MAX_PAGE))
+        .await?;
+    let items = scanned
+        .entries
+        .iter()
+        .map(|(_, v)| serde_json::from_slice(v))
+        .collect::<std::result::Result<Vec<T>, _>>()?;
+    let next_cursor = scanned
+        .cursor
+        .map(|k| k.strip_prefix(prefix).unwrap_or(&k).to_string());
+    Ok(Page { items, next_cursor })
+}
+
+/// Every JSON record under `prefix` (for small, bounded sets such as types or feeds).
+pub async fn all<T: DeserializeOwned>(ports: &Ports, prefix: &str) -> Result<Vec<T>> {
+    ports
+        .storage
+        .scan_all(prefix)
+        .await?
+        .iter()
+        .map(|(_, v)| serde_json::from_slice(v).map_err(Into::into))
+        .collect()
+}
+
+/// Commits a batch whose preconditions guard a new record; a failed one means it exists.
+pub async fn commit_new(
+    ports: &Ports,
+    batch: Batch,
+    exists: impl FnOnce() -> String,
+) -> Result<()> {
+    ports.storage.commit(batch).await.map_err(|e| match e {
+        StorageError::Conflict { .. } => {
+            LoreError::Conflict(format!("{} already exists", exists()))
+        }
+        other => other.into(),
+    })
+}
+
+/// Replaces the record at `key` with `new` if it still holds `old`.
+pub async fn replace<T: Serialize>(ports: &Ports, key: &str, old: &T, new: &T) -> Result<()> {
+    let mut batch = Batch::new();
+    batch
+        .require_equals(key, to_bytes(old))
+        .put(key, to_bytes(new));
+    Ok(ports.storage.commit(batch).await?)
+}
+
+/// Deletes the record at `key` if it still holds `old`.
+pub async fn remove<T: Serialize>(ports: &Ports, key: &str, old: &T) -> Result<()> {
+    let mut batch = Batch::new();
+    batch.require_equals(key, to_bytes(old)).delete(key);
+    Ok(ports.storage.commit(batch).await?)
+}
+
+/// Reads a named record or says what is missing.
+pub async fn require<T: DeserializeOwned>(ports: &Ports, key: &str, what: String) -> Result<T> {
+    ports
+        .record(key)
+        .await?
+        .ok_or_else(|| LoreError::not_found(what))
+}
+
+/// `{name}` arguments shared by get/delete of named records.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ByName {
+    /// The record's name.
+    pub name: String,
+}
+
+/// `{id}` arguments shared by get/delete of id'd records.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ById {
+    /// The record's id, as lore returned it.
+    pub id: String,
+}
+
+/// `{limit?, cursor?}` for plain lists.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PageArgs {
+    /// Page size, 1-500 (default 50).
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// `{}`: no arguments.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+pub use crate::model::Done;

@@ -1,0 +1,322 @@
+//! The SDK: one method registry that is the single source of truth for dispatch, access
+//! checks, `search_sdk`, the TypeScript declarations (`/$.d.ts`), the argument JSON Schemas and
+//! the REST admin routes.
+//!
+//! - [`methods`] holds the static entries (namespaces `entities`, `relationships`, `memory`,
+//!   `templates`, `feeds`, `connections`, `operations`, `behaviors`, `actions`, `metrics`,
+//!   `sql`, `agents`, `members`, `tokens`, `organizations`);
+//! - [`nouns`] adds one typed namespace per entity type of the caller's org, with the built-in
+//!   verbs and the operations bound to it;
+//! - [`call`] is the one dispatcher: it checks the caller's tier, token scopes and role before
+//!   anything runs, validates the arguments, then runs the method.
+//!
+//! Architecture invariant: every SDK call is checked for org, role, scope and tier here, in
+//! Rust, before it runs.
+
+pub mod invoke;
+pub mod methods;
+pub mod nouns;
+pub mod search;
+pub mod typescript;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::instance::Engine;
+use lore_directory::Caller;
+use crate::error::{LoreError, Result};
+
+pub use crate::model::{Mode, Tier};
+
+/// What a handler runs with: the core instance and the checked caller.
+pub struct Cx<'a> {
+    pub engine: &'a Engine,
+    pub caller: &'a Caller,
+    /// The highest tier the surface allows (`query_sdk`: read; `run_sdk` and REST: admin).
+    pub allowed: Tier,
+}
+
+/// A method's result, serialized once: stored records pass through as they are.
+pub type Json = Box<serde_json::value::RawValue>;
+
+pub type BoxFuture<'a> = Pin<Box<dyn Future<Output = Result<Json>> + 'a>>;
+pub type Handler = for<'a> fn(&'a Cx<'a>, Value) -> BoxFuture<'a>;
+
+/// One entry of the registry.
+pub struct MethodSpec {
+    pub namespace: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub tier: Tier,
+    pub mode: Mode,
+    /// JSON Schema of the arguments.
+    pub args: fn() -> Value,
+    /// The TypeScript type of the result (declared in the generated `.d.ts`).
+    pub returns: &'static str,
+    pub run: Handler,
+}
+
+impl MethodSpec {
+    pub fn path(&self) -> String {
+        format!("{}.{}", self.namespace, self.name)
+    }
+
+    /// Whether `path` names this method (without allocating).
+    pub fn is(&self, path: &str) -> bool {
+        path.split_once('.')
+            .is_some_and(|(ns, name)| ns == self.namespace && name == self.name)
+    }
+}
+
+/// The static method at `path`, with its index in [`methods::METHODS`].
+pub fn find(path: &str) -> Option<(usize, &'static MethodSpec)> {
+    methods::METHODS
+        .iter()
+        .enumerate()
+        .find(|(_, m)| m.is(path))
+}
+
+/// Deserializes validated arguments; a mismatch here is a registry bug, but still a clear error.
+pub fn parse_args<T: DeserializeOwned>(raw: Value) -> Result<T> {
+    serde_json::from_value(raw).map_err(|e| LoreError::invalid("arguments", e.to_string()))
+}
+
+/// Compiled argument validators of the static methods, built once per process.
+fn validator(index: usize) -> &'static jsonschema::Validator {
+    static VALIDATORS: OnceLock<Vec<jsonschema::Validator>> = OnceLock::new();
+    &VALIDATORS.get_or_init(|| {
+        methods::METHODS
+            .iter()
+            .map(|m| {
+                crate::schema::compile(&(m.args)())
+                    .unwrap_or_else(|e| panic!("schema of {} does not compile: {e}", m.path()))
+            })
+            .collect()
+    })[index]
+}
+
+/// Why a call of some tier is refused.
+enum Refusal {
+    /// The surface allows less than the method needs.
+    Surface,
+    /// The token lacks `mcp:write`.
+    Scope,
+    /// The caller's role is too low.
+    Role,
+}
+
+fn refusal(caller: &Caller, tier: Tier, allowed: Tier) -> Option<Refusal> {
+    if tier > allowed {
+        return Some(Refusal::Surface);
+    }
+    if tier >= Tier::Write && !caller.scopes().write {
+        return Some(Refusal::Scope);
+    }
+    match tier {
+        Tier::Read => None,
+        Tier::Write if caller.role().can_write() => None,
+        Tier::Admin if caller.role().is_admin() => None,
+        _ => Some(Refusal::Role),
+    }
+}
+
+/// Whether `caller` may call a method of `tier` through a surface that allows `allowed`; the
+/// refusal says what stands in the way, and for a read-only surface which one it is (a script
+/// run says why it reads only: `query_sdk`, or the read operation it runs in).
+pub fn authorize(
+    engine: &Engine,
+    caller: &Caller,
+    tier: Tier,
+    allowed: Tier,
+    path: &str,
+) -> Result<()> {
+    let Some(refusal) = refusal(caller, tier, allowed) else {
+        return Ok(());
+    };
+    Err(match (refusal, tier) {
+        (Refusal::Surface, Tier::Admin) => LoreError::NeedsAdmin(format!(
+            "{path} is an admin method; call it from run_sdk or the REST admin surface"
+        )),
+        (Refusal::Surface, _) => {
+            let why = engine
+                .script
+                .as_ref()
+                .and_then(|s| s.read_only.clone())
+                .unwrap_or_else(|| "this tool may only read; use run_sdk for writes".into());
+            LoreError::NeedsWrite(format!("{path} writes, and {why}"))
+        }
+        (Refusal::Scope, _) => LoreError::InsufficientScope(format!(
+            "{path} needs a token with the mcp:write scope; this token has {}",
+            caller.scopes().to_oauth_string()
+        )),
+        (Refusal::Role, Tier::Admin) => LoreError::NeedsAdmin(format!(
+            "{path} needs the admin or owner role; you are a {} of {}",
+            caller.role().as_str(),
+            caller.org()
+        )),
+        (Refusal::Role, _) => LoreError::NeedsWrite(format!(
+            "{path} needs the member role or higher; you are a {} of {}",
+            caller.role().as_str(),
+            caller.org()
+        )),
+    })
+}
+
+/// Whether `caller` may call a method of `tier` (for listings: search_sdk, `.d.ts`).
+pub fn may_call(caller: &Caller, tier: Tier, allowed: Tier) -> bool {
+    refusal(caller, tier, allowed).is_none()
+}
+
+/// Dispatches one SDK call: resolve the method, check access, validate, run.
+pub async fn call(
+    engine: &Engine,
+    caller: &Caller,
+    path: &str,
+    args: Value,
+    allowed: Tier,
+) -> Result<Json> {
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args
+    };
+    let cx = Cx {
+        engine,
+        caller,
+        allowed,
+    };
+    if let Some((index, spec)) = find(path) {
+        authorize(engine, caller, spec.tier, allowed, path)?;
+        crate::schema::check(validator(index), &args, "")?;
+        return (spec.run)(&cx, args).await;
+    }
+    if path
+        .split('.')
+        .next()
+        .is_some_and(|ns| ns.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        return nouns::call(&cx, path, args).await;
+    }
+    Err(unknown_method(path))
+}
+
+/// Whether `path` names a static read method (scripts keep the shared memory index for those).
+pub fn is_read(path: &str) -> bool {
+    find(path).is_some_and(|(_, spec)| spec.tier == Tier::Read && !spec.is("operations.run"))
+}
+
+/// Resolves, authorizes and validates a call without running it (dry runs): returns the tier
+/// the call needs. `operations.run` and Noun verbs bound to operations need the operation's.
+pub async fn check_call(
+    engine: &Engine,
+    caller: &Caller,
+    path: &str,
+    args: &Value,
+    allowed: Tier,
+) -> Result<Tier> {
+    let empty = Value::Object(Default::default());
+    let args = if args.is_null() { &empty } else { args };
+    let cx = Cx {
+        engine,
+        caller,
+        allowed,
+    };
+    if let Some((index, spec)) = find(path) {
+        authorize(engine, caller, spec.tier, allowed, path)?;
+        crate::schema::check(validator(index), args, "")?;
+        if spec.is("operations.run") {
+            let a: crate::records::operations::RunOperation = parse_args(args.clone())?;
+            let op = crate::records::operations::get(&engine.ports, caller, &a.name).await?;
+            authorize(engine, caller, op.access, allowed, path)?;
+            crate::records::operations::check_args(&op, &Value::Object(a.args))?;
+            return Ok(op.access);
+        }
+        return Ok(spec.tier);
+    }
+    if path
+        .split('.')
+        .next()
+        .is_some_and(|ns| ns.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        let (_, methods) = nouns::catalog(&cx).await?;
+        let method = methods
+            .iter()
+            .find(|m| m.path() == path)
+            .ok_or_else(|| unknown_method(path))?;
+        authorize(engine, caller, method.tier, allowed, path)?;
+        nouns::check_args(&cx, path, args).await?;
+        return Ok(method.tier);
+    }
+    Err(unknown_method(path))
+}
+
+/// What dispatching a call means for modes (SPEC 4.5): the tier it needs, the mode it takes
+/// when the program does not choose, and whether it reaches outside lore (an HTTP call
+/// through a connection), where no rollback undoes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    pub tier: Tier,
+    pub mode: Mode,
+    pub external: bool,
+}
+
+/// Resolves a call for [`Resolved`] without running or authorizing it.
+pub async fn resolve(engine: &Engine, caller: &Caller, path: &str, args: &Value) -> Result<Resolved> {
+    if let Some((_, spec)) = find(path) {
+        if spec.is("operations.run") {
+            let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+            let op = crate::records::operations::get(&engine.ports, caller, name).await?;
+            return Ok(Resolved {
+                tier: op.access,
+                mode: op.mode,
+                external: matches!(
+                    op.body,
+                    crate::records::operations::OperationBody::Http { .. }
+                ),
+            });
+        }
+        return Ok(Resolved {
+            tier: spec.tier,
+            mode: spec.mode,
+            external: spec.is("connections.call"),
+        });
+    }
+    let cx = Cx {
+        engine,
+        caller,
+        allowed: Tier::Admin,
+    };
+    let (_, methods) = nouns::catalog(&cx).await?;
+    let method = methods
+        .iter()
+        .find(|m| m.path() == path)
+        .ok_or_else(|| unknown_method(path))?;
+    Ok(Resolved {
+        tier: method.tier,
+        mode: method.mode,
+        external: method.external,
+    })
+}
+
+fn unknown_method(path: &str) -> LoreError {
+    let namespace = path.split('.').next().unwrap_or_default();
+    let same_ns: Vec<String> = methods::METHODS
+        .iter()
+        .filter(|m| m.namespace == namespace)
+        .map(MethodSpec::path)
+        .collect();
+    let hint = if same_ns.is_empty() {
+        let mut namespaces: Vec<&str> = methods::METHODS.iter().map(|m| m.namespace).collect();
+        namespaces.dedup();
+        format!("namespaces: {}", namespaces.join(", "))
+    } else {
+        format!("{namespace} has {}", same_ns.join(", "))
+    };
+    LoreError::not_found(format!(
+        "SDK method {path:?} ({hint}; find methods with search_sdk)"
+    ))
+}

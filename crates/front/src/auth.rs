@@ -1,0 +1,125 @@
+//! Authentication at the front: the bearer token of a request verified against the directory
+//! (or the local owner when the server runs without auth), its audience checked against this
+//! resource, the [`Caller`] resolved for the request's org, and the token's and org's
+//! rate-limit buckets taken.
+
+use lore_directory::caller::{self, Caller};
+use lore_directory::tokens;
+
+use crate::error::LoreError;
+use crate::ids::OrgId;
+use crate::instance::Lore;
+use crate::keys;
+
+impl Lore {
+    /// The caller of a request: a verified bearer token, or the local owner when the server
+    /// runs without auth. On failure, also says whether a token was sent (for the challenge).
+    pub async fn authenticate(
+        &self,
+        headers: &http::HeaderMap,
+        path_org: Option<&str>,
+    ) -> Result<Caller, (LoreError, bool)> {
+        let credential = match crate::mcp::headers::get(headers, "authorization") {
+            Some(value) => {
+                // The scheme name is case-insensitive (RFC 7235).
+                let token = value
+                    .split_once(' ')
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                    .map(|(_, token)| token.trim())
+                    .ok_or_else(|| {
+                        (
+                            LoreError::Unauthorized(
+                                "use the Authorization: Bearer <token> scheme".into(),
+                            ),
+                            true,
+                        )
+                    })?;
+                tokens::verify_token(&self.engine.ports, token)
+                    .await
+                    .map_err(|e| (e, true))?
+            }
+            None if self.config.no_auth => caller::local_owner(&self.engine.ports)
+                .await
+                .map_err(|e| (e, false))?,
+            None => {
+                return Err((
+                    LoreError::Unauthorized(
+                        "this server needs Authorization: Bearer <token>; create one with `lore token create`".into(),
+                    ),
+                    false,
+                ));
+            }
+        };
+        if let Some(audience) = credential.token.as_ref().and_then(|t| t.audience.as_ref()) {
+            let base = crate::oauth::base_url(&self.config, headers);
+            if !crate::oauth::audience_allows(audience, base.as_deref(), path_org) {
+                return Err((
+                    LoreError::Unauthorized(format!(
+                        "the token was issued for {audience}, not for this resource; sign in again for this URL"
+                    )),
+                    true,
+                ));
+            }
+        }
+        let caller =
+            caller::resolve_caller(&self.engine.ports, credential, path_org, &self.config.default_org)
+                .await
+                .map_err(|e| (e, true))?;
+        self.rate_check(&caller).await.map_err(|e| (e, true))?;
+        Ok(caller)
+    }
+
+    /// Takes one request from the caller's token and org buckets; over a limit, the error
+    /// names it.
+    async fn rate_check(&self, caller: &Caller) -> Result<(), LoreError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        let own = self
+            .engine
+            .org_record(caller.org())
+            .await?
+            .and_then(|o| o.rate_limits);
+        let limits = self.config.rate_limits.for_org(own);
+        let now = self.engine.ports.clock.now_ms();
+        let token = caller
+            .token_id()
+            .map_or_else(|| caller.principal().id.clone(), str::to_string);
+        let named = [
+            ("token", format!("tok/{token}"), limits.token_per_minute),
+            (
+                "org",
+                format!("org/{}", caller.org()),
+                limits.org_per_minute,
+            ),
+        ];
+        let named: Vec<_> = named.into_iter().filter(|(_, _, r)| *r > 0).collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        let buckets: Vec<(String, u32)> = named.iter().map(|(_, k, r)| (k.clone(), *r)).collect();
+        let decision = limiter.take(caller.org().as_str(), &buckets, now).await;
+        if let Some((i, retry_after_ms)) = decision.refused {
+            return Err(LoreError::RateLimited {
+                limit: named[i].0,
+                per_minute: named[i].2,
+                retry_after_ms,
+            });
+        }
+        Ok(())
+    }
+
+    /// The caller for local, tokenless use: the local owner in `org`.
+    /// Without `org`: the org `lore init` created, else the configured default org.
+    pub async fn local_caller(&self, org: Option<&str>) -> Result<Caller, LoreError> {
+        let credential = caller::local_owner(&self.engine.ports).await?;
+        let mut default = self.config.default_org.clone();
+        if org.is_none()
+            && let Some(bytes) = self.engine.ports.storage.get(keys::LOCAL_ORG).await?
+            && let Ok(first) = OrgId::parse(&String::from_utf8_lossy(&bytes))
+        {
+            default = first;
+        }
+        caller::resolve_caller(&self.engine.ports, credential, org, &default).await
+    }
+}

@@ -1,0 +1,98 @@
+//! One front instance ([`Lore`]): the org engine it hands requests to, the ports, the
+//! configuration, and where rate-limit buckets live. [`Lore::handle`] (in `routes`) is the
+//! whole surface an adapter connects.
+
+use std::rc::Rc;
+
+use serde_json::{Value, json};
+
+use lore_directory::Caller;
+use lore_engine::instance::{Engine, EngineConfig};
+use lore_engine::request::{OrgRequest, Reach};
+
+use crate::config::Config;
+use crate::error::LoreError;
+use crate::ports::Ports;
+use crate::ratelimit::{self, RateLimiter, ScriptSlots};
+
+/// One instance of lore: the front and the engine it serves.
+pub struct Lore {
+    pub config: Config,
+    pub engine: Engine,
+    /// Where rate-limit buckets live; `None`: no limits.
+    pub(crate) limiter: Option<Rc<dyn RateLimiter>>,
+}
+
+impl Lore {
+    pub fn new(ports: Ports, config: Config) -> Self {
+        let instance = ports.random_hex(6);
+        Self::with_usage_instance(ports, config, instance)
+    }
+
+    /// An instance whose usage counts go to the keys of `instance` (see
+    /// [`lore_engine::records::metrics::UsageCounters`]). Hosts that start an instance per
+    /// request (Spin) pass one of a few fixed names, so the counter keys stay bounded;
+    /// instances sharing a name add to the same keys under preconditions.
+    pub fn with_usage_instance(ports: Ports, config: Config, instance: String) -> Self {
+        let engine_config = EngineConfig {
+            sql: config.sql.clone(),
+            rate_limits: config.rate_limits,
+        };
+        Self {
+            engine: Engine::new(ports, engine_config, instance),
+            config,
+            limiter: None,
+        }
+    }
+
+    /// Runs SQL queries' computing through `offload` (natively: on a thread of its own).
+    pub fn with_offload(mut self, offload: Rc<dyn crate::ports::Offload>) -> Self {
+        self.engine = self.engine.with_offload(offload);
+        self
+    }
+
+    /// Runs scripts' JavaScript on the threads `threads` makes.
+    pub fn with_script_threads(
+        mut self,
+        threads: Rc<dyn lore_engine::ScriptThreads>,
+    ) -> Self {
+        self.engine = self.engine.with_script_threads(threads);
+        self
+    }
+
+    /// Caps the scripts running at once (shared by every clone of `slots`).
+    pub fn with_script_slots(mut self, slots: ScriptSlots) -> Self {
+        self.engine = self.engine.with_script_slots(slots);
+        self
+    }
+
+    /// Enforces `config.rate_limits` with buckets in `limiter` (the rate-limiter port).
+    pub fn with_rate_limiter(mut self, limiter: Rc<dyn ratelimit::RateLimiter>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// Validates and runs a tool or an SDK method for `caller`, from the machine that holds
+    /// the database: what `lore memory run` does locally. It takes every tool of the table
+    /// (both profiles and the admin tools) and any SDK method path (`entities.create`,
+    /// `Ticket.list`).
+    pub async fn call_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, LoreError> {
+        self.engine
+            .call(OrgRequest::new(caller, name, args, Reach::Local))
+            .await
+    }
+
+    /// The ports this instance reaches the world through (the engine's).
+    pub fn ports(&self) -> &Ports {
+        &self.engine.ports
+    }
+
+    pub fn server_info(&self) -> Value {
+        json!({ "name": "lore", "title": "lore", "version": crate::VERSION })
+    }
+}

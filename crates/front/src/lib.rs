@@ -1,0 +1,38 @@
+//! lore's front: the stateless part of a request's path, which any instance can run. An
+//! adapter hands [`Lore::handle`] an HTTP request (`http::Request<Vec<u8>>`) and sends back the
+//! response; here it is routed, its MCP envelope decoded (both protocol eras), its bearer token
+//! verified against the directory (`lore-directory`) and rate-limited, and then it is one
+//! call into the org engine (`lore-engine`). OAuth 2.1 (the authorization server and the
+//! resource server's side), the REST admin surface, webhook deliveries and the operator routes
+//! live here too. The front keeps no org's state.
+
+pub mod api;
+mod auth;
+pub mod config;
+pub mod hooks;
+pub mod instance;
+pub mod mcp;
+pub mod oauth;
+pub mod operator;
+pub mod request_log;
+mod routes;
+
+pub use config::{Config, DEFAULT_MAX_BODY};
+pub use instance::Lore;
+pub use lore_base::VERSION;
+
+use http::{Response, StatusCode};
+use serde_json::Value;
+
+use lore_base::{error, ids, keys, model, ports, ratelimit, storage};
+
+/// A JSON response with its status and `Content-Type: application/json`.
+pub fn json_response(status: StatusCode, body: Value) -> Response<Vec<u8>> {
+    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}

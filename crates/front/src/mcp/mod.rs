@@ -1,0 +1,395 @@
+//! The MCP endpoint (`/mcp`, `/mcp/{org}`) over Streamable HTTP, serving both protocol eras on
+//! one URL:
+//!
+//! - **legacy** (`2025-03-26`, `2025-06-18`, `2025-11-25`): `initialize` handshake, optional
+//!   sessions (`Mcp-Session-Id`), `ping`, `logging/setLevel` — see `legacy.rs`;
+//! - **current** (`2026-07-28`): stateless, `server/discover`, per-request `_meta`, header
+//!   agreement — see `stateless.rs`.
+//!
+//! A request is in the current era when its `_meta` names a protocol version or its
+//! `MCP-Protocol-Version` header is not a legacy one; otherwise it is legacy.
+
+pub mod exchange;
+#[cfg(feature = "conformance-fixtures")]
+pub mod fixtures;
+pub mod headers;
+pub mod jsonrpc;
+mod legacy;
+pub mod reply;
+mod stateless;
+
+use http::{Method, Request, Response};
+use serde_json::{Value, json};
+
+use crate::instance::Lore;
+use lore_directory::Caller;
+use crate::error::LoreError;
+use crate::request_log::RequestLog;
+use jsonrpc::RpcError;
+use reply::Reply;
+
+pub const VERSION_2026: &str = "2026-07-28";
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Every version served, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"];
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// How lore tells agents to use it; returned by `initialize` and `server/discover`. It names
+/// only tools that exist in this build.
+pub const INSTRUCTIONS: &str = "lore is your organization's shared memory, the same for every agent in the org. \
+Before answering a question about the org, its people, decisions or preferences, call search_memory. \
+When you learn something worth keeping (a fact, decision, preference or observation), call save_memory with one \
+self-contained sentence; pass supersedes_event_id to replace an outdated memory instead of contradicting it. \
+The org's typed records (entities of its entity types, relationships, feeds, operations) are reached through the lore SDK: \
+discover its methods and their TypeScript signatures with search_sdk, read with a short TypeScript script in query_sdk, \
+and change data with run_sdk (dry_run: true previews the writes first). \
+To count, filter, join or list records, call query_sql with one read-only SELECT over the org's tables (entities, events, one table per entity type, ...). \
+Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
+
+/// The compact profile's instructions (`search`, `fetch`, `do`).
+pub const COMPACT_INSTRUCTIONS: &str = "lore is your organization's shared memory and records, the same for every agent in the org. \
+Work in three steps: search, then fetch, then do. \
+Call search with a few words to find records (entities, memories), Nouns (entity types), Verbs (what you can do, e.g. Offer.publish) and docs; \
+before answering a question about the org, its people, decisions or preferences, search for it. \
+Call fetch with a result's id to read it in full; fetch /$.d.ts for the TypeScript types of $ before you write a program. \
+Call do with a short TypeScript program (the body of an async function; $ is in scope; return the result) to read or change data, \
+e.g. `return await $.Offer.publish({ offer: 'offer_1' })`, and to save what you learn so the org's other agents share it: \
+`await $.memory.save({ content: 'one self-contained sentence', kind: 'fact' })`. \
+Keep each call short and focused. Never invent ids or URLs: use only ids that lore returned.";
+
+fn unsupported_version(requested: &str, status: u16) -> RpcError {
+    RpcError::new(
+        jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+        format!(
+            "Unsupported protocol version {requested:?}; supported: {}",
+            SUPPORTED_VERSIONS.join(", ")
+        ),
+        status,
+    )
+    .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }))
+}
+
+/// Request headers a browser client may send (CORS preflight).
+const CORS_ALLOW_HEADERS: &str = "authorization, content-type, accept, mcp-protocol-version, \
+     mcp-session-id, mcp-method, mcp-name, last-event-id";
+/// Response headers a browser client may read.
+const CORS_EXPOSE_HEADERS: &str = "mcp-session-id, mcp-protocol-version, www-authenticate";
+
+/// Entry point for every request to the MCP endpoint.
+pub async fn handle(
+    lore: &Lore,
+    request: Request<Vec<u8>>,
+    path_org: Option<&str>,
+    stream: Option<std::rc::Rc<dyn reply::ReplyStream>>,
+) -> Response<Vec<u8>> {
+    if let Err(reason) = lore.config.origins.check(request.headers()) {
+        return Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None).into_http();
+    }
+    // Past the policy check, a request's Origin is an allowed one.
+    let origin = headers::get(request.headers(), "origin").map(str::to_string);
+    // A streamed head carries the CORS headers the reply would have.
+    let stream = stream.map(|out| {
+        let cors = origin.as_ref().map_or_else(Vec::new, |o| {
+            vec![
+                ("access-control-allow-origin".to_string(), o.clone()),
+                (
+                    "access-control-expose-headers".to_string(),
+                    CORS_EXPOSE_HEADERS.to_string(),
+                ),
+                ("vary".to_string(), "Origin".to_string()),
+            ]
+        });
+        std::rc::Rc::new(reply::Streamer::new(out, cors))
+    });
+    let mut reply = match *request.method() {
+        Method::POST => post(lore, &request, path_org, stream).await,
+        Method::DELETE => delete(lore, &request, path_org).await,
+        Method::OPTIONS if origin.is_some() => Reply {
+            status: 204,
+            body: reply::Body::Empty,
+            headers: Vec::new(),
+        }
+        .header("access-control-allow-methods", "POST, DELETE")
+        .header("access-control-allow-headers", CORS_ALLOW_HEADERS)
+        .header("access-control-max-age", "86400"),
+        _ => Reply::error(
+            &RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "{} is not supported on the MCP endpoint; send JSON-RPC with POST",
+                    request.method()
+                ),
+                405,
+            ),
+            None,
+        )
+        .header("allow", "POST, DELETE"),
+    };
+    // A 403 for a missing scope points at the metadata too, so the client can step up.
+    if let Some(url) = resource_metadata(lore, &request, path_org) {
+        for (name, value) in reply.headers.iter_mut() {
+            if name == "www-authenticate"
+                && value.contains("insufficient_scope")
+                && !value.contains("resource_metadata=")
+            {
+                value.push_str(&format!(", resource_metadata=\"{url}\""));
+            }
+        }
+    }
+    match origin {
+        Some(origin) => reply
+            .header("access-control-allow-origin", origin)
+            .header("access-control-expose-headers", CORS_EXPOSE_HEADERS)
+            .header("vary", "Origin")
+            .into_http(),
+        None => reply.into_http(),
+    }
+}
+
+/// The caller of this request, with failures mapped to 401/403.
+async fn authenticate(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    path_org: Option<&str>,
+) -> Result<Caller, RpcError> {
+    lore.authenticate(request.headers(), path_org)
+        .await
+        .map_err(|(e, token_was_sent)| match e {
+            LoreError::Unauthorized(m) => unauthorized(
+                &m,
+                token_was_sent,
+                resource_metadata(lore, request, path_org).as_deref(),
+            ),
+            LoreError::Forbidden(m) => {
+                RpcError::new(jsonrpc::FORBIDDEN, format!("forbidden: {m}"), 403)
+            }
+            e @ LoreError::RateLimited { .. } => {
+                let retry = e.retry_after_secs().unwrap_or(1);
+                RpcError::new(jsonrpc::RATE_LIMITED, e.to_string(), 429)
+                    .with_data(e.to_json())
+                    .with_header("retry-after", retry.to_string())
+            }
+            other => RpcError::internal(other.to_string()),
+        })
+}
+
+/// The URL of this endpoint's protected resource metadata (RFC 9728), for challenges.
+fn resource_metadata(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    path_org: Option<&str>,
+) -> Option<String> {
+    let base = crate::oauth::base_url(&lore.config, request.headers())?;
+    let org = path_org.filter(|o| crate::ids::OrgId::parse(o).is_ok());
+    Some(crate::oauth::metadata::resource_metadata_url(&base, org))
+}
+
+fn unauthorized(message: &str, token_was_sent: bool, resource_metadata: Option<&str>) -> RpcError {
+    let challenge = crate::oauth::metadata::unauthorized_challenge(
+        resource_metadata,
+        token_was_sent.then_some(message),
+    );
+    RpcError::new(
+        jsonrpc::UNAUTHORIZED,
+        format!("unauthorized: {message}"),
+        401,
+    )
+    .with_header("www-authenticate", challenge)
+}
+
+fn content_type_ok(request: &Request<Vec<u8>>) -> bool {
+    headers::get(request.headers(), "content-type").is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
+/// Whether the client can read SSE; it must accept JSON at least.
+fn accepts(request: &Request<Vec<u8>>) -> Result<bool, RpcError> {
+    let Some(accept) = headers::get(request.headers(), "accept") else {
+        return Ok(false);
+    };
+    let lower = accept.to_ascii_lowercase();
+    let sse = lower.contains("text/event-stream") || lower.contains("*/*");
+    let json = lower.contains("application/json")
+        || lower.contains("application/*")
+        || lower.contains("*/*");
+    if !json && !sse {
+        return Err(RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            "the Accept header must allow application/json and text/event-stream",
+            406,
+        ));
+    }
+    Ok(sse)
+}
+
+/// What the request's URL and org choose for it: the tool profile (`?profile=`, else the
+/// org's default) and the public base URL links point at.
+pub struct Endpoint {
+    pub profile: lore_engine::compact::Profile,
+    pub base_url: Option<String>,
+    /// The request's log line, for the method, tool and outcome.
+    pub log: Option<std::sync::Arc<RequestLog>>,
+}
+
+impl Endpoint {
+    async fn of(
+        lore: &Lore,
+        request: &Request<Vec<u8>>,
+        caller: &Caller,
+    ) -> Result<Self, RpcError> {
+        let params = crate::oauth::form::Params::query(request.uri());
+        let asked = params.one("profile").map_err(|_| {
+            RpcError::new(
+                jsonrpc::INVALID_PARAMS,
+                "give ?profile= once: workspace or compact",
+                400,
+            )
+        })?;
+        let profile = match asked {
+            Some(p) => lore_engine::compact::Profile::parse(p).map_err(|e| {
+                RpcError::new(jsonrpc::INVALID_PARAMS, e.to_string(), 400)
+                    .with_data(json!({ "profile": p, "profiles": lore_engine::compact::Profile::NAMES }))
+            })?,
+            None => {
+                // Read fresh: a profile change through another instance applies at once.
+                let org: Option<crate::model::Org> = lore
+                    .ports()
+                    .record(&crate::keys::org(caller.org()))
+                    .await
+                    .map_err(|e| RpcError::internal(e.to_string()))?;
+                org.and_then(|o| o.default_profile).unwrap_or_default()
+            }
+        };
+        Ok(Self {
+            profile,
+            base_url: crate::oauth::base_url(&lore.config, request.headers()),
+            log: RequestLog::of(request).cloned(),
+        })
+    }
+
+    /// The instructions `initialize` and `server/discover` give for this profile.
+    pub fn instructions(&self) -> &'static str {
+        match self.profile {
+            lore_engine::compact::Profile::Workspace => INSTRUCTIONS,
+            lore_engine::compact::Profile::Compact => COMPACT_INSTRUCTIONS,
+        }
+    }
+}
+
+async fn post(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    path_org: Option<&str>,
+    stream: Option<std::rc::Rc<reply::Streamer>>,
+) -> Reply {
+    if request.body().len() > lore.config.max_body_bytes {
+        return Reply::error(&too_large(lore.config.max_body_bytes), None);
+    }
+    let caller = match authenticate(lore, request, path_org).await {
+        Ok(c) => c,
+        Err(e) => return Reply::error(&e, None),
+    };
+    if let Some(log) = RequestLog::of(request) {
+        log.caller(&caller);
+    }
+    let endpoint = match Endpoint::of(lore, request, &caller).await {
+        Ok(e) => e,
+        Err(e) => return Reply::error(&e, None),
+    };
+    if !content_type_ok(request) {
+        let e = RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            "Content-Type must be application/json",
+            415,
+        );
+        return Reply::error(&e, None);
+    }
+    let sse_ok = match accepts(request) {
+        Ok(s) => s,
+        Err(e) => return Reply::error(&e, None),
+    };
+    let value: Value = match serde_json::from_slice(request.body()) {
+        Ok(v) => v,
+        Err(e) => {
+            let e = RpcError::new(
+                jsonrpc::PARSE_ERROR,
+                format!("Parse error: the body is not valid JSON ({e})"),
+                400,
+            );
+            return Reply::error(&e, None);
+        }
+    };
+    let headers = request.headers();
+    let header_version = headers::get(headers, headers::PROTOCOL_VERSION);
+    if let Value::Array(batch) = value {
+        return legacy::batch(lore, &caller, &endpoint, headers, batch, sse_ok).await;
+    }
+    let id = jsonrpc::salvage_id(&value);
+    let message = match jsonrpc::parse_message(value) {
+        Ok(m) => m,
+        Err(e) => return Reply::error(&e, id.as_ref()),
+    };
+    if let (Some(log), Some(method)) = (&endpoint.log, message.method()) {
+        log.rpc_method(method);
+    }
+    let meta_version = message
+        .params()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(META_PROTOCOL_VERSION));
+    // A `_meta` version only selects this era when it is not a legacy one; a 2026 header does
+    // too, so a header and `_meta` that disagree are answered as a header mismatch.
+    let meta_is_current = meta_version
+        .and_then(Value::as_str)
+        .is_none_or(|v| !LEGACY_VERSIONS.contains(&v));
+    let is_current =
+        (meta_version.is_some() && meta_is_current) || header_version == Some(VERSION_2026);
+    if is_current {
+        return stateless::handle(lore, &caller, &endpoint, headers, message, sse_ok, stream).await;
+    }
+    if let Some(h) = header_version
+        && !LEGACY_VERSIONS.contains(&h)
+    {
+        return Reply::error(&unsupported_version(h, 400), id.as_ref());
+    }
+    legacy::handle(lore, &caller, &endpoint, headers, message, sse_ok, stream).await
+}
+
+pub fn too_large(limit: usize) -> RpcError {
+    RpcError::new(
+        jsonrpc::INVALID_REQUEST,
+        format!(
+            "the request body is larger than the {} KiB limit",
+            limit / 1024
+        ),
+        413,
+    )
+}
+
+async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Reply {
+    let headers = request.headers();
+    let version = headers::get(headers, headers::PROTOCOL_VERSION);
+    let session = headers::get(headers, headers::SESSION_ID);
+    match (session, version) {
+        (Some(id), v) if v.is_none_or(|v| LEGACY_VERSIONS.contains(&v)) => {
+            let caller = match authenticate(lore, request, path_org).await {
+                Ok(c) => c,
+                Err(e) => return Reply::error(&e, None),
+            };
+            legacy::end_session(lore, &caller, id).await
+        }
+        _ => Reply::error(
+            &RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                "DELETE ends a legacy session; send its Mcp-Session-Id",
+                405,
+            ),
+            None,
+        )
+        .header("allow", "POST, DELETE"),
+    }
+}

@@ -1,0 +1,234 @@
+//! Operator routes: `lore init` (with the owner's sign-in password), `lore org create|list`
+//! and `lore token create|list|revoke` for a deployment whose database no `lore` CLI can open
+//! (a Worker's D1, a Spin app's SQLite). They call the same [`lore_directory::admin`] functions as the
+//! CLI.
+//!
+//! They exist only while [`crate::Config::operator_secret`] is set (the Worker's secret
+//! `LORE_OPERATOR_SECRET`, Spin's variable `lore_operator_secret`; never natively, where the
+//! CLI opens the database), and answer only `POST /operator/{action}` with
+//! `Authorization: Bearer <that secret>`; without the secret every such path is a plain 404.
+//! Delete the secret when you are done to close the door.
+
+use lore_directory::admin::{self, TokenRequest};
+use crate::error::LoreError;
+use crate::json_response;
+use crate::keys::sha256_hex;
+use crate::model::{Role, Scopes};
+use crate::ports::Ports;
+use http::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub const PREFIX: &str = "/operator/";
+/// Shorter secrets are refused: the routes hand out owner tokens.
+const MIN_SECRET_LEN: usize = 32;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct InitArgs {
+    #[serde(default)]
+    org: Option<String>,
+    /// The owner's password for the sign-in page (OAuth clients), at least 12 characters.
+    #[serde(default)]
+    password: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrgArgs {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrgRef {
+    org: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenArgs {
+    org: String,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    scopes: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    principal: Option<String>,
+    #[serde(default)]
+    expires_in_days: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeArgs {
+    org: String,
+    token_id: String,
+}
+
+/// A refused request: its status and JSON body.
+type Refusal = (StatusCode, Value);
+
+fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Refusal {
+    (
+        status,
+        json!({ "error": { "code": code, "message": message.into() } }),
+    )
+}
+
+fn from_lore(e: LoreError) -> Refusal {
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, json!({ "error": e.to_json() }))
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Refusal> {
+    let body = if body.is_empty() {
+        b"{}".as_slice()
+    } else {
+        body
+    };
+    serde_json::from_slice(body)
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, "invalid_argument", e.to_string()))
+}
+
+/// Serves an operator request, or `None` when the path is not one (or the routes are off).
+pub async fn handle(
+    ports: &Ports,
+    secret: Option<&str>,
+    request: &Request<Vec<u8>>,
+) -> Option<Response<Vec<u8>>> {
+    let action = request.uri().path().strip_prefix(PREFIX)?;
+    let secret = secret?;
+    let (status, body) = match serve(ports, secret, action, request).await {
+        Ok(value) => (StatusCode::OK, value),
+        Err(refusal) => refusal,
+    };
+    Some(json_response(status, body))
+}
+
+/// An operator request on a route that is on: the secret's length, the method and the bearer
+/// are checked before the action runs.
+async fn serve(
+    ports: &Ports,
+    secret: &str,
+    action: &str,
+    request: &Request<Vec<u8>>,
+) -> Result<Value, Refusal> {
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "misconfigured",
+            format!(
+                "LORE_OPERATOR_SECRET must be at least {MIN_SECRET_LEN} characters; the operator routes are off"
+            ),
+        ));
+    }
+    if request.method() != Method::POST {
+        return Err(refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request",
+            "operator routes take POST with a JSON body",
+        ));
+    }
+    let presented = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    // Comparing digests keeps the comparison time independent of how much of the secret matched.
+    if presented.map(sha256_hex) != Some(sha256_hex(secret)) {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "operator routes need Authorization: Bearer <LORE_OPERATOR_SECRET>",
+        ));
+    }
+    run(ports, action, request.body()).await
+}
+
+async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal> {
+    match action {
+        "init" => {
+            let args: InitArgs = parse(body)?;
+            let outcome = admin::init(ports, args.org.as_deref().unwrap_or("default"))
+                .await
+                .map_err(from_lore)?;
+            // Also on an initialised database: this is how a deployed owner sets or changes
+            // the sign-in password.
+            if let Some(password) = &args.password {
+                admin::set_owner_password(ports, password)
+                    .await
+                    .map_err(from_lore)?;
+            }
+            Ok(to_json(&outcome))
+        }
+        "org-create" => {
+            let args: OrgArgs = parse(body)?;
+            let issued = admin::create_org(ports, &args.name)
+                .await
+                .map_err(from_lore)?;
+            Ok(to_json(&issued))
+        }
+        "org-list" => {
+            let orgs = admin::list_orgs(ports).await.map_err(from_lore)?;
+            Ok(json!({ "orgs": to_json(&orgs) }))
+        }
+        "token-create" => {
+            let args: TokenArgs = parse(body)?;
+            let role = args
+                .role
+                .as_deref()
+                .map(Role::parse)
+                .transpose()
+                .map_err(from_lore)?;
+            let scopes = Scopes::parse(args.scopes.as_deref().unwrap_or("mcp:read,mcp:write"))
+                .map_err(from_lore)?;
+            let now = ports.clock.now_ms();
+            let issued = admin::create_token(
+                ports,
+                TokenRequest {
+                    org: args.org,
+                    role,
+                    scopes,
+                    principal: args.principal,
+                    name: args.name,
+                    expires_at_ms: args
+                        .expires_in_days
+                        .map(|d| now + i64::from(d) * 86_400_000),
+                },
+            )
+            .await
+            .map_err(from_lore)?;
+            Ok(to_json(&issued))
+        }
+        "token-list" => {
+            let args: OrgRef = parse(body)?;
+            let tokens = admin::list_tokens(ports, &args.org)
+                .await
+                .map_err(from_lore)?;
+            Ok(json!({ "tokens": to_json(&tokens) }))
+        }
+        "token-revoke" => {
+            let args: RevokeArgs = parse(body)?;
+            admin::revoke_token(ports, &args.org, &args.token_id)
+                .await
+                .map_err(from_lore)?;
+            Ok(json!({ "revoked": args.token_id }))
+        }
+        other => Err(refuse(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "no operator action {other:?}; actions: init, org-create, org-list, token-create, token-list, token-revoke"
+            ),
+        )),
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
+}

@@ -1,0 +1,87 @@
+//! The router: every HTTP request an adapter hands over ([`Lore::handle`]) starts its log
+//! line here and goes to the operator routes, OAuth, the MCP endpoint, the REST admin surface,
+//! webhook deliveries or `/healthz`.
+
+use std::rc::Rc;
+
+use http::{Method, Request, Response, StatusCode};
+use serde_json::json;
+
+use crate::instance::Lore;
+
+impl Lore {
+    /// Serves one HTTP request.
+    pub async fn handle(&self, request: Request<Vec<u8>>) -> Response<Vec<u8>> {
+        self.serve(request, None).await
+    }
+
+    /// Serves one HTTP request, streaming the reply through `out` where the reply is long
+    /// (a script's `tools/call` with a progress token, to a client that reads SSE: its
+    /// progress goes out as it happens). If `out` was started, the response returned is only
+    /// the rest of the body; otherwise it is the whole reply and `out` was not used.
+    pub async fn handle_streaming(
+        &self,
+        request: Request<Vec<u8>>,
+        out: Rc<dyn crate::mcp::reply::ReplyStream>,
+    ) -> Response<Vec<u8>> {
+        self.serve(request, Some(out)).await
+    }
+
+    async fn serve(
+        &self,
+        mut request: Request<Vec<u8>>,
+        out: Option<Rc<dyn crate::mcp::reply::ReplyStream>>,
+    ) -> Response<Vec<u8>> {
+        let started = self.engine.ports.clock.now_ms();
+        let log = crate::request_log::RequestLog::start(&request, || self.engine.ports.random_hex(8));
+        request.extensions_mut().insert(log.clone());
+        let method = request.method().to_string();
+        let path: String = request.uri().path().chars().take(200).collect();
+        let mut response = self.route(request, out).await;
+        if let Ok(value) = http::HeaderValue::from_str(&log.id) {
+            response
+                .headers_mut()
+                .insert(crate::request_log::REQUEST_ID_HEADER, value);
+        }
+        let duration_ms = self.engine.ports.clock.now_ms() - started;
+        let line = log.emit(&method, &path, response.status().as_u16(), duration_ms);
+        response.extensions_mut().insert(line);
+        response
+    }
+
+    async fn route(
+        &self,
+        request: Request<Vec<u8>>,
+        out: Option<Rc<dyn crate::mcp::reply::ReplyStream>>,
+    ) -> Response<Vec<u8>> {
+        let path = request.uri().path().to_string();
+        if let Some(name) = crate::mcp::headers::repeated_singleton(request.headers()) {
+            return crate::json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": { "code": "invalid_request", "message": format!("the request has more than one {name} header; send it once") } }),
+            );
+        }
+        let secret = self.config.operator_secret.as_deref();
+        if let Some(response) = crate::operator::handle(&self.engine.ports, secret, &request).await {
+            return response;
+        }
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if let Some(response) = crate::oauth::handle(self, &request).await {
+            return response;
+        }
+        match segments.as_slice() {
+            ["mcp"] => crate::mcp::handle(self, request, None, out).await,
+            ["mcp", org] => crate::mcp::handle(self, request, Some(org), out).await,
+            ["api", org, name] => crate::api::handle(self, &request, org, name).await,
+            ["hooks", org, feed] => crate::hooks::handle(self, &request, org, feed).await,
+            ["healthz"] if request.method() == Method::GET => crate::json_response(
+                StatusCode::OK,
+                json!({ "status": "ok", "version": crate::VERSION }),
+            ),
+            _ => crate::json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": { "code": "not_found", "message": format!("no route for {} {path}; MCP is served at /mcp", request.method()) } }),
+            ),
+        }
+    }
+}

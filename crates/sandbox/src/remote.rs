@@ -1,0 +1,244 @@
+//! Scripts whose JavaScript runs on a thread of its own, while their SDK calls run where the
+//! request is served. A script's interpreter slices cannot be interrupted (the engine returns
+//! only at an `await` or at the end), so on a thread that also serves requests one script's
+//! computing would hold every other request of that thread. Natively each top-level run gets a
+//! thread of its own ([`ScriptThreads`], `native::scripts`), and the operating system shares
+//! the cores between it and the request threads: a script costs its own org time, not another
+//! org's latency. At the edge (one isolate or instance per request) the run stays inline.
+//!
+//! The split is the engine's `Ops`: on the script's thread, [`RemoteOps`] sends each SDK call,
+//! progress note and the outcome as an [`Event`]; on the request's thread, `serve` makes the
+//! calls through the run (its overlay, its caches, its
+//! budget) and answers them. A script operation called from the script runs its JavaScript on
+//! the same script thread, inside the budget of the run that called it, as it would inline.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use serde_json::Value;
+
+use crate::event_loop::{self as engine, Ops};
+use crate::realm::{Host, HostSpec};
+use crate::failure::{Failure, OpFuture};
+use crate::error::LoreError;
+use crate::ports::Clock;
+
+/// A host that runs scripts' JavaScript on threads of their own.
+pub trait ScriptThreads {
+    /// A fresh thread for one top-level run and the script operations it calls; it ends when
+    /// the last handle is dropped.
+    fn start(&self) -> Rc<dyn ScriptThread>;
+}
+
+/// One script thread.
+pub trait ScriptThread {
+    /// Starts `job` on the thread; its events arrive through the returned stream, the last
+    /// one [`Event::Done`].
+    fn run(&self, job: Job) -> Box<dyn Events>;
+}
+
+/// The events of one job, as the request's thread receives them.
+pub trait Events {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>>;
+}
+
+/// One script run, as its thread starts it.
+pub struct Job {
+    /// The run's host on the thread, for the runs nested in it.
+    pub key: u64,
+    /// The run this one nests in (a script operation called from a script), on the same
+    /// thread: its budget is this run's.
+    pub parent: Option<u64>,
+    pub spec: HostSpec,
+    pub code: String,
+    pub reports_progress: bool,
+}
+
+/// What a script thread asks of the request's thread.
+pub enum Event {
+    /// Make an SDK call and answer through `reply`.
+    Call {
+        path: String,
+        args: Value,
+        reply: Reply,
+    },
+    Progress(String),
+    /// The run is over: its value or failure, and its logs.
+    Done {
+        outcome: Result<Value, Failure>,
+        logs: Vec<String>,
+    },
+}
+
+/// The answer to one call: its result, and whether the run's buffered writes are past their cap.
+type Answer = (Result<Value, LoreError>, bool);
+
+/// A one-shot slot shared by the two threads.
+#[derive(Default)]
+struct Slot {
+    answer: Option<Answer>,
+    /// The replying side went away without answering.
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+/// The request thread's side of a call's answer; dropped unanswered, the call fails.
+pub struct Reply(Arc<Mutex<Slot>>);
+
+impl Reply {
+    pub fn send(self, result: Result<Value, LoreError>, over_cap: bool) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.answer = Some((result, over_cap));
+        if let Some(w) = slot.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.closed = true;
+        if let Some(w) = slot.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+/// The script thread's side of a call's answer.
+struct Answered(Arc<Mutex<Slot>>);
+
+impl Future for Answered {
+    type Output = Option<Answer>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(answer) = slot.answer.take() {
+            return Poll::Ready(Some(answer));
+        }
+        if slot.closed {
+            return Poll::Ready(None);
+        }
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Where a script thread sends its events (the native thread's channel to the request's).
+pub trait Outbox {
+    fn send(&self, event: Event);
+}
+
+/// The engine's `Ops` on a script thread: every call goes to the request's thread.
+pub struct RemoteOps {
+    outbox: Rc<dyn Outbox>,
+    clock: Rc<dyn Clock>,
+    reports_progress: bool,
+    over_cap: std::cell::Cell<bool>,
+}
+
+impl Ops for RemoteOps {
+    fn call(&self, path: String, args: Value) -> OpFuture<'_> {
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        self.outbox.send(Event::Call {
+            path,
+            args,
+            reply: Reply(slot.clone()),
+        });
+        Box::pin(async move {
+            match Answered(slot).await {
+                Some((result, over_cap)) => {
+                    self.over_cap.set(over_cap);
+                    result
+                }
+                None => Err(LoreError::Unavailable(
+                    "the request this script runs for has ended".into(),
+                )),
+            }
+        })
+    }
+    fn reports_progress(&self) -> bool {
+        self.reports_progress
+    }
+    fn progress(&self, what: &str) {
+        self.outbox.send(Event::Progress(what.to_string()));
+    }
+    fn over_cap(&self) -> bool {
+        self.over_cap.get()
+    }
+    fn clock(&self) -> Rc<dyn Clock> {
+        self.clock.clone()
+    }
+}
+
+thread_local! {
+    /// The hosts of the runs going on on this script thread, for the runs nested in them.
+    static HOSTS: RefCell<HashMap<u64, Rc<Host>>> = RefCell::default();
+}
+
+/// Runs `job` on the calling (script) thread: the same host, engine and budget rules as an
+/// inline run. Ends with [`Event::Done`] in `outbox`.
+pub async fn run_job(job: Job, clock: Rc<dyn Clock>, outbox: Rc<dyn Outbox>) {
+    let parent = job
+        .parent
+        .and_then(|k| HOSTS.with(|h| h.borrow().get(&k).cloned()));
+    let host = Rc::new(Host::new(job.spec, clock.clone(), parent.as_deref()));
+    HOSTS.with(|h| h.borrow_mut().insert(job.key, host.clone()));
+    let ops = RemoteOps {
+        outbox: outbox.clone(),
+        clock,
+        reports_progress: job.reports_progress,
+        over_cap: std::cell::Cell::new(false),
+    };
+    let outcome = engine::execute(&ops, &host, &job.code).await;
+    HOSTS.with(|h| h.borrow_mut().remove(&job.key));
+    if let Some(p) = &parent {
+        p.absorb(&host);
+    }
+    let logs = host.logs.borrow().clone();
+    outbox.send(Event::Done { outcome, logs });
+}
+
+/// Serves a remote run from the request's thread: makes its calls through `run` (several at
+/// once, as the script started them), passes on its progress, and returns its outcome and logs.
+pub async fn serve(
+    run: &dyn Ops,
+    mut events: Box<dyn Events>,
+) -> (Result<Value, Failure>, Vec<String>) {
+    let mut inflight: Vec<(Reply, OpFuture<'_>)> = Vec::new();
+    loop {
+        let next = std::future::poll_fn(|cx| {
+            let mut i = 0;
+            while i < inflight.len() {
+                if let Poll::Ready(result) = inflight[i].1.as_mut().poll(cx) {
+                    let (reply, _) = inflight.swap_remove(i);
+                    reply.send(result, run.over_cap());
+                } else {
+                    i += 1;
+                }
+            }
+            events.poll_next(cx)
+        })
+        .await;
+        match next {
+            Some(Event::Call { path, args, reply }) => {
+                inflight.push((reply, run.call(path, args)));
+            }
+            Some(Event::Progress(what)) => run.progress(&what),
+            Some(Event::Done { outcome, logs }) => return (outcome, logs),
+            None => {
+                return (
+                    Err(Failure::plain(
+                        "internal",
+                        "the script's thread stopped before the script ended",
+                    )),
+                    Vec::new(),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! TypeScript to JavaScript: a real TypeScript parser (`oxc`) strips the types, and a source
+//! map turns positions in the JavaScript back into the script's own line and column.
+//!
+//! A script is either the body of an async function (`ctx`, `client` and `$` in scope), or a
+//! module whose default export is the function (`export default async (ctx, client) => ...`).
+//! The body form is wrapped in a function expression before parsing, on a line of its own, so
+//! its positions shift by exactly one line.
+
+use std::path::Path;
+
+use oxc::allocator::{Allocator, TakeIn};
+use oxc::ast::ast::{
+    Argument, AssignmentOperator, AssignmentTarget, BinaryOperator, Expression, Statement,
+};
+use oxc::ast::builder::AstBuilder;
+use oxc::ast_visit::{VisitMut, walk_mut};
+use oxc::codegen::{Codegen, CodegenOptions};
+use oxc::parser::Parser;
+use oxc::semantic::SemanticBuilder;
+use oxc::span::SourceType;
+use oxc::transformer::{TransformOptions, Transformer};
+
+use crate::caps::{Cap, ScriptCaps};
+
+/// The two script forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The body of `async (ctx, client, $) => { ... }`: evaluates to that function.
+    Body,
+    /// A module whose default export is the function: evaluates to a function that runs the
+    /// module's top level and returns the export. Imports and other exports are refused.
+    Module,
+}
+
+/// A script ready for the engine.
+#[derive(Debug)]
+pub struct Stripped {
+    pub js: String,
+    pub form: Form,
+    /// Per generated line, `(generated column, source line, source column)` points, sorted.
+    map: Vec<Vec<(u32, u32, u32)>>,
+}
+
+/// Where a script failed, in its own (TypeScript) coordinates, 1-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// A script that could not be turned into JavaScript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StripError {
+    Cap(Cap),
+    Syntax {
+        message: String,
+        position: Option<Position>,
+    },
+}
+
+/// The host function every `+` of a script becomes: it adds, then checks the length of a
+/// string result against the string cap. One `s += s` doubles a string per interpreter step,
+/// far faster than any step budget, and the engine has no limit of its own.
+pub const ADD_GUARD: &str = "__lore_add";
+/// The same for template literals with substitutions.
+pub const STRING_GUARD: &str = "__lore_str";
+/// The host function at the top of every loop body and function body: it checks the memory
+/// cap, which nothing inside the engine does (see `sandbox::meter`).
+pub const TICK: &str = "__lore_tick";
+/// What a regular expression literal becomes: `/a+/g` is `__lore_regexp("a+", "g")`, a
+/// RegExp that lore's matcher runs (see `sandbox::regexp`).
+pub const REGEXP: &str = "__lore_regexp";
+/// Scripts may not name the guards (a local `__lore_add` would shadow the global one).
+const RESERVED_PREFIX: &str = "__lore_";
+
+/// Rewrites `a + b` to `__lore_add(a, b)`, `x += v` to `x = __lore_add(x, v)` for plain names
+/// and members of plain names, `` `..${x}..` `` to `__lore_str(`..${x}..`)`, and `/re/f` to
+/// `__lore_regexp("re", "f")`; and begins
+/// every loop body and function body with `__lore_tick()` (a concise arrow body `e` becomes
+/// `(__lore_tick(), e)`).
+struct GuardConcatenation<'a> {
+    ast: AstBuilder<'a>,
+    alloc: &'a Allocator,
+}
+
+impl<'a> GuardConcatenation<'a> {
+    fn guard(
+        &self,
+        name: &'static str,
+        span: oxc::span::Span,
+        args: Vec<Expression<'a>>,
+    ) -> Expression<'a> {
+        let callee = Expression::new_identifier(span, name, &self.ast);
+        let args: Vec<Argument<'a>> = args.into_iter().map(Argument::from).collect();
+        let args = oxc::allocator::Vec::from_iter_in(args, &self.ast);
+        Expression::new_call_expression(span, callee, None, args, false, &self.ast)
+    }
+
+    fn tick(&self, span: oxc::span::Span) -> Expression<'a> {
+        self.guard(TICK, span, Vec::new())
+    }
+
+    fn tick_statement(&self, span: oxc::span::Span) -> Statement<'a> {
+        Statement::new_expression_statement(span, self.tick(span), &self.ast)
+    }
+
+    /// Puts a tick first in a loop's body, making the body a block if it is not one.
+    fn tick_loop_body(&self, body: &mut Statement<'a>) {
+        use oxc::span::GetSpan;
+        let span = body.span();
+        if let Statement::BlockStatement(block) = body {
+            block.body.insert(0, self.tick_statement(span));
+            return;
+        }
+        let inner = body.take_in(&self.ast);
+        let statements =
+            oxc::allocator::Vec::from_iter_in([self.tick_statement(span), inner], &self.ast);
+        *body = Statement::new_block_statement(span, statements, &self.ast);
+    }
+
+    /// A read of an assignment target that can be evaluated twice without side effects of its
+    /// own: `x`, `o.p`, `o[k]` with `o` and `k` plain names or literals.
+    fn reread(&self, target: &AssignmentTarget<'a>) -> Option<Expression<'a>> {
+        use oxc::allocator::CloneIn;
+        let plain = |e: &Expression<'a>| {
+            matches!(
+                e,
+                Expression::Identifier(_)
+                    | Expression::StringLiteral(_)
+                    | Expression::NumericLiteral(_)
+                    | Expression::ThisExpression(_)
+            )
+        };
+        match target {
+            AssignmentTarget::AssignmentTargetIdentifier(id) => {
+                Some(Expression::Identifier(id.clone_in(self.alloc)))
+            }
+            AssignmentTarget::StaticMemberExpression(m) if plain(&m.object) => {
+                Some(Expression::StaticMemberExpression(m.clone_in(self.alloc)))
+            }
+            AssignmentTarget::ComputedMemberExpression(m)
+                if plain(&m.object) && plain(&m.expression) =>
+            {
+                Some(Expression::ComputedMemberExpression(m.clone_in(self.alloc)))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
+    fn visit_function_body(&mut self, it: &mut oxc::ast::ast::FunctionBody<'a>) {
+        walk_mut::walk_function_body(self, it);
+        let tick = self.tick_statement(it.span);
+        it.statements.insert(0, tick);
+    }
+
+    fn visit_arrow_function_expression(
+        &mut self,
+        it: &mut oxc::ast::ast::ArrowFunctionExpression<'a>,
+    ) {
+        walk_mut::walk_arrow_function_expression(self, it);
+        if let Some(expr) = it.body.as_expression_mut() {
+            use oxc::span::GetSpan;
+            let span = expr.span();
+            let value = expr.take_in(&self.ast);
+            let both = oxc::allocator::Vec::from_iter_in([self.tick(span), value], &self.ast);
+            *expr = Expression::new_sequence_expression(span, both, &self.ast);
+        }
+    }
+
+    fn visit_while_statement(&mut self, it: &mut oxc::ast::ast::WhileStatement<'a>) {
+        walk_mut::walk_while_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_do_while_statement(&mut self, it: &mut oxc::ast::ast::DoWhileStatement<'a>) {
+        walk_mut::walk_do_while_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_for_statement(&mut self, it: &mut oxc::ast::ast::ForStatement<'a>) {
+        walk_mut::walk_for_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_for_in_statement(&mut self, it: &mut oxc::ast::ast::ForInStatement<'a>) {
+        walk_mut::walk_for_in_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_for_of_statement(&mut self, it: &mut oxc::ast::ast::ForOfStatement<'a>) {
+        walk_mut::walk_for_of_statement(self, it);
+        self.tick_loop_body(&mut it.body);
+    }
+
+    fn visit_expression(&mut self, expr: &mut Expression<'a>) {
+        walk_mut::walk_expression(self, expr);
+        match expr {
+            Expression::BinaryExpression(b) if b.operator == BinaryOperator::Addition => {
+                let span = b.span;
+                let left = b.left.take_in(&self.ast);
+                let right = b.right.take_in(&self.ast);
+                *expr = self.guard(ADD_GUARD, span, vec![left, right]);
+            }
+            Expression::AssignmentExpression(a) if a.operator == AssignmentOperator::Addition => {
+                if let Some(read) = self.reread(&a.left) {
+                    let span = a.span;
+                    let right = a.right.take_in(&self.ast);
+                    a.right = self.guard(ADD_GUARD, span, vec![read, right]);
+                    a.operator = AssignmentOperator::Assign;
+                }
+            }
+            Expression::TemplateLiteral(t) if !t.expressions.is_empty() => {
+                let span = t.span;
+                let template = expr.take_in(&self.ast);
+                *expr = self.guard(STRING_GUARD, span, vec![template]);
+            }
+            Expression::RegExpLiteral(r) => {
+                let span = r.span;
+                let source = Expression::new_string_literal(
+                    span,
+                    <oxc::str::Str as oxc::allocator::FromIn<&str>>::from_in(
+                        r.regex.pattern.text.as_str(),
+                        self.alloc,
+                    ),
+                    None,
+                    &self.ast,
+                );
+                let flags = r.regex.flags.to_inline_string();
+                let flags = Expression::new_string_literal(
+                    span,
+                    <oxc::str::Str as oxc::allocator::FromIn<&str>>::from_in(
+                        flags.as_str(),
+                        self.alloc,
+                    ),
+                    None,
+                    &self.ast,
+                );
+                *expr = self.guard(REGEXP, span, vec![source, flags]);
+            }
+            _ => {}
+        }
+    }
+}
+
+const BODY_PREFIX: &str = "(async function (ctx, client, $) {\n";
+const MODULE_PREFIX: &str = "(function () {\n";
+const BODY_SUFFIX: &str = "\n})";
+
+/// Checks the source against the size and nesting caps before any parser sees it: deep
+/// nesting overflows recursive-descent parsers' native stacks.
+pub fn check_shape(source: &str, caps: &ScriptCaps) -> Result<(), StripError> {
+    if source.len() > caps.source_bytes {
+        return Err(StripError::Cap(Cap::SourceSize));
+    }
+    // Brackets, and runs of prefix operators (`!!!!x`, `- - -x`), each count as a level.
+    // Strings and comments are not skipped: that only overcounts.
+    let mut depth: usize = 0;
+    let mut prefix_run: usize = 0;
+    for b in source.bytes() {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > caps.nesting {
+                    return Err(StripError::Cap(Cap::Nesting));
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        match b {
+            b'!' | b'-' | b'+' | b'~' | b'?' | b':' | b'=' | b'>' => {
+                prefix_run += 1;
+                if prefix_run > caps.nesting * 4 {
+                    return Err(StripError::Cap(Cap::Nesting));
+                }
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => prefix_run = 0,
+        }
+    }
+    Ok(())
+}
+
+fn line_col(text: &str, offset: u32) -> Position {
+    let offset = (offset as usize).min(text.len());
+    let before = &text[..offset];
+    let line = before.bytes().filter(|b| *b == b'\n').count() as u32 + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+    Position { line, column: col }
+}
+
+/// For a module with a default export: the byte range of `export default ` before its
+/// declaration, which the module form replaces with `return `. Imports and other exports are
+/// refused: a script reaches nothing but the SDK it is given.
+fn default_export(source: &str) -> Result<Option<(usize, usize)>, StripError> {
+    use oxc::span::GetSpan;
+    let allocator = Allocator::default();
+    let parsed = Parser::new(&allocator, source, SourceType::ts()).parse();
+    if !parsed.diagnostics.is_empty() {
+        return Ok(None);
+    }
+    let mut found = None;
+    for statement in &parsed.program.body {
+        match statement {
+            Statement::ExportDefaultDeclaration(d) => {
+                found = Some((d.span.start as usize, d.declaration.span().start as usize));
+            }
+            Statement::ImportDeclaration(_)
+            | Statement::ExportAllDeclaration(_)
+            | Statement::ExportNamedDeclaration(_)
+            | Statement::TSExportAssignment(_)
+            | Statement::TSImportEqualsDeclaration(_) => {
+                return Err(StripError::Syntax {
+                    message: "imports and named exports are not available in lore scripts: use the `client` (or `$`) you are given, and `export default` the function".into(),
+                    position: Some(line_col(source, statement.span().start)),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(found)
+}
+
+/// Strips the types of `source` (TypeScript, either form).
+pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
+    check_shape(source, caps)?;
+    if let Some(offset) = source.find(RESERVED_PREFIX) {
+        return Err(StripError::Syntax {
+            message: format!("names starting with {RESERVED_PREFIX} are reserved for lore"),
+            position: Some(line_col(source, offset as u32)),
+        });
+    }
+    // Both forms become one function expression the engine evaluates: the body form is the
+    // script's async function; the module form is a function that runs the module's top level
+    // and returns its default export.
+    let (form, text) = match default_export(source)? {
+        Some((start, declaration)) => (
+            Form::Module,
+            format!(
+                "{MODULE_PREFIX}{}return {}{BODY_SUFFIX}",
+                &source[..start],
+                &source[declaration..]
+            ),
+        ),
+        None => (Form::Body, format!("{BODY_PREFIX}{source}{BODY_SUFFIX}")),
+    };
+    let line_shift = 1;
+    let source_type = SourceType::ts().with_script(true);
+    let allocator = Allocator::default();
+    let parsed = Parser::new(&allocator, &text, source_type).parse();
+    if let Some(error) = parsed.diagnostics.first() {
+        let offset = error.labels.as_ref().first().map(|l| l.offset());
+        let position = offset.map(|o| {
+            let p = line_col(&text, o);
+            Position {
+                line: p.line.saturating_sub(line_shift).max(1),
+                column: p.column,
+            }
+        });
+        return Err(StripError::Syntax {
+            message: error.message.to_string(),
+            position,
+        });
+    }
+    let mut program = parsed.program;
+    // Enums need their values evaluated while building scopes, or the transformer panics.
+    let semantic = SemanticBuilder::new().with_enum_eval(true).build(&program);
+    let scoping = semantic.semantic.into_scoping();
+    let options = TransformOptions::default();
+    let transformed = Transformer::new(&allocator, Path::new("script.ts"), &options)
+        .build_with_scoping(scoping, &mut program);
+    if let Some(error) = transformed.diagnostics.first() {
+        return Err(StripError::Syntax {
+            message: error.message.to_string(),
+            position: None,
+        });
+    }
+    GuardConcatenation {
+        ast: AstBuilder::new(&allocator),
+        alloc: &allocator,
+    }
+    .visit_program(&mut program);
+    let generated = Codegen::new()
+        .with_options(CodegenOptions {
+            source_map_path: Some("script.ts".into()),
+            ..CodegenOptions::default()
+        })
+        .build(&program);
+    let mut js = generated.code;
+    // The wrapper is an expression statement; the engine's completion value is the function.
+    while js.ends_with(['\n', ';']) {
+        js.pop();
+    }
+    let mut map: Vec<Vec<(u32, u32, u32)>> = Vec::new();
+    if let Some(sm) = generated.map {
+        for token in sm.get_tokens() {
+            let (gl, gc) = (token.get_dst_line() as usize, token.get_dst_col());
+            if map.len() <= gl {
+                map.resize(gl + 1, Vec::new());
+            }
+            let src_line = (token.get_src_line() + 1).saturating_sub(line_shift).max(1);
+            map[gl].push((gc, src_line, token.get_src_col() + 1));
+        }
+        for line in &mut map {
+            line.sort_unstable();
+        }
+    }
+    Ok(Stripped { js, form, map })
+}
+
+impl Stripped {
+    /// The script position of a 1-based position in the generated JavaScript: the nearest
+    /// mapped point at or before it on that line, else the line's first point.
+    pub fn original(&self, line: u32, column: u32) -> Option<Position> {
+        let points = self.map.get(line.checked_sub(1)? as usize)?;
+        let col0 = column.saturating_sub(1);
+        let point = points
+            .iter()
+            .rev()
+            .find(|(gc, _, _)| *gc <= col0)
+            .or_else(|| points.first())?;
+        Some(Position {
+            line: point.1,
+            column: point.2,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> ScriptCaps {
+        ScriptCaps::default()
+    }
+
+    #[test]
+    fn strips_types_enums_and_keeps_the_body_form() {
+        let s = strip(
+            "enum Color { Red, Green }\ninterface P { a: number }\nconst p: P = { a: Color.Green };\nreturn p.a as number;",
+            &caps(),
+        )
+        .unwrap();
+        assert_eq!(s.form, Form::Body);
+        assert!(!s.js.contains("interface"), "{}", s.js);
+        assert!(s.js.starts_with("(async function"), "{}", s.js);
+    }
+
+    #[test]
+    fn module_form_is_detected() {
+        let s = strip(
+            "export default async (ctx: any, client: any) => { return 1 }",
+            &caps(),
+        )
+        .unwrap();
+        assert_eq!(s.form, Form::Module);
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_typescript_line() {
+        let err = strip("const a: number = 1;\nconst b = ;\n", &caps()).unwrap_err();
+        match err {
+            StripError::Syntax { position, .. } => {
+                assert_eq!(position.map(|p| p.line), Some(2), "{position:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let deep = format!("return {}1{};", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(
+            strip(&deep, &caps()).err(),
+            Some(StripError::Cap(Cap::Nesting))
+        );
+        let bangs = format!("return {}1;", "!".repeat(100_000));
+        assert_eq!(
+            strip(&bangs, &caps()).err(),
+            Some(StripError::Cap(Cap::Nesting))
+        );
+    }
+
+    #[test]
+    fn maps_generated_positions_back() {
+        let s = strip("const x: number = 1;\n\nthrow new Error('boom');", &caps()).unwrap();
+        let line =
+            s.js.lines()
+                .position(|l| l.contains("throw"))
+                .expect("throw kept") as u32
+                + 1;
+        let col =
+            s.js.lines()
+                .nth(line as usize - 1)
+                .unwrap()
+                .find("throw")
+                .unwrap() as u32
+                + 1;
+        assert_eq!(s.original(line, col).map(|p| p.line), Some(3));
+    }
+}

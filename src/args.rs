@@ -1,0 +1,307 @@
+//! The `lore` command's arguments (clap): the subcommands, their flags and environment
+//! variables, and the embedder the flags choose.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
+use lore::backup::{BackupArgs, DoctorArgs, RestoreArgs};
+use lore::ports::{EmbedderChoice, UreqClient};
+
+use super::block_on;
+
+#[derive(Parser)]
+#[command(
+    name = "lore",
+    version,
+    about = "Shared, permission-aware memory for AI agents, over MCP"
+)]
+pub(crate) struct Cli {
+    /// Log output format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "LORE_LOG_FORMAT"
+    )]
+    pub(crate) log_format: LogFormat,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Serve MCP over HTTP (the embedded default: SQLite file, loopback address).
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8787", env = "LORE_ADDR")]
+        addr: SocketAddr,
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        /// Serve tokenless requests as the local owner (refused unless the address is loopback).
+        #[arg(long, env = "LORE_NO_AUTH")]
+        no_auth: bool,
+        /// The org of tokenless requests, and the one created on first run.
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+        /// A browser origin allowed to call the server besides its own (repeatable).
+        #[arg(
+            long = "allowed-origin",
+            env = "LORE_ALLOWED_ORIGINS",
+            value_delimiter = ','
+        )]
+        allowed_origins: Vec<String>,
+        /// Host names accepted in the Host header; default: loopback names when bound to
+        /// loopback, any otherwise.
+        #[arg(
+            long = "allowed-host",
+            env = "LORE_ALLOWED_HOSTS",
+            value_delimiter = ','
+        )]
+        allowed_hosts: Vec<String>,
+        /// Worker threads (default: one per core).
+        #[arg(long, env = "LORE_WORKERS")]
+        workers: Option<usize>,
+        /// Largest request body in bytes.
+        #[arg(long, default_value_t = lore_front::DEFAULT_MAX_BODY, env = "LORE_MAX_BODY_BYTES")]
+        max_body_bytes: usize,
+        /// Open connections at most; further ones are closed at once.
+        #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
+        max_connections: usize,
+        /// Requests per minute one token may make (0: no limit); an org may lower it.
+        #[arg(long, default_value_t = 600, env = "LORE_RATE_TOKEN_PER_MINUTE")]
+        rate_token_per_minute: u32,
+        /// Requests per minute all of one org's tokens may make (0: no limit).
+        #[arg(long, default_value_t = 3000, env = "LORE_RATE_ORG_PER_MINUTE")]
+        rate_org_per_minute: u32,
+        /// Scripts (query_sdk, run_sdk, do) running at once in the server; more are refused
+        /// with `overloaded` (default: 8 per worker thread).
+        #[arg(long, env = "LORE_MAX_SCRIPTS")]
+        max_scripts: Option<usize>,
+        /// Of those, how many one org may run at once (default: half of --max-scripts).
+        #[arg(long, env = "LORE_MAX_SCRIPTS_PER_ORG")]
+        max_scripts_per_org: Option<usize>,
+        /// Of those, how many one token may run at once (default: a quarter of --max-scripts).
+        #[arg(long, env = "LORE_MAX_SCRIPTS_PER_TOKEN")]
+        max_scripts_per_token: Option<usize>,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
+        /// The public base URL clients reach the server at (e.g. https://lore.example.com):
+        /// the OAuth issuer, and what tokens are bound to. Default: from each request's Host
+        /// (http on loopback names, https otherwise).
+        #[arg(long, env = "LORE_PUBLIC_URL")]
+        public_url: Option<String>,
+    },
+    /// Create the local owner and the first org, and print an owner token.
+    Init {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default")]
+        org: String,
+        /// Read the owner's sign-in password from standard input (else LORE_OWNER_PASSWORD,
+        /// else a random one is printed once).
+        #[arg(long)]
+        password_stdin: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set the local owner's password for the browser sign-in page (OAuth clients).
+    Password {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        /// Read the password from standard input (else LORE_OWNER_PASSWORD, else a random
+        /// one is printed once).
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Manage orgs.
+    Org {
+        #[command(subcommand)]
+        command: OrgCommand,
+    },
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Sign in to a lore server through the browser (OAuth) and keep the token for
+    /// `lore memory run --url`.
+    Login {
+        /// The server's MCP URL, e.g. https://lore.example.com/mcp.
+        #[arg(long, env = "LORE_URL")]
+        url: String,
+        /// Print the sign-in URL without opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Revoke and forget the token `lore login` stored for a server.
+    Logout {
+        #[arg(long, env = "LORE_URL")]
+        url: String,
+    },
+    /// Work with memory and tools from the shell.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Write a consistent copy of the database to a file, also while `lore serve` is writing.
+    Backup(BackupArgs),
+    /// Replace the database with a backup (checked first; the server must be stopped).
+    Restore(RestoreArgs),
+    /// Check the database: integrity, schema, WAL mode and synchronous level. Exits 1 on a
+    /// problem.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum OrgCommand {
+    /// Create an org owned by the local owner and print an owner token for it.
+    Create {
+        name: String,
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List orgs.
+    List {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Issue a token. Without --principal, a new agent joins the org with --role.
+    Create {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+        /// The new agent's role: owner, admin, member (default) or viewer.
+        #[arg(long)]
+        role: Option<String>,
+        #[arg(long, default_value = "mcp:read,mcp:write")]
+        scopes: String,
+        /// A label for the token and the name of its new agent.
+        #[arg(long)]
+        name: Option<String>,
+        /// Issue for this existing member instead of a new agent.
+        #[arg(long)]
+        principal: Option<String>,
+        /// Expire after this many days.
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List an org's tokens (never their secrets).
+    List {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by id (tok_…).
+    Revoke {
+        id: String,
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        #[arg(long, default_value = "default", env = "LORE_ORG")]
+        org: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// Run a tool and print its result as JSON: an MCP tool (save_memory, search_memory,
+    /// search_sdk), an admin tool (manage_templates, query_metric, ...) or an SDK method path
+    /// (entities.list, Ticket.create).
+    Run {
+        tool: String,
+        /// The tool's arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Run against this local database as the local owner.
+        #[arg(long, env = "LORE_DB", conflicts_with = "url")]
+        db: Option<PathBuf>,
+        /// Run against a remote lore server's MCP URL.
+        #[arg(long, env = "LORE_URL")]
+        url: Option<String>,
+        #[arg(long, env = "LORE_TOKEN")]
+        token: Option<String>,
+        /// The org (local database; or, for admin tools, a remote URL without one).
+        #[arg(long, env = "LORE_ORG")]
+        org: Option<String>,
+        /// Print a remote MCP tool's whole `tools/call` result (content, structuredContent,
+        /// isError, resultType) instead of its structured result.
+        #[arg(long)]
+        raw: bool,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
+    },
+}
+
+/// Where embeddings come from: the built-in offline model unless an endpoint is given.
+#[derive(clap::Args)]
+pub(crate) struct EmbeddingsArgs {
+    /// An OpenAI-compatible embeddings endpoint, the full URL (e.g.
+    /// https://api.openai.com/v1/embeddings); default: the built-in offline model.
+    #[arg(long, env = "LORE_EMBEDDINGS_URL")]
+    pub(crate) embeddings_url: Option<String>,
+    /// The endpoint's model (required with --embeddings-url).
+    #[arg(long, env = "LORE_EMBEDDINGS_MODEL")]
+    pub(crate) embeddings_model: Option<String>,
+    /// The endpoint's API key, sent as a bearer token (prefer the environment variable).
+    #[arg(long, env = "LORE_EMBEDDINGS_KEY", hide_env_values = true)]
+    pub(crate) embeddings_key: Option<String>,
+    /// The length of the endpoint's vectors; default: asked of the endpoint at start.
+    #[arg(long, env = "LORE_EMBEDDINGS_DIMENSIONS")]
+    pub(crate) embeddings_dimensions: Option<usize>,
+}
+
+impl EmbeddingsArgs {
+    /// The embedder to use; an endpoint without a configured length is asked for one vector
+    /// now, so a wrong URL, model or key fails at start rather than at the first save.
+    pub(crate) fn choice(&self) -> anyhow::Result<EmbedderChoice> {
+        let Some(url) = &self.embeddings_url else {
+            return Ok(EmbedderChoice::Builtin);
+        };
+        let Some(model) = &self.embeddings_model else {
+            bail!(
+                "LORE_EMBEDDINGS_URL (--embeddings-url) needs LORE_EMBEDDINGS_MODEL (--embeddings-model)"
+            );
+        };
+        let key = self.embeddings_key.clone().filter(|k| !k.is_empty());
+        let dimensions = match self.embeddings_dimensions {
+            Some(0) => bail!("LORE_EMBEDDINGS_DIMENSIONS must be at least 1"),
+            Some(n) => n,
+            None => block_on(OpenAiEmbedder::probe_dimensions(
+                url,
+                model,
+                key.as_deref(),
+                &UreqClient::default(),
+            ))
+            .context("cannot reach the embeddings endpoint (set LORE_EMBEDDINGS_DIMENSIONS to start without asking it)")?,
+        };
+        Ok(EmbedderChoice::OpenAi(OpenAiConfig {
+            url: url.clone(),
+            model: model.clone(),
+            key,
+            dimensions,
+        }))
+    }
+}

@@ -1,0 +1,567 @@
+//! The `lore` command: serve, init, orgs, tokens, and running tools from the shell.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde_json::{Value, json};
+
+use lore_directory::admin::{self, InitOutcome, IssuedToken, TokenRequest};
+use lore_front::mcp::headers::OriginPolicy;
+use lore_base::model::{Role, Scopes};
+use lore::client::{admin_url, call_remote_admin, call_remote_tool};
+use lore::ports::{EmbedderChoice, UreqClient, native_ports};
+use lore::server::{ConnectionLimits, ServeOptions, serve};
+use lore_front::{Config, Lore};
+
+/// `println!` through [`out`], which handles a closed pipe.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        out(format_args!($($t)*))
+    };
+}
+
+mod args;
+
+use args::{Cli, Command, LogFormat, MemoryCommand, OrgCommand, TokenCommand};
+
+/// Every request allocates many small JSON values; mimalloc serves them faster than glibc's
+/// allocator across worker threads. The meter around it counts what scripts hold, for the
+/// sandbox's memory cap.
+#[global_allocator]
+static ALLOCATOR: lore_meter::Metered<mimalloc::MiMalloc> =
+    lore_meter::Metered(mimalloc::MiMalloc);
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    if let Err(e) = run(cli.command) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// A core instance over the database at `db`. Commands that never embed (init, orgs, tokens)
+/// pass [`EmbedderChoice::Builtin`], which costs nothing until used.
+fn open(db: &Path, embedder: &EmbedderChoice) -> anyhow::Result<Lore> {
+    let ports = native_ports(db, embedder)
+        .with_context(|| format!("cannot open database {}", db.display()))?;
+    Ok(Lore::new(ports, Config::default()))
+}
+
+fn print_json(v: &Value) {
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// Writes a line to stdout. A closed pipe (`lore memory run … | head`) ends the program
+/// quietly with success, as `head` expects of what feeds it; another write error says so.
+fn out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_fmt(format_args!("{text}\n"))
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn print_issued(issued: &IssuedToken, json_out: bool) {
+    if json_out {
+        outln!(
+            "{}",
+            json!({ "org": issued.org, "token": issued.token, "token_id": issued.token_id, "principal": issued.principal })
+        );
+    } else {
+        outln!("org:   {}", issued.org);
+        outln!("token: {}", issued.token);
+        outln!(
+            "(token id {}; the secret is shown only once)",
+            issued.token_id
+        );
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve {
+            addr,
+            db,
+            no_auth,
+            org,
+            allowed_origins,
+            allowed_hosts,
+            workers,
+            max_body_bytes,
+            max_connections,
+            rate_token_per_minute,
+            rate_org_per_minute,
+            max_scripts,
+            max_scripts_per_org,
+            max_scripts_per_token,
+            embeddings,
+            public_url,
+        } => {
+            if no_auth && !addr.ip().is_loopback() {
+                bail!(
+                    "--no-auth serves anyone who can connect as the owner; it is refused on {addr}, use a loopback address"
+                );
+            }
+            let embedder = embeddings.choice()?;
+            let lore = open(&db, &embedder)?;
+            let first_run = block_on(admin::init(lore.ports(), &org))?;
+            // A new database gets an owner password for the sign-in page: the one in
+            // LORE_OWNER_PASSWORD, or a random one shown once below.
+            let first_password = match &first_run {
+                InitOutcome::Created(_) => Some(set_owner_password(&lore, false)?),
+                InitOutcome::AlreadyInitialised { .. } => None,
+            };
+            let origins = if !allowed_hosts.is_empty() {
+                OriginPolicy {
+                    allowed_hosts: Some(allowed_hosts),
+                    allowed_origins,
+                }
+            } else if addr.ip().is_loopback() {
+                OriginPolicy {
+                    allowed_origins,
+                    ..OriginPolicy::loopback()
+                }
+            } else {
+                OriginPolicy {
+                    allowed_hosts: None,
+                    allowed_origins,
+                }
+            };
+            let config = Config {
+                default_org: lore_base::ids::OrgId::parse(&org)?,
+                no_auth,
+                origins,
+                max_body_bytes,
+                public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
+                upstream: lore_front::oauth::upstream::from_vars(|name| std::env::var(name).ok())
+                    .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
+                rate_limits: lore_base::ratelimit::RateLimits {
+                    token_per_minute: rate_token_per_minute,
+                    org_per_minute: rate_org_per_minute,
+                },
+                ..Config::default()
+            };
+            drop(lore);
+            let workers = workers
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            let options = ServeOptions {
+                addr,
+                db: db.clone(),
+                config,
+                workers,
+                limits: ConnectionLimits {
+                    header_timeout: Duration::from_secs(10),
+                    body_timeout: Duration::from_secs(30),
+                    drain_timeout: Duration::from_secs(10),
+                    max_connections,
+                },
+                scripts: {
+                    let max = max_scripts.unwrap_or(8 * workers).max(1);
+                    lore_base::ratelimit::ScriptSlots::with_shares(
+                        max,
+                        max_scripts_per_org.unwrap_or(max / 2),
+                        max_scripts_per_token.unwrap_or(max / 4),
+                    )
+                },
+                embedder,
+            };
+            serve(options, |local| {
+                let url = format!("http://{local}/mcp");
+                if let InitOutcome::Created(issued) = &first_run {
+                    eprintln!(
+                        "Created {} with org {:?} and its owner token (shown once):\n\n  {}\n",
+                        db.display(),
+                        issued.org,
+                        issued.token
+                    );
+                    eprintln!(
+                        "Connect Claude Code:\n  claude mcp add --transport http lore {url} --header \"Authorization: Bearer {}\"\n",
+                        issued.token
+                    );
+                }
+                if let Some(NewPassword::Generated(password)) = &first_password {
+                    eprintln!(
+                        "Owner password for the sign-in page (shown once; change it with `lore password`):\n\n  {password}\n"
+                    );
+                }
+                eprintln!(
+                    "OAuth clients (Claude, ChatGPT, Cursor) connect to {url} and sign in at http://{local}/oauth/signin\n"
+                );
+                if no_auth {
+                    tracing::warn!(
+                        "--no-auth: requests without a token act as the local owner of org {org:?}"
+                    );
+                }
+                tracing::info!(%url, db = %db.display(), workers, "lore listening");
+                eprintln!("lore listening on {url}");
+            })
+        }
+        Command::Password { db, password_stdin } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            match set_owner_password(&lore, password_stdin)? {
+                NewPassword::Generated(p) => {
+                    outln!("owner password: {p}\n(shown only once)")
+                }
+                NewPassword::Given => outln!("owner password set"),
+            }
+            Ok(())
+        }
+        Command::Init {
+            db,
+            org,
+            password_stdin,
+            json,
+        } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            match block_on(admin::init(lore.ports(), &org))? {
+                InitOutcome::Created(issued) => {
+                    let password = set_owner_password(&lore, password_stdin)?;
+                    if json {
+                        let mut out = json!({ "org": issued.org, "token": issued.token, "token_id": issued.token_id, "principal": issued.principal });
+                        if let NewPassword::Generated(p) = &password {
+                            out["owner_password"] = json!(p);
+                        }
+                        outln!("{out}");
+                    } else {
+                        print_issued(&issued, false);
+                        if let NewPassword::Generated(p) = &password {
+                            outln!("owner password (for the sign-in page): {p}");
+                        }
+                    }
+                }
+                InitOutcome::AlreadyInitialised { owner } => {
+                    if json {
+                        outln!(
+                            "{}",
+                            json!({ "status": "already_initialised", "owner": owner })
+                        );
+                    } else {
+                        outln!(
+                            "{} is already initialised (owner {owner}); nothing changed",
+                            db.display()
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Org {
+            command: OrgCommand::Create { name, db, json },
+        } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            print_issued(&block_on(admin::create_org(lore.ports(), &name))?, json);
+            Ok(())
+        }
+        Command::Org {
+            command: OrgCommand::List { db, json },
+        } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            let orgs = block_on(admin::list_orgs(lore.ports()))?;
+            if json {
+                print_json(&serde_json::to_value(&orgs)?);
+            } else {
+                for o in orgs {
+                    outln!("{}", o.id);
+                }
+            }
+            Ok(())
+        }
+        Command::Token { command } => token(command),
+        Command::Backup(a) => copied(
+            lore::backup::backup(&a.db, &a.file, a.force)?,
+            a.json,
+        ),
+        Command::Restore(a) => copied(
+            lore::backup::restore(&a.file, &a.db, a.force)?,
+            a.json,
+        ),
+        Command::Doctor(a) => {
+            let report = lore::backup::doctor(&a.db);
+            if a.json {
+                print_json(&serde_json::to_value(&report)?);
+            } else {
+                lore::backup::print_report(&report);
+            }
+            if !report.ok {
+                bail!("{} has problems (see the report)", a.db.display());
+            }
+            Ok(())
+        }
+        Command::Login { url, no_browser } => {
+            let path = block_on(lore::login::login(
+                &UreqClient::default(),
+                &url,
+                !no_browser,
+            ))?;
+            eprintln!(
+                "Signed in to {url}; the token is in {} (readable by you only)",
+                path.display()
+            );
+            Ok(())
+        }
+        Command::Logout { url } => {
+            if block_on(lore::login::logout(&UreqClient::default(), &url))? {
+                eprintln!("Signed out of {url}: the token is revoked and forgotten");
+            } else {
+                eprintln!("No stored sign-in for {url}; nothing to do");
+            }
+            Ok(())
+        }
+        Command::Memory {
+            command:
+                MemoryCommand::Run {
+                    tool,
+                    args,
+                    db,
+                    url,
+                    token,
+                    org,
+                    raw,
+                    embeddings,
+                },
+        } => {
+            let args: Value =
+                serde_json::from_str(&args).context("the arguments are not valid JSON")?;
+            if !args.is_object() {
+                bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
+            }
+            let admin = tool.contains('.')
+                || lore_engine::tools::find(&tool).is_some_and(|t| t.profile().is_none());
+            // Without --token, a remote URL uses what `lore login` stored for it.
+            let token = match (&url, token.filter(|t| !t.is_empty())) {
+                (Some(url), None) => {
+                    block_on(lore::login::token_for(&UreqClient::default(), url))?
+                }
+                (_, token) => token,
+            };
+            let result = match url {
+                Some(url) if admin => block_on(call_remote_admin(
+                    &UreqClient::default(),
+                    &admin_url(&url, org.as_deref(), &tool)?,
+                    token.as_deref(),
+                    args,
+                ))?,
+                Some(url) => {
+                    let envelope = block_on(call_remote_tool(
+                        &UreqClient::default(),
+                        &compact_url(url, &tool),
+                        token.as_deref(),
+                        &tool,
+                        args,
+                    ))?;
+                    if raw {
+                        envelope
+                    } else {
+                        tool_result(envelope)?
+                    }
+                }
+                None => {
+                    let db = db.unwrap_or_else(|| PathBuf::from("./lore.db"));
+                    if !db.exists() {
+                        bail!(
+                            "{} does not exist; run `lore init --db {}` first or pass --url",
+                            db.display(),
+                            db.display()
+                        );
+                    }
+                    let lore = open(&db, &embeddings.choice()?)?;
+                    block_on(async {
+                        let caller = lore.local_caller(org.as_deref()).await?;
+                        lore.call_tool(&caller, &tool, args).await
+                    })
+                    .map_err(|e| anyhow::anyhow!("{}", e.to_json()))?
+                }
+            };
+            print_json(&result);
+            Ok(())
+        }
+    }
+}
+
+/// What a person wants of a `tools/call` result: its structured content (or its text content,
+/// as JSON where it parses); a tool error is the command's error, exit status 1.
+fn tool_result(envelope: Value) -> anyhow::Result<Value> {
+    let text = || {
+        envelope["content"]
+            .as_array()
+            .and_then(|c| c.iter().find_map(|item| item["text"].as_str()))
+            .map(|t| serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string())))
+    };
+    let result = match envelope.get("structuredContent") {
+        Some(v) if !v.is_null() => v.clone(),
+        _ => text().unwrap_or(Value::Null),
+    };
+    if envelope["isError"] == true {
+        bail!(
+            "{}",
+            serde_json::to_string_pretty(&result).unwrap_or_default()
+        );
+    }
+    Ok(result)
+}
+
+fn copied(c: lore::backup::Copied, json_out: bool) -> anyhow::Result<()> {
+    if json_out {
+        print_json(&serde_json::to_value(&c)?);
+    } else {
+        outln!(
+            "{} -> {}: {} keys, {} bytes (integrity ok)",
+            c.from.display(),
+            c.to.display(),
+            c.keys,
+            c.bytes
+        );
+    }
+    Ok(())
+}
+
+/// How the owner's password was chosen.
+enum NewPassword {
+    Given,
+    /// Random, to be shown once.
+    Generated(String),
+}
+
+/// Sets the local owner's sign-in password: from standard input, LORE_OWNER_PASSWORD, or a
+/// random one.
+fn set_owner_password(lore: &Lore, from_stdin: bool) -> anyhow::Result<NewPassword> {
+    let (password, outcome) = if from_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("reading the password from standard input")?;
+        (line.trim_end_matches(['\r', '\n']).to_string(), None)
+    } else if let Some(p) = std::env::var("LORE_OWNER_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
+        (p, None)
+    } else {
+        let mut bytes = [0u8; 18];
+        getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("randomness: {e}"))?;
+        let p = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
+        (p.clone(), Some(p))
+    };
+    block_on(admin::set_owner_password(lore.ports(), &password))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(outcome.map_or(NewPassword::Given, NewPassword::Generated))
+}
+
+/// A public URL is an origin: `http(s)://host[:port]`, without a path.
+fn validate_public_url(url: &str) -> anyhow::Result<String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let parsed = url::Url::parse(trimmed).with_context(|| format!("--public-url {url:?}"))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.path() != "/"
+        || parsed.query().is_some()
+    {
+        bail!("--public-url must be an origin such as https://lore.example.com, without a path");
+    }
+    Ok(trimmed.to_string())
+}
+
+fn token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create {
+            db,
+            org,
+            role,
+            scopes,
+            name,
+            principal,
+            expires_in_days,
+            json,
+        } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            let now = lore.ports().clock.now_ms();
+            let request = TokenRequest {
+                org,
+                role: role.as_deref().map(Role::parse).transpose()?,
+                scopes: Scopes::parse(&scopes)?,
+                principal,
+                name,
+                expires_at_ms: expires_in_days.map(|d| now + i64::from(d) * 86_400_000),
+            };
+            let issued = block_on(admin::create_token(lore.ports(), request))?;
+            if json {
+                outln!(
+                    "{}",
+                    json!({ "token": issued.token, "token_id": issued.token_id, "org": issued.org, "principal": issued.principal })
+                );
+            } else {
+                print_issued(&issued, false);
+            }
+            Ok(())
+        }
+        TokenCommand::List { db, org, json } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            let tokens = block_on(admin::list_tokens(lore.ports(), &org))?;
+            if json {
+                print_json(&serde_json::to_value(&tokens)?);
+            } else {
+                for t in tokens {
+                    let role = t.role.map_or("-", Role::as_str);
+                    let state = if t.revoked { "revoked" } else { "active" };
+                    outln!(
+                        "{}  {}  {}  {}  {}  {}",
+                        t.id,
+                        t.principal,
+                        role,
+                        t.scopes,
+                        state,
+                        t.label.unwrap_or_default()
+                    );
+                }
+            }
+            Ok(())
+        }
+        TokenCommand::Revoke { id, db, org } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            block_on(admin::revoke_token(lore.ports(), &org, &id))?;
+            outln!("revoked {id}");
+            Ok(())
+        }
+    }
+}
+
+/// A compact-profile tool (`search`, `fetch`, `do`) is reached at `?profile=compact`.
+fn compact_url(url: String, tool: &str) -> String {
+    let compact =
+        lore_engine::tools::find(tool).is_some_and(|t| t.profile() == Some(lore_base::model::Profile::Compact));
+    if !compact || url.contains("profile=") {
+        return url;
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}profile=compact")
+}

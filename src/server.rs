@@ -1,0 +1,467 @@
+//! `lore serve`: a hyper HTTP/1.1 server, one thread per core. Each worker thread runs its own
+//! single-threaded tokio runtime, its own core instance ([`lore_front::Lore`]) and its own SQLite
+//! connection. The main thread accepts connections and hands them to the workers in turn
+//! (round robin: workers accepting from one shared socket left one worker with nearly every
+//! keep-alive connection under load). Core futures are not `Send`, so nothing crosses threads
+//! but accepted sockets and the shutdown signal.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{mpsc, watch};
+
+use lore_front::mcp::jsonrpc::{self, RpcError};
+use lore_front::mcp::reply::{Reply, ReplyStream};
+use lore_front::{Config, Lore};
+
+use crate::ports::{EmbedderChoice, native_ports};
+
+pub struct ServeOptions {
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    pub config: Config,
+    pub workers: usize,
+    pub limits: ConnectionLimits,
+    /// Scripts running at once across the workers, and each org's and token's share.
+    pub scripts: lore_base::ratelimit::ScriptSlots,
+    pub embedder: EmbedderChoice,
+}
+
+/// What one client may hold of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// How long a client may take to send its request headers (also the keep-alive idle time).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request body.
+    pub body_timeout: Duration,
+    /// How long in-flight requests may finish after SIGINT/SIGTERM.
+    pub drain_timeout: Duration,
+    /// Open connections at most; further ones are closed at once.
+    pub max_connections: usize,
+}
+
+/// Binds, serves until SIGINT/SIGTERM, drains in-flight requests, returns.
+pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
+    let listener = std::net::TcpListener::bind(options.addr)
+        .with_context(|| format!("cannot listen on {}", options.addr))?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut workers = Vec::new();
+    let mut inboxes = Vec::new();
+    // Connections open across all workers.
+    let open = Arc::new(AtomicUsize::new(0));
+    // One set of rate-limit buckets for the whole process, shared by every worker.
+    let limiter = lore_base::ratelimit::MemoryLimiter::default();
+    let slots = options.scripts.clone();
+    for n in 0..options.workers.max(1) {
+        let (inbox, connections) = mpsc::unbounded_channel();
+        inboxes.push(inbox);
+        let stop = stop_rx.clone();
+        let db = options.db.clone();
+        let config = options.config.clone();
+        let embedder = options.embedder.clone();
+        let limits = options.limits;
+        let open = open.clone();
+        let limiter = limiter.clone();
+        let slots = slots.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("lore-worker-{n}"))
+            // Scripts run on these threads: give them the stack the sandbox is sized for.
+            .stack_size(lore_sandbox::failure::STACK_BYTES)
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let local = tokio::task::LocalSet::new();
+                local.block_on(
+                    &rt,
+                    worker(
+                        connections,
+                        db,
+                        embedder,
+                        config,
+                        stop,
+                        limits,
+                        Shared {
+                            open,
+                            limiter,
+                            slots,
+                        },
+                    ),
+                )
+            })?;
+        workers.push(handle);
+    }
+    on_ready(local);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut next = 0usize;
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        if open.load(Ordering::Relaxed) >= options.limits.max_connections {
+                            // Closing at once keeps the server answering the connections it has.
+                            tracing::warn!(%peer, "connection limit reached; closing a new connection");
+                            drop(stream);
+                            continue;
+                        }
+                        open.fetch_add(1, Ordering::Relaxed);
+                        let mut connection = (stream.into_std()?, peer);
+                        // A worker that is gone (it failed) passes its turn on.
+                        let mut sent = false;
+                        for _ in 0..inboxes.len() {
+                            let inbox = &inboxes[next % inboxes.len()];
+                            next = next.wrapping_add(1);
+                            match inbox.send(connection) {
+                                Ok(()) => {
+                                    sent = true;
+                                    break;
+                                }
+                                Err(mpsc::error::SendError(back)) => connection = back,
+                            }
+                        }
+                        if !sent {
+                            tracing::error!("every worker thread has stopped; shutting down");
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                _ = tokio::signal::ctrl_c() => {
+                    tracing::info!("SIGINT received, draining");
+                    break;
+                }
+                _ = term.recv() => {
+                    tracing::info!("SIGTERM received, draining");
+                    break;
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    let _ = stop_tx.send(true);
+    for w in workers {
+        match w.join() {
+            Ok(result) => result?,
+            Err(_) => anyhow::bail!("a worker thread panicked"),
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// What every worker thread shares: the count of open connections, the rate-limit buckets
+/// and the script slots.
+struct Shared {
+    open: Arc<AtomicUsize>,
+    limiter: lore_base::ratelimit::MemoryLimiter,
+    slots: lore_base::ratelimit::ScriptSlots,
+}
+
+async fn worker(
+    mut connections: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
+    db: PathBuf,
+    embedder: EmbedderChoice,
+    config: Config,
+    mut stop: watch::Receiver<bool>,
+    limits: ConnectionLimits,
+    shared: Shared,
+) -> anyhow::Result<()> {
+    let Shared {
+        open,
+        limiter,
+        slots,
+    } = shared;
+    let mut ports = native_ports(&db, &embedder)
+        .with_context(|| format!("cannot open database {}", db.display()))?;
+    // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
+    let background = Rc::new(LocalTasks::default());
+    ports.background = Some(background.clone());
+    let lore = Rc::new(
+        Lore::new(ports, config)
+            .with_rate_limiter(Rc::new(limiter))
+            .with_script_slots(slots)
+            .with_script_threads(Rc::new(crate::threads::ThreadPerRun))
+            .with_offload(Rc::new(crate::threads::ThreadPerJob)),
+    );
+    let active = Rc::new(Cell::new(0usize));
+    // An idle worker still writes the usage counts it holds.
+    let flusher = {
+        let lore = lore.clone();
+        tokio::task::spawn_local(async move {
+            let every = Duration::from_millis(lore_engine::records::metrics::FLUSH_EVERY_MS as u64);
+            loop {
+                tokio::time::sleep(every).await;
+                lore.engine.flush_usage_if_due().await;
+            }
+        })
+    };
+    loop {
+        let (stream, peer) = tokio::select! {
+            received = connections.recv() => match received {
+                Some(c) => c,
+                None => break,
+            },
+            _ = stop.changed() => break,
+        };
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not adopt a connection");
+                open.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let lore = lore.clone();
+        let active = active.clone();
+        let open = open.clone();
+        let mut stop = stop.clone();
+        active.set(active.get() + 1);
+        tokio::task::spawn_local(async move {
+            let service = service_fn(move |req| {
+                let lore = lore.clone();
+                async move { Ok::<_, Infallible>(respond(lore, req, peer, limits.body_timeout).await) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+            active.set(active.get() - 1);
+            open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+    let deadline = Instant::now() + limits.drain_timeout;
+    while (active.get() > 0 || background.running.get() > 0) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Usage counters are buffered per instance; write them before the thread ends.
+    flusher.abort();
+    lore.engine.flush_usage().await;
+    Ok(())
+}
+
+/// The background port: local tasks of a worker thread, counted so shutdown can wait.
+#[derive(Default)]
+struct LocalTasks {
+    running: Rc<Cell<usize>>,
+}
+
+impl lore_base::ports::Background for LocalTasks {
+    fn spawn(&self, task: Pin<Box<dyn std::future::Future<Output = ()>>>) {
+        let running = self.running.clone();
+        running.set(running.get() + 1);
+        tokio::task::spawn_local(async move {
+            task.await;
+            running.set(running.get() - 1);
+        });
+    }
+}
+
+/// A response body fed by a channel: a streamed reply (SSE progress, then the result).
+struct ChannelBody(mpsc::UnboundedReceiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+type ResponseBody = Either<Full<Bytes>, ChannelBody>;
+
+/// What the core hands a streamed reply: its head once, then chunks of its body.
+enum Streamed {
+    Head(u16, Vec<(String, String)>),
+    Chunk(Vec<u8>),
+    /// The whole reply (the core did not stream).
+    Whole(http::Response<Vec<u8>>),
+}
+
+/// The native [`ReplyStream`]: a channel to the connection's task.
+struct ChannelStream(mpsc::UnboundedSender<Streamed>);
+
+impl ReplyStream for ChannelStream {
+    fn start(&self, status: u16, headers: &[(String, String)]) {
+        let _ = self.0.send(Streamed::Head(status, headers.to_vec()));
+    }
+    fn send(&self, bytes: Vec<u8>) {
+        let _ = self.0.send(Streamed::Chunk(bytes));
+    }
+}
+
+/// Runs the core on a task of its own, so a streamed reply's head can be answered while the
+/// core goes on producing its body.
+async fn handle_streaming(
+    lore: Rc<Lore>,
+    request: http::Request<Vec<u8>>,
+) -> hyper::Response<ResponseBody> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let out = Rc::new(ChannelStream(tx.clone()));
+    tokio::task::spawn_local(async move {
+        let response = lore.handle_streaming(request, out.clone()).await;
+        // Once the head went out, the response is the rest of the body.
+        let _ = tx.send(Streamed::Whole(response));
+        drop(out);
+    });
+    match rx.recv().await {
+        Some(Streamed::Whole(response)) => {
+            response.map(|b| Either::Left(Full::new(Bytes::from(b))))
+        }
+        Some(Streamed::Head(status, headers)) => {
+            let (body_tx, body_rx) = mpsc::unbounded_channel();
+            tokio::task::spawn_local(async move {
+                while let Some(message) = rx.recv().await {
+                    let bytes = match message {
+                        Streamed::Chunk(b) => b,
+                        Streamed::Whole(rest) => rest.into_body(),
+                        Streamed::Head(..) => continue,
+                    };
+                    if body_tx.send(Bytes::from(bytes)).is_err() {
+                        break; // the client went away
+                    }
+                }
+            });
+            let mut response = hyper::Response::new(Either::Right(ChannelBody(body_rx)));
+            *response.status_mut() =
+                http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    http::HeaderName::try_from(name.as_str()),
+                    http::HeaderValue::try_from(value.as_str()),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            response
+        }
+        Some(Streamed::Chunk(_)) | None => {
+            let e = RpcError::internal("the reply ended before it started");
+            Reply::error(&e, None)
+                .into_http()
+                .map(|b| Either::Left(Full::new(Bytes::from(b))))
+        }
+    }
+}
+
+/// Reads a request body to its end without keeping it.
+async fn discard(mut body: Incoming) {
+    while let Some(Ok(_)) = body.frame().await {}
+}
+
+async fn respond(
+    lore: Rc<Lore>,
+    req: hyper::Request<Incoming>,
+    peer: SocketAddr,
+    body_timeout: Duration,
+) -> hyper::Response<ResponseBody> {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let method = parts.method.clone();
+    let path = parts.uri.path().to_string();
+    let limit = lore.config.max_body_bytes;
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let full = |r: http::Response<Vec<u8>>| r.map(|b| Either::Left(Full::new(Bytes::from(b))));
+    let too_large = || full(Reply::error(&lore_front::mcp::too_large(limit), None).into_http());
+    let response = if let Some(n) = declared.filter(|&n| n > limit as u64) {
+        // Refused without buffering it. A body up to a few times the limit is read and thrown
+        // away first, so the client, still sending, reads the 413 instead of a reset; a larger
+        // one is cut off.
+        if n <= 4 * limit as u64 {
+            let _ = tokio::time::timeout(body_timeout, discard(body)).await;
+        }
+        too_large()
+    } else {
+        match tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await {
+            Ok(Ok(collected)) => {
+                let body = collected.to_bytes().to_vec();
+                // Only an MCP request that asks for progress may stream; the rest are answered
+                // whole, without a task and channel of their own.
+                let may_stream = method == http::Method::POST
+                    && path.starts_with("/mcp")
+                    && body.windows(13).any(|w| w == b"progressToken");
+                let request = http::Request::from_parts(parts, body);
+                if may_stream {
+                    handle_streaming(lore.clone(), request).await
+                } else {
+                    full(lore.handle(request).await)
+                }
+            }
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => too_large(),
+            Ok(Err(_)) => {
+                let e = RpcError::invalid_request("the request body could not be read to its end");
+                full(Reply::error(&e, None).into_http())
+            }
+            Err(_) => {
+                let e = RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!(
+                        "the request body took longer than {} s to arrive",
+                        body_timeout.as_secs()
+                    ),
+                    408,
+                );
+                full(
+                    Reply::error(&e, None)
+                        .header("connection", "close")
+                        .into_http(),
+                )
+            }
+        }
+    };
+    // The core wrote the request's line (`lore::request`); this one adds the connection.
+    tracing::debug!(
+        target: "lore::connection",
+        %peer,
+        request_id = response
+            .headers()
+            .get(lore_front::request_log::REQUEST_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-"),
+        method = %method,
+        status = response.status().as_u16(),
+        duration_us = started.elapsed().as_micros() as u64,
+    );
+    response
+}
