@@ -16,10 +16,10 @@ use std::time::Instant;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome};
-use lore_embed::builtin::BuiltinEmbedder;
 use lore::ports::{EmbedderChoice, native_ports};
 use lore_base::ports::Embedder;
+use lore_directory::admin::{self, InitOutcome};
+use lore_embed::builtin::BuiltinEmbedder;
 use lore_front::{Config, Lore};
 
 fn call(lore: &Lore, token: &str, tool: &str, args: Value) -> Value {

@@ -29,14 +29,15 @@ use std::time::Instant;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome};
 use lore::ports::{OsRandom, SystemClock};
 use lore::sqlite::SqliteStorage;
+use lore_base::model::Tier;
 use lore_base::ports::Ports;
-use lore_meter::Metered;
+use lore_directory::admin::{self, InitOutcome};
 use lore_engine::runs::{Surface, run};
-use lore_engine::sdk::{self, Tier};
+use lore_engine::sdk;
 use lore_front::{Config, Lore};
+use lore_meter::Metered;
 
 #[global_allocator]
 static ALLOCATOR: Metered<std::alloc::System> = Metered(std::alloc::System);

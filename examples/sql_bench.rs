@@ -28,14 +28,16 @@ use futures_executor::block_on;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome};
 use lore::ports::{OsRandom, SystemClock};
 use lore::sqlite::SqliteStorage;
+use lore_base::model::Tier;
 use lore_base::ports::Ports;
+use lore_directory::admin::{self, InitOutcome};
 use lore_engine::records::entities::Entity;
-use lore_engine::sdk::{self, Tier};
+use lore_engine::sdk;
+use lore_engine::sql::QuerySql;
+use lore_engine::sql::budget::Budget;
 use lore_engine::sql::catalog::{Catalog, Needed};
-use lore_engine::sql::{Budget, QuerySql};
 use lore_front::{Config, Lore};
 
 const TYPES: &[&str] = &[

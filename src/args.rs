@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use lore::backup::{BackupArgs, DoctorArgs, RestoreArgs};
 use lore::ports::{EmbedderChoice, UreqClient};
+use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
 
-use super::block_on;
+use lore::block_on;
 
 #[derive(Parser)]
 #[command(

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use lore_front::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, VERSION_2026};
 use lore_base::ports::{HttpClient, OutboundRequest};
+use lore_front::mcp::versions::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, VERSION_2026};
 
 /// Calls `tool` on the server at `url` and returns the `tools/call` result.
 pub async fn call_remote_tool(

@@ -14,3 +14,12 @@ pub mod ports;
 pub mod server;
 pub mod sqlite;
 pub mod threads;
+
+/// Runs `f` to its end on a fresh current-thread runtime: the CLI's one-shot commands.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}

@@ -17,8 +17,8 @@ use oauth2::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use lore_front::oauth::client_http::PortHttp;
 use lore_base::ports::{HttpClient, OutboundRequest};
+use lore_front::oauth::client_http::PortHttp;
 
 /// How long `lore login` waits for the browser to come back.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);

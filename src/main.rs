@@ -8,12 +8,13 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome, IssuedToken, TokenRequest};
-use lore_front::mcp::headers::OriginPolicy;
-use lore_base::model::{Role, Scopes};
+use lore::block_on;
 use lore::client::{admin_url, call_remote_admin, call_remote_tool};
 use lore::ports::{EmbedderChoice, UreqClient, native_ports};
 use lore::server::{ConnectionLimits, ServeOptions, serve};
+use lore_base::model::{Role, Scopes};
+use lore_directory::admin::{self, InitOutcome, IssuedToken, TokenRequest};
+use lore_front::headers::OriginPolicy;
 use lore_front::{Config, Lore};
 
 /// `println!` through [`out`], which handles a closed pipe.
@@ -31,8 +32,7 @@ use args::{Cli, Command, LogFormat, MemoryCommand, OrgCommand, TokenCommand};
 /// allocator across worker threads. The meter around it counts what scripts hold, for the
 /// sandbox's memory cap.
 #[global_allocator]
-static ALLOCATOR: lore_meter::Metered<mimalloc::MiMalloc> =
-    lore_meter::Metered(mimalloc::MiMalloc);
+static ALLOCATOR: lore_meter::Metered<mimalloc::MiMalloc> = lore_meter::Metered(mimalloc::MiMalloc);
 
 fn main() {
     let cli = Cli::parse();
@@ -53,14 +53,6 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(f)
 }
 
 /// A core instance over the database at `db`. Commands that never embed (init, orgs, tokens)
@@ -164,7 +156,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 origins,
                 max_body_bytes,
                 public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
-                upstream: lore_front::oauth::upstream::from_vars(|name| std::env::var(name).ok())
+                upstream: lore_front::providers::from_vars(|name| std::env::var(name).ok())
                     .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
                 rate_limits: lore_base::ratelimit::RateLimits {
                     token_per_minute: rate_token_per_minute,
@@ -298,14 +290,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token { command } => token(command),
-        Command::Backup(a) => copied(
-            lore::backup::backup(&a.db, &a.file, a.force)?,
-            a.json,
-        ),
-        Command::Restore(a) => copied(
-            lore::backup::restore(&a.file, &a.db, a.force)?,
-            a.json,
-        ),
+        Command::Backup(a) => copied(lore::backup::backup(&a.db, &a.file, a.force)?, a.json),
+        Command::Restore(a) => copied(lore::backup::restore(&a.file, &a.db, a.force)?, a.json),
         Command::Doctor(a) => {
             let report = lore::backup::doctor(&a.db);
             if a.json {
@@ -360,9 +346,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 || lore_engine::tools::find(&tool).is_some_and(|t| t.profile().is_none());
             // Without --token, a remote URL uses what `lore login` stored for it.
             let token = match (&url, token.filter(|t| !t.is_empty())) {
-                (Some(url), None) => {
-                    block_on(lore::login::token_for(&UreqClient::default(), url))?
-                }
+                (Some(url), None) => block_on(lore::login::token_for(&UreqClient::default(), url))?,
                 (_, token) => token,
             };
             let result = match url {
@@ -557,8 +541,8 @@ fn token(command: TokenCommand) -> anyhow::Result<()> {
 
 /// A compact-profile tool (`search`, `fetch`, `do`) is reached at `?profile=compact`.
 fn compact_url(url: String, tool: &str) -> String {
-    let compact =
-        lore_engine::tools::find(tool).is_some_and(|t| t.profile() == Some(lore_base::model::Profile::Compact));
+    let compact = lore_engine::tools::find(tool)
+        .is_some_and(|t| t.profile() == Some(lore_base::model::Profile::Compact));
     if !compact || url.contains("profile=") {
         return url;
     }

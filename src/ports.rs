@@ -7,12 +7,12 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use lore_embed::builtin::BuiltinEmbedder;
-use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
 use lore_base::ports::{
     Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
 };
 use lore_base::storage::StorageError;
+use lore_embed::builtin::BuiltinEmbedder;
+use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
 
 use crate::sqlite::SqliteStorage;
 

@@ -15,10 +15,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore_directory::admin::{self, TokenRequest};
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 /// A background port that keeps the tasks it is given until the test runs them.

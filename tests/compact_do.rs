@@ -14,11 +14,11 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore_directory::admin::{self, TokenRequest};
-use lore_base::model::{Role, Scopes};
 use lore::ports::UreqClient;
+use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 /// A loopback HTTP server: while `fail` is above zero it takes one off and answers 503;

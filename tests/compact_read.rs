@@ -12,10 +12,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore_directory::admin::{self, TokenRequest};
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
@@ -594,7 +594,9 @@ fn the_entity_scan_reads_the_newest_windows_first() {
     }
     let caller = owner(&o);
     let all = block_on(lore_engine::compact::catalog::newest_entities(
-        &o.h.lore.engine, &caller, 20,
+        &o.h.lore.engine,
+        &caller,
+        20,
     ))
     .unwrap();
     let names: Vec<&str> = all.iter().map(|e| e.name.as_str()).collect();
@@ -615,7 +617,9 @@ fn the_entity_scan_reads_the_newest_windows_first() {
     );
     // Five: the whole last day, then the 30-day window fills the rest (its oldest first).
     let five = block_on(lore_engine::compact::catalog::newest_entities(
-        &o.h.lore.engine, &caller, 5,
+        &o.h.lore.engine,
+        &caller,
+        5,
     ))
     .unwrap();
     let names: Vec<&str> = five.iter().map(|e| e.name.as_str()).collect();

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_embed::openai::{MAX_BATCH, OpenAiConfig, OpenAiEmbedder};
 use lore::ports::{EmbedderChoice, UreqClient, native_ports};
 use lore_base::ports::Embedder;
+use lore_embed::openai::{MAX_BATCH, OpenAiConfig, OpenAiEmbedder};
 
 /// What the stub saw of one request.
 #[derive(Debug, Clone)]

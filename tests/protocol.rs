@@ -6,10 +6,10 @@ use std::rc::Rc;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{MemoryCache, SeqRandom, StepClock};
 
@@ -1297,9 +1297,9 @@ fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
         block_on(admin::create_token(h.lore.ports(), request)).unwrap()
     };
     let cached = |token: &str| {
-        cache.contains(&lore_base::keys::cached_credential(&lore_base::keys::sha256_hex(
-            token,
-        )))
+        cache.contains(&lore_base::keys::cached_credential(
+            &lore_base::keys::sha256_hex(token),
+        ))
     };
     let ping = |token: &str| h.post_as(token, "/mcp", &[], &rpc("ping", json!({})));
 

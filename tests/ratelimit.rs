@@ -10,11 +10,11 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore_directory::admin::{self, TokenRequest};
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::ratelimit::{MemoryLimiter, RateLimits};
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
@@ -255,7 +255,8 @@ fn scripts_past_the_servers_cap_or_an_orgs_or_tokens_share_are_refused_saying_wh
     let again = slots.try_take("acme", "t1");
     assert!(matches!(
         again,
-        Err(lore_base::ratelimit::SlotsFull::Org { .. } | lore_base::ratelimit::SlotsFull::Token { .. })
+        Err(lore_base::ratelimit::SlotsFull::Org { .. }
+            | lore_base::ratelimit::SlotsFull::Token { .. })
     ));
     drop(by_token);
     // The server's whole cap: every slot held, any org is refused.

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use common::{Harness, V26};
 use lore_base::ports::Ports;
-use lore_front::request_log::{Line, REQUEST_ID_HEADER};
 use lore_base::storage::memory::MemoryStorage;
+use lore_front::request_log::{Line, REQUEST_ID_HEADER};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 fn harness() -> Harness {

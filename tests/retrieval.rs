@@ -15,9 +15,9 @@ use std::rc::Rc;
 use serde_json::{Value, json};
 
 use common::{Harness, ids};
-use lore_engine::memory::Ranking;
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::memory::MemoryStorage;
+use lore_engine::memory::Ranking;
 use lore_testing::ports::{SeqRandom, StepClock};
 
 fn lines(path: &str) -> Vec<Value> {

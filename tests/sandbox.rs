@@ -6,8 +6,7 @@ mod common;
 
 /// The memory cap counts through the allocator, as in `lore serve`.
 #[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
-    lore_meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 use std::rc::Rc;
 
@@ -15,10 +14,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore_directory::admin::{self, TokenRequest};
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 fn harness() -> Harness {

@@ -7,8 +7,7 @@ mod common;
 
 /// The memory cap counts through the allocator, as in `lore serve`.
 #[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
-    lore_meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 use std::rc::Rc;
 
@@ -567,7 +566,9 @@ async fn wall_clock_cases() {
         background: None,
     };
     let lore = lore_front::Lore::new(ports, lore_front::Config::default());
-    lore_directory::admin::init(lore.ports(), "acme").await.unwrap();
+    lore_directory::admin::init(lore.ports(), "acme")
+        .await
+        .unwrap();
     let caller = lore.local_caller(Some("acme")).await.unwrap();
     let caps = lore_sandbox::caps::ScriptCaps {
         wall_ms: 400,

@@ -9,10 +9,10 @@ use expect_test::expect_file;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 

@@ -12,10 +12,10 @@ use futures_executor::block_on;
 use serde_json::json;
 
 use common::{Harness, ids};
-use lore_directory::admin;
-use lore_engine::memory::Ranking;
 use lore_base::ports::{Embedder, Ports, Storage};
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin;
+use lore_engine::memory::Ranking;
 use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;

@@ -7,8 +7,7 @@ mod common;
 
 /// The query's memory budget counts through the allocator, as in `lore serve`.
 #[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
-    lore_meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,11 +16,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
-use lore_base::model::{Role, Scopes};
 use lore::ports::UreqClient;
+use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
@@ -1305,10 +1304,7 @@ fn no_query_builds_a_value_or_holds_a_total_past_its_bounds() {
 
 #[test]
 fn a_query_that_holds_too_much_while_it_runs_is_stopped() {
-    assert!(
-        lore_meter::installed(),
-        "needs the metered allocator"
-    );
+    assert!(lore_meter::installed(), "needs the metered allocator");
     let config = Config {
         sql: lore_engine::sql::Limits {
             max_query_bytes: 1 << 20,

@@ -4,7 +4,9 @@
 
 mod memory {
     lore_testing::storage_suite!(lore_base::storage::memory::MemoryStorage::new());
-    lore_testing::records_suite!(std::rc::Rc::new(lore_base::storage::memory::MemoryStorage::new()));
+    lore_testing::records_suite!(std::rc::Rc::new(
+        lore_base::storage::memory::MemoryStorage::new()
+    ));
 }
 
 mod sqlite {

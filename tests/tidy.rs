@@ -381,7 +381,9 @@ fn cut_reexports(code: &str, here: &[String]) -> (String, Vec<(String, Vec<Strin
     let mut text = code;
     while let Some(start) = find_pub_use(text) {
         rest.push_str(&text[..start]);
-        let end = text[start..].find(';').map_or(text.len(), |e| start + e + 1);
+        let end = text[start..]
+            .find(';')
+            .map_or(text.len(), |e| start + e + 1);
         let stmt = &text[start..end];
         let tree = stmt[stmt.find(" use ").map_or(0, |u| u + 5)..]
             .trim_end_matches(';')
@@ -501,7 +503,14 @@ fn defined_names(code: &str) -> BTreeSet<String> {
     for pair in words.windows(2) {
         if matches!(
             pair[0],
-            "fn" | "struct" | "enum" | "trait" | "type" | "const" | "static" | "union" | "mod"
+            "fn" | "struct"
+                | "enum"
+                | "trait"
+                | "type"
+                | "const"
+                | "static"
+                | "union"
+                | "mod"
                 | "macro_rules!"
         ) {
             out.insert(pair[1].to_string());
@@ -642,7 +651,12 @@ fn no_file_imports_a_file_that_imports_it_back() {
                 for (to, names) in &graph[from] {
                     if circle.contains(to) {
                         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                        ties.push(format!("{} -> {}: {}", rel(from), rel(to), names.join(", ")));
+                        ties.push(format!(
+                            "{} -> {}: {}",
+                            rel(from),
+                            rel(to),
+                            names.join(", ")
+                        ));
                     }
                 }
             }
@@ -664,13 +678,13 @@ fn the_import_graph_counts_a_name_toward_its_definition() {
         passed,
         vec![
             ("B".to_string(), vec!["m".into(), "a".into(), "B".into()]),
-            ("E".to_string(), vec!["m".into(), "a".into(), "c".into(), "D".into()]),
+            (
+                "E".to_string(),
+                vec!["m".into(), "a".into(), "c".into(), "D".into()]
+            ),
             ("G".to_string(), vec!["m".into(), "f".into(), "G".into()]),
         ]
     );
     assert!(rest.contains("use h::I;") && !rest.contains("pub use"));
-    assert_eq!(
-        defined_names(&rest),
-        BTreeSet::from(["j".to_string()])
-    );
+    assert_eq!(defined_names(&rest), BTreeSet::from(["j".to_string()]));
 }

@@ -9,13 +9,13 @@ use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use futures_executor::block_on;
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
-use lore_directory::caller::{Caller, resolve_caller};
-use lore_directory::tokens::verify_token;
 use lore_base::ids::OrgId;
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_directory::caller::{Caller, resolve_caller};
+use lore_directory::tokens::verify_token;
 use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 use serde_json::{Value, json};

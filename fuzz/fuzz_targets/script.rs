@@ -7,15 +7,15 @@ use std::rc::Rc;
 
 use futures_executor::block_on;
 use libfuzzer_sys::fuzz_target;
-use lore_directory::caller::resolve_caller;
-use lore_directory::tokens::verify_token;
 use lore_base::ids::OrgId;
 use lore_base::ports::Ports;
-use lore_sandbox::caps::ScriptCaps;
-use lore_meter::Metered;
-use lore_engine::runs::{Surface, run_with_caps};
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::caller::resolve_caller;
+use lore_directory::tokens::verify_token;
+use lore_engine::runs::{Surface, run_with_caps};
 use lore_front::{Config, Lore};
+use lore_meter::Metered;
+use lore_sandbox::caps::ScriptCaps;
 use lore_testing::ports::{SeqRandom, StepClock};
 
 #[global_allocator]
@@ -45,7 +45,10 @@ fn run(code: String) {
     };
     let lore = Lore::new(ports, Config::default());
     block_on(async {
-        let token = match lore_directory::admin::init(lore.ports(), "fuzz").await.unwrap() {
+        let token = match lore_directory::admin::init(lore.ports(), "fuzz")
+            .await
+            .unwrap()
+        {
             lore_directory::admin::InitOutcome::Created(t) => t.token,
             _ => unreachable!("a fresh store"),
         };
@@ -55,7 +58,16 @@ fn run(code: String) {
             .await
             .unwrap();
         // Ok or a structured error: both are fine; only a crash is a finding.
-        let _ = run_with_caps(&lore.engine, &caller, Surface::Run, &code, None, false, caps()).await;
+        let _ = run_with_caps(
+            &lore.engine,
+            &caller,
+            Surface::Run,
+            &code,
+            None,
+            false,
+            caps(),
+        )
+        .await;
     });
 }
 

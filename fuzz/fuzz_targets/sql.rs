@@ -18,8 +18,8 @@ use std::cell::RefCell;
 use common::Core;
 use futures_executor::block_on;
 use libfuzzer_sys::fuzz_target;
-use lore_front::Config;
 use lore_base::error::LoreError;
+use lore_front::Config;
 use lore_meter::Metered;
 use serde_json::{Map, Value, json};
 

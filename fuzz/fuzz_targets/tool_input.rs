@@ -23,10 +23,10 @@ use arbitrary::Unstructured;
 use common::Core;
 use futures_executor::block_on;
 use libfuzzer_sys::fuzz_target;
-use lore_front::Config;
 use lore_base::error::LoreError;
-use lore_meter::Metered;
 use lore_engine::tools::{TOOLS, ToolSpec};
+use lore_front::Config;
+use lore_meter::Metered;
 use serde_json::{Map, Value};
 
 #[global_allocator]

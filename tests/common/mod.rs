@@ -5,8 +5,8 @@
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome};
 use lore_base::ports::Ports;
+use lore_directory::admin::{self, InitOutcome};
 use lore_front::{Config, Lore};
 
 pub const V26: &str = "2026-07-28";

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_directory::admin::{self, InitOutcome};
 use lore_base::ports::{HttpClient, OutboundRequest, OutboundResponse, PortError, Ports};
 use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, InitOutcome};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 

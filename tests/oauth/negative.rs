@@ -109,7 +109,8 @@ fn text(v: &Value, key: &str) -> String {
 fn wrong_audience_is_refused_at_every_step() {
     logged(|secrets| {
         let (h, client) = setup();
-        futures_executor::block_on(lore_directory::admin::create_org(h.lore.ports(), "acme")).unwrap();
+        futures_executor::block_on(lore_directory::admin::create_org(h.lore.ports(), "acme"))
+            .unwrap();
         let acme = format!("{BASE}/mcp/acme");
         let t = tokens(&h, &client, "aud", None, Some(&acme), "acme");
         let access = text(&t, "access_token");
@@ -497,7 +498,8 @@ fn a_read_token_cannot_write() {
 fn a_token_for_one_org_is_refused_on_another_orgs_path() {
     logged(|secrets| {
         let (h, client) = setup();
-        futures_executor::block_on(lore_directory::admin::create_org(h.lore.ports(), "acme")).unwrap();
+        futures_executor::block_on(lore_directory::admin::create_org(h.lore.ports(), "acme"))
+            .unwrap();
         let t = tokens(&h, &client, "org", None, None, "default");
         let access = text(&t, "access_token");
         secrets.push(access.clone());

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use lore_front::oauth::upstream::from_vars;
+use lore_front::providers::from_vars;
 
 use super::harness::{AuthRequest, BASE, Harness, pkce, query};
 

@@ -5,14 +5,14 @@
 use serde::Serialize;
 
 use crate::tokens::new_token_secret;
-use crate::error::{LoreError, Result};
-use crate::ids::{OrgId, new_ulid};
-use crate::keys::{self, OrgKeys};
-use crate::model::{
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::{OrgId, new_ulid};
+use lore_base::keys::{self, OrgKeys};
+use lore_base::model::{
     Membership, Org, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry, TokenRecord,
 };
-use crate::ports::Ports;
-use crate::storage::{Batch, StorageError};
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 
 /// A freshly issued token. `token` is the only time the secret is ever shown.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]

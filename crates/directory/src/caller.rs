@@ -3,11 +3,11 @@
 //! runs without auth), after the org membership is checked. Every org-scoped operation takes a
 //! `&Caller` and derives its storage keys from it.
 
-use crate::error::{LoreError, Result};
-use crate::ids::OrgId;
-use crate::keys::{self, OrgKeys};
-use crate::model::{Membership, Principal, Role, Scopes, TokenRecord};
-use crate::ports::Ports;
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::OrgId;
+use lore_base::keys::{self, OrgKeys};
+use lore_base::model::{Membership, Principal, Role, Scopes, TokenRecord};
+use lore_base::ports::Ports;
 
 /// The authenticated identity of one request, pinned to one org.
 #[derive(Debug, Clone)]

@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
-use crate::ids::OrgId;
-use crate::keys;
-use crate::model::Scopes;
-use crate::ports::Ports;
+use lore_base::error::Result;
+use lore_base::ids::OrgId;
+use lore_base::keys;
+use lore_base::model::Scopes;
+use lore_base::ports::Ports;
 
 /// One consent: a client's access to one org for one principal, until revoked.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,12 +7,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::caller::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::OrgId;
-use crate::keys::{self, OrgKeys};
-use crate::model::{Membership, Role};
-use crate::ports::Ports;
-use crate::storage::{Batch, StorageError};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::OrgId;
+use lore_base::keys::{self, OrgKeys};
+use lore_base::model::{Membership, Role};
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 
 /// A pending invite as stored (under the identity and under the org).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -175,7 +175,7 @@ pub async fn cancel(
     ports: &Ports,
     caller: &Caller,
     args: UninviteArgs,
-) -> Result<crate::model::Done> {
+) -> Result<lore_base::model::Done> {
     let identity = parse_identity(&args.identity)?;
     let key = caller.keys().invite(&identity);
     if ports.storage.get(&key).await?.is_none() {
@@ -186,7 +186,7 @@ pub async fn cancel(
         .delete(key)
         .delete(keys::invite(&identity, caller.org()));
     ports.storage.commit(batch).await?;
-    Ok(crate::model::Done { ok: true })
+    Ok(lore_base::model::Done { ok: true })
 }
 
 /// At sign-in: remembers which principal holds each identity, and turns the invites waiting

@@ -12,5 +12,3 @@ pub mod password;
 pub mod tokens;
 
 pub use caller::{Caller, Credential};
-
-use lore_base::{error, ids, keys, model, ports, storage};

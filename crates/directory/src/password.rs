@@ -5,9 +5,9 @@
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{LoreError, Result};
-use crate::keys;
-use crate::ports::Ports;
+use lore_base::error::{LoreError, Result};
+use lore_base::keys;
+use lore_base::ports::Ports;
 
 /// The shortest password accepted.
 pub const MIN_PASSWORD_CHARS: usize = 12;

@@ -5,10 +5,10 @@
 use base64::Engine;
 
 use crate::caller::Credential;
-use crate::error::{LoreError, Result};
-use crate::keys;
-use crate::model::{Principal, TokenRecord};
-use crate::ports::Ports;
+use lore_base::error::{LoreError, Result};
+use lore_base::keys;
+use lore_base::model::{Principal, TokenRecord};
+use lore_base::ports::Ports;
 
 /// Every API token starts with this, so leaked tokens are easy to recognise and scan for.
 pub const TOKEN_PREFIX: &str = "lore_";

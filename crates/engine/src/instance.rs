@@ -17,19 +17,19 @@ use lore_directory::Caller;
 use lore_sandbox::remote::ScriptThreads;
 use serde_json::Value;
 
-use crate::error::LoreError;
-use crate::ids::OrgId;
-use crate::keys;
 use crate::memory::event::Event;
 use crate::memory::{MemoryService, Ranking, SaveInput};
-use crate::model::{self, Tier};
-use crate::ports::{Offload, Ports};
-use crate::ratelimit::{RateLimits, ScriptSlots};
 use crate::records::metrics::UsageCounters;
 use crate::records::operations::Operation;
 use crate::records::types::SchemaCache;
 use crate::scope::Scope;
 use crate::sql;
+use lore_base::error::LoreError;
+use lore_base::ids::OrgId;
+use lore_base::keys;
+use lore_base::model::{self, Tier};
+use lore_base::ports::{Offload, Ports};
+use lore_base::ratelimit::{RateLimits, ScriptSlots};
 
 /// How the engine behaves: the budgets of one SQL query, and the rate limits an org may only
 /// lower for itself.
@@ -57,8 +57,12 @@ pub trait Scripts {
     ) -> Local<'a, Result<Value, LoreError>>;
 
     /// Runs the reactions that `events`, just committed in `org`, set off.
-    fn react<'a>(&'a self, engine: &'a Engine, org: &'a OrgId, events: &'a [Event])
-    -> Local<'a, ()>;
+    fn react<'a>(
+        &'a self,
+        engine: &'a Engine,
+        org: &'a OrgId,
+        events: &'a [Event],
+    ) -> Local<'a, ()>;
 }
 
 /// Org records an instance read, with when it read them.

@@ -35,12 +35,10 @@ pub use lore_directory::Caller;
 pub use lore_sandbox::remote::{ScriptThread, ScriptThreads};
 pub use request::{OrgRequest, Reach};
 
-use lore_base::{error, ids, keys, model, ports, ratelimit, schema, storage, time};
-
 impl Engine {
     /// An engine instance whose usage counts go to the keys of `instance` (see
     /// [`records::metrics::UsageCounters`]), with [`runs::RUNNER`] as its script runner.
-    pub fn new(ports: ports::Ports, config: EngineConfig, instance: String) -> Self {
+    pub fn new(ports: lore_base::ports::Ports, config: EngineConfig, instance: String) -> Self {
         Self::assemble(ports, config, instance, &runs::RUNNER)
     }
 }

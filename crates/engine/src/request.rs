@@ -8,14 +8,14 @@ use serde_json::Value;
 
 use lore_directory::Caller;
 
-use crate::error::LoreError;
 use crate::instance::Engine;
-use crate::model::{Profile, Tier};
 use crate::records::actions::{self, Action, Step};
 use crate::records::webhooks::{self, Delivered, Delivery};
-use crate::ids::OrgId;
 use crate::sdk::{self, methods::METHODS, nouns, typescript};
 use crate::tools::{self, Access, Surface, ToolCall, ToolSpec};
+use lore_base::error::LoreError;
+use lore_base::ids::OrgId;
+use lore_base::model::{Profile, Tier};
 
 /// Where a request comes from, which decides the tools it reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +118,7 @@ impl Engine {
     /// The TypeScript declarations of `$` for `caller`: only what they may call through
     /// `allowed` (`GET /api/{org}/sdk.d.ts`, `/$.d.ts`).
     pub async fn declarations(&self, caller: &Caller, allowed: Tier) -> Result<String, LoreError> {
-        let cx = sdk::Cx {
+        let cx = sdk::spec::Cx {
             engine: self,
             caller,
             allowed,

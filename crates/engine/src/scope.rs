@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use lore_sandbox::caps::ScriptCaps;
-use lore_sandbox::realm::Host;
+use lore_sandbox::host::Host;
 use lore_sandbox::remote;
 
 use crate::memory::event::Event;

@@ -8,13 +8,13 @@
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use lore_base::model::{Profile, Tier};
 use lore_directory::Caller;
-use crate::model::{Profile, Tier};
 use lore_engine::request::{OrgRequest, Reach};
 use lore_engine::tools;
 
-use crate::error::LoreError;
 use crate::instance::Lore;
+use lore_base::error::LoreError;
 
 /// The file name of the declarations route.
 pub const DECLARATIONS: &str = "sdk.d.ts";
@@ -56,7 +56,8 @@ pub fn error_response(e: &LoreError) -> Response<Vec<u8>> {
         )),
         _ => None,
     };
-    if let LoreError::Internal(m) | LoreError::Storage(crate::storage::StorageError::Backend(m)) = e
+    if let LoreError::Internal(m)
+    | LoreError::Storage(lore_base::storage::StorageError::Backend(m)) = e
     {
         tracing::error!(error = %m, "internal error on the REST surface");
     }
@@ -115,7 +116,7 @@ pub async fn handle(
             r
         }
     };
-    if let Some(origin) = crate::mcp::headers::get(request.headers(), "origin")
+    if let Some(origin) = crate::headers::get(request.headers(), "origin")
         && let Ok(v) = http::HeaderValue::from_str(origin)
     {
         response
@@ -173,7 +174,7 @@ async fn fetch(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<V
             ),
         ));
     };
-    let base = crate::oauth::base_url(&lore.config, request.headers());
+    let base = crate::oauth::resource::base_url(&lore.config, request.headers());
     let request = OrgRequest {
         base_url: base.as_deref(),
         ..OrgRequest::new(
@@ -208,12 +209,11 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
     let args: Value = if request.body().iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        let json_type =
-            crate::mcp::headers::get(request.headers(), "content-type").is_some_and(|ct| {
-                ct.split(';')
-                    .next()
-                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-            });
+        let json_type = crate::headers::get(request.headers(), "content-type").is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
         if !json_type {
             let mut r = error_response(&LoreError::invalid(
                 "content-type",

@@ -6,10 +6,10 @@
 use lore_directory::caller::{self, Caller};
 use lore_directory::tokens;
 
-use crate::error::LoreError;
-use crate::ids::OrgId;
 use crate::instance::Lore;
-use crate::keys;
+use lore_base::error::LoreError;
+use lore_base::ids::OrgId;
+use lore_base::keys;
 
 impl Lore {
     /// The caller of a request: a verified bearer token, or the local owner when the server
@@ -19,7 +19,7 @@ impl Lore {
         headers: &http::HeaderMap,
         path_org: Option<&str>,
     ) -> Result<Caller, (LoreError, bool)> {
-        let credential = match crate::mcp::headers::get(headers, "authorization") {
+        let credential = match crate::headers::get(headers, "authorization") {
             Some(value) => {
                 // The scheme name is case-insensitive (RFC 7235).
                 let token = value
@@ -51,8 +51,8 @@ impl Lore {
             }
         };
         if let Some(audience) = credential.token.as_ref().and_then(|t| t.audience.as_ref()) {
-            let base = crate::oauth::base_url(&self.config, headers);
-            if !crate::oauth::audience_allows(audience, base.as_deref(), path_org) {
+            let base = crate::oauth::resource::base_url(&self.config, headers);
+            if !crate::oauth::resource::audience_allows(audience, base.as_deref(), path_org) {
                 return Err((
                     LoreError::Unauthorized(format!(
                         "the token was issued for {audience}, not for this resource; sign in again for this URL"
@@ -61,10 +61,14 @@ impl Lore {
                 ));
             }
         }
-        let caller =
-            caller::resolve_caller(&self.engine.ports, credential, path_org, &self.config.default_org)
-                .await
-                .map_err(|e| (e, true))?;
+        let caller = caller::resolve_caller(
+            &self.engine.ports,
+            credential,
+            path_org,
+            &self.config.default_org,
+        )
+        .await
+        .map_err(|e| (e, true))?;
         self.rate_check(&caller).await.map_err(|e| (e, true))?;
         Ok(caller)
     }

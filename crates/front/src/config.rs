@@ -12,7 +12,7 @@
 //! | `LORE_MAX_BODY_BYTES` | largest request body | 4 MiB |
 //! | `LORE_RATE_TOKEN_PER_MINUTE`, `LORE_RATE_ORG_PER_MINUTE` | rate limits per token and per org (0: none) | 600, 3000 |
 //! | `LORE_PUBLIC_URL` | the public origin: the OAuth issuer and the prefix of resource URLs | from each request's `Host` |
-//! | `LORE_GITHUB_*`, `LORE_OIDC_*` | sign-in providers (see [`crate::oauth::upstream::from_vars`]) | none |
+//! | `LORE_GITHUB_*`, `LORE_OIDC_*` | sign-in providers (see [`crate::providers::from_vars`]) | none |
 //! | `LORE_OPERATOR_SECRET` | turns the operator routes on (see [`crate::operator`]) | off |
 //! | `LORE_EMBEDDINGS_URL`, `_MODEL`, `_KEY`, `_DIMENSIONS` | an OpenAI-compatible embeddings endpoint ([`embeddings_from_vars`]) | the platform's embedder |
 //! | `LORE_NO_AUTH` | `1`: tokenless requests act as the local owner; honoured only by test builds | off |
@@ -21,10 +21,11 @@
 //! names up in its own spelling ([`Spelling`]); errors name the variable as the platform spells it.
 //! Sessions are always off at the edge: an instance lives for a short while and serves any org.
 
+use crate::headers::OriginPolicy;
+use crate::providers::{self, Provider};
+use lore_base::ids::OrgId;
+use lore_base::ratelimit;
 use lore_embed::openai::OpenAiConfig;
-use crate::ids::OrgId;
-use crate::mcp::headers::OriginPolicy;
-use crate::{oauth, ratelimit};
 use lore_engine::sql;
 
 /// The default request body limit: 4 MiB.
@@ -47,7 +48,7 @@ pub struct Config {
     pub public_url: Option<String>,
     /// Identity providers people sign in with (GitHub, OIDC), besides the local owner's
     /// password.
-    pub upstream: Vec<oauth::upstream::Provider>,
+    pub upstream: Vec<Provider>,
     /// The row, time and size budgets of one `query_sql` query.
     pub sql: sql::Limits,
     /// Requests per minute per token and per org, enforced when a rate limiter is attached
@@ -193,7 +194,7 @@ impl Config {
             allowed_hosts: (!hosts.is_empty()).then_some(hosts),
             allowed_origins: vars.list("LORE_ALLOWED_ORIGINS"),
         };
-        let upstream = oauth::upstream::from_vars(|name| vars.get(name))
+        let upstream = providers::from_vars(|name| vars.get(name))
             .map_err(|e| format!("identity provider configuration: {e}"))?;
         let rates = defaults.rate_limits;
         Ok(Config {

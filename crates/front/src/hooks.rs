@@ -6,13 +6,13 @@
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::error::LoreError;
 use crate::instance::Lore;
 use crate::request_log::RequestLog;
+use lore_base::error::LoreError;
 use lore_engine::records::webhooks::{Delivery, MAX_DELIVERY_BYTES};
 
 fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
-    crate::json_response(status, body)
+    crate::responses::json_response(status, body)
 }
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response<Vec<u8>> {
@@ -23,7 +23,7 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
 }
 
 fn header<'a>(request: &'a Request<Vec<u8>>, name: &str) -> Option<&'a str> {
-    crate::mcp::headers::get(request.headers(), name)
+    crate::headers::get(request.headers(), name)
 }
 
 pub async fn handle(
@@ -76,7 +76,11 @@ pub async fn handle(
             StatusCode::ACCEPTED,
             json!({"id": delivered.id, "duplicate": delivered.duplicate}),
         ),
-        Err(e @ (LoreError::NotFound { .. } | LoreError::Unauthorized(_) | LoreError::InvalidArgument { .. })) => {
+        Err(
+            e @ (LoreError::NotFound { .. }
+            | LoreError::Unauthorized(_)
+            | LoreError::InvalidArgument { .. }),
+        ) => {
             let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
             let message = match &e {
                 LoreError::Unauthorized(m) => m.clone(),

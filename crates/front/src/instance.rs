@@ -11,9 +11,9 @@ use lore_engine::instance::{Engine, EngineConfig};
 use lore_engine::request::{OrgRequest, Reach};
 
 use crate::config::Config;
-use crate::error::LoreError;
-use crate::ports::Ports;
-use crate::ratelimit::{self, RateLimiter, ScriptSlots};
+use lore_base::error::LoreError;
+use lore_base::ports::Ports;
+use lore_base::ratelimit::{self, RateLimiter, ScriptSlots};
 
 /// One instance of lore: the front and the engine it serves.
 pub struct Lore {
@@ -46,16 +46,13 @@ impl Lore {
     }
 
     /// Runs SQL queries' computing through `offload` (natively: on a thread of its own).
-    pub fn with_offload(mut self, offload: Rc<dyn crate::ports::Offload>) -> Self {
+    pub fn with_offload(mut self, offload: Rc<dyn lore_base::ports::Offload>) -> Self {
         self.engine = self.engine.with_offload(offload);
         self
     }
 
     /// Runs scripts' JavaScript on the threads `threads` makes.
-    pub fn with_script_threads(
-        mut self,
-        threads: Rc<dyn lore_engine::ScriptThreads>,
-    ) -> Self {
+    pub fn with_script_threads(mut self, threads: Rc<dyn lore_engine::ScriptThreads>) -> Self {
         self.engine = self.engine.with_script_threads(threads);
         self
     }
@@ -93,6 +90,6 @@ impl Lore {
     }
 
     pub fn server_info(&self) -> Value {
-        json!({ "name": "lore", "title": "lore", "version": crate::VERSION })
+        json!({ "name": "lore", "title": "lore", "version": lore_base::VERSION })
     }
 }

@@ -9,30 +9,18 @@
 pub mod api;
 mod auth;
 pub mod config;
+pub mod headers;
 pub mod hooks;
 pub mod instance;
 pub mod mcp;
 pub mod oauth;
 pub mod operator;
+pub mod providers;
 pub mod request_log;
+mod responses;
 mod routes;
 
 pub use config::{Config, DEFAULT_MAX_BODY};
 pub use instance::Lore;
 pub use lore_base::VERSION;
-
-use http::{Response, StatusCode};
-use serde_json::Value;
-
-use lore_base::{error, ids, keys, model, ports, ratelimit, storage};
-
-/// A JSON response with its status and `Content-Type: application/json`.
-pub fn json_response(status: StatusCode, body: Value) -> Response<Vec<u8>> {
-    let mut response = Response::new(serde_json::to_vec(&body).unwrap_or_default());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
-}
+pub use responses::json_response;

@@ -3,19 +3,19 @@
 //! (a Worker's D1, a Spin app's SQLite). They call the same [`lore_directory::admin`] functions as the
 //! CLI.
 //!
-//! They exist only while [`crate::Config::operator_secret`] is set (the Worker's secret
+//! They exist only while [`crate::config::Config::operator_secret`] is set (the Worker's secret
 //! `LORE_OPERATOR_SECRET`, Spin's variable `lore_operator_secret`; never natively, where the
 //! CLI opens the database), and answer only `POST /operator/{action}` with
 //! `Authorization: Bearer <that secret>`; without the secret every such path is a plain 404.
 //! Delete the secret when you are done to close the door.
 
-use lore_directory::admin::{self, TokenRequest};
-use crate::error::LoreError;
-use crate::json_response;
-use crate::keys::sha256_hex;
-use crate::model::{Role, Scopes};
-use crate::ports::Ports;
+use crate::responses::json_response;
 use http::{Method, Request, Response, StatusCode};
+use lore_base::error::LoreError;
+use lore_base::keys::sha256_hex;
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_directory::admin::{self, TokenRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use http::Request;
 
+use lore_base::error::LoreError;
 use lore_directory::Caller;
-use crate::error::LoreError;
 
 /// The response header that carries the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";

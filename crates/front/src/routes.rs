@@ -33,7 +33,8 @@ impl Lore {
         out: Option<Rc<dyn crate::mcp::reply::ReplyStream>>,
     ) -> Response<Vec<u8>> {
         let started = self.engine.ports.clock.now_ms();
-        let log = crate::request_log::RequestLog::start(&request, || self.engine.ports.random_hex(8));
+        let log =
+            crate::request_log::RequestLog::start(&request, || self.engine.ports.random_hex(8));
         request.extensions_mut().insert(log.clone());
         let method = request.method().to_string();
         let path: String = request.uri().path().chars().take(200).collect();
@@ -55,14 +56,15 @@ impl Lore {
         out: Option<Rc<dyn crate::mcp::reply::ReplyStream>>,
     ) -> Response<Vec<u8>> {
         let path = request.uri().path().to_string();
-        if let Some(name) = crate::mcp::headers::repeated_singleton(request.headers()) {
-            return crate::json_response(
+        if let Some(name) = crate::headers::repeated_singleton(request.headers()) {
+            return crate::responses::json_response(
                 StatusCode::BAD_REQUEST,
                 json!({ "error": { "code": "invalid_request", "message": format!("the request has more than one {name} header; send it once") } }),
             );
         }
         let secret = self.config.operator_secret.as_deref();
-        if let Some(response) = crate::operator::handle(&self.engine.ports, secret, &request).await {
+        if let Some(response) = crate::operator::handle(&self.engine.ports, secret, &request).await
+        {
             return response;
         }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -74,11 +76,11 @@ impl Lore {
             ["mcp", org] => crate::mcp::handle(self, request, Some(org), out).await,
             ["api", org, name] => crate::api::handle(self, &request, org, name).await,
             ["hooks", org, feed] => crate::hooks::handle(self, &request, org, feed).await,
-            ["healthz"] if request.method() == Method::GET => crate::json_response(
+            ["healthz"] if request.method() == Method::GET => crate::responses::json_response(
                 StatusCode::OK,
-                json!({ "status": "ok", "version": crate::VERSION }),
+                json!({ "status": "ok", "version": lore_base::VERSION }),
             ),
-            _ => crate::json_response(
+            _ => crate::responses::json_response(
                 StatusCode::NOT_FOUND,
                 json!({ "error": { "code": "not_found", "message": format!("no route for {} {path}; MCP is served at /mcp", request.method()) } }),
             ),

@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, HirKind};
 
-use crate::Error;
+use crate::flags::Error;
 
 /// The largest code point.
 pub(crate) const MAX_CP: u32 = 0x10_FFFF;

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use crate::charset::CharSet;
+use crate::flags::{Error, Flags, MAX_INSTRUCTIONS};
 use crate::parse::{Assertion, Node, Tree};
 use crate::rewrite::{EXPAND_LIMIT, estimate, group_slots, len_range, simplify};
-use crate::{Error, Flags, MAX_INSTRUCTIONS};
 
 /// "No value" for memo ids.
 pub(crate) const NO_MEMO: u32 = u32::MAX;

@@ -69,8 +69,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod budget;
 mod charset;
 mod compile;
+mod flags;
 mod memo;
 mod parse;
 mod rewrite;
@@ -79,104 +81,8 @@ mod vm;
 
 use std::fmt;
 
-/// The flags of a compiled [`Regex`], as parsed from its flags string.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Flags {
-    /// `g`: global (only recorded; the caller's `lastIndex` handling uses it).
-    pub global: bool,
-    /// `i`: case-insensitive matching.
-    pub ignore_case: bool,
-    /// `m`: `^` and `$` also match at line terminators.
-    pub multiline: bool,
-    /// `s`: `.` also matches line terminators.
-    pub dot_all: bool,
-    /// `u`: Unicode mode (input and pattern are code points).
-    pub unicode: bool,
-    /// `v`: Unicode sets mode (Unicode mode plus class set operations).
-    pub unicode_sets: bool,
-    /// `y`: sticky (match only at the start position).
-    pub sticky: bool,
-    /// `d`: has indices (only recorded; every exec reports indices anyway).
-    pub has_indices: bool,
-}
-
-impl Flags {
-    /// Parses a flags string; an unknown or repeated flag, or `u` with `v`, is a SyntaxError.
-    fn parse(flags: &str) -> Result<Flags, Error> {
-        let mut f = Flags::default();
-        let bad = || Error::Syntax(format!("Invalid regular expression flags '{flags}'"));
-        for c in flags.chars() {
-            let slot = match c {
-                'd' => &mut f.has_indices,
-                'g' => &mut f.global,
-                'i' => &mut f.ignore_case,
-                'm' => &mut f.multiline,
-                's' => &mut f.dot_all,
-                'u' => &mut f.unicode,
-                'v' => &mut f.unicode_sets,
-                'y' => &mut f.sticky,
-                _ => return Err(bad()),
-            };
-            if *slot {
-                return Err(bad());
-            }
-            *slot = true;
-        }
-        if f.unicode && f.unicode_sets {
-            return Err(bad());
-        }
-        Ok(f)
-    }
-
-    /// Whether either Unicode flag (`u` or `v`) is set.
-    fn either_unicode(self) -> bool {
-        self.unicode || self.unicode_sets
-    }
-}
-
-/// Why a pattern could not be compiled.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    /// The pattern or the flags are not valid ECMAScript (a `SyntaxError` in JS).
-    #[error("{0}")]
-    Syntax(String),
-    /// The pattern exceeds one of this crate's size limits.
-    #[error("{0}")]
-    TooLarge(String),
-    /// The pattern is valid but uses a feature this engine does not implement.
-    #[error("{0}")]
-    Unsupported(String),
-}
-
-/// Opaque marker returned when a [`Budget`] stops a search; the caller knows why.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stopped;
-
-impl fmt::Display for Stopped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("regular expression search stopped by its budget")
-    }
-}
-
-impl std::error::Error for Stopped {}
-
-/// Work accounting for [`Regex::exec`].
-///
-/// The matcher calls `spend(n)` with the steps it did since the last call, at least every
-/// 1,024 steps and once before `exec` returns; an `Err` from `spend` stops the search at
-/// once and `exec` returns that `Err`.
-pub trait Budget {
-    /// Charges `steps` steps; return `Err(Stopped)` to stop the search.
-    fn spend(&mut self, steps: u64) -> Result<(), Stopped>;
-}
-
-/// The result of a successful [`Regex::exec`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Captures {
-    /// Slot 0 is the whole match, slot `i` capturing group `i`; each is a pair of code-unit
-    /// offsets `(start, end)` into the input, or `None` for a group that did not participate.
-    pub slots: Vec<Option<(usize, usize)>>,
-}
+pub use budget::{Budget, Captures, Stopped};
+pub use flags::{Error, Flags};
 
 /// A compiled ECMAScript regular expression.
 #[derive(Clone)]
@@ -196,13 +102,6 @@ impl fmt::Debug for Regex {
             .finish()
     }
 }
-
-/// Longest accepted pattern source, in UTF-16 code units.
-pub(crate) const MAX_PATTERN_UNITS: usize = 32_768;
-/// Deepest accepted nesting of groups and classes.
-pub(crate) const MAX_NESTING: usize = 256;
-/// Largest accepted compiled program, in instructions.
-pub(crate) const MAX_INSTRUCTIONS: usize = 100_000;
 
 impl Regex {
     /// Compiles a regular expression.

@@ -8,11 +8,11 @@ use oxc_allocator::Allocator;
 use oxc_regular_expression::{LiteralParser, Options, ast};
 
 use crate::charset::{self, CharSet};
+use crate::flags::{Error, Flags, MAX_NESTING, MAX_PATTERN_UNITS};
 use crate::source::{
     clamp_quantifiers, display_source, fix_class_controls, group_name, nesting_depth,
     normalize_names, source_text,
 };
-use crate::{Error, Flags, MAX_NESTING, MAX_PATTERN_UNITS};
 
 /// A zero-width assertion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,12 +15,13 @@ use boa_engine::{Context, JsError, JsValue, Source, js_string};
 use serde_json::Value;
 
 use crate::caps::Cap;
-use crate::realm::{self, Host, JobQueue, Op, OpKind};
-use crate::strip::{self, Form, StripError, Stripped};
 use crate::failure::{Failure, OpFuture, PROGRESS_EVERY_MS};
+use crate::host::{Host, Op, OpKind};
+use crate::realm::{self, JobQueue};
+use crate::strip::{self, Form, StripError, Stripped};
+use lore_base::error::LoreError;
+use lore_base::ports::Clock;
 use lore_meter as meter;
-use crate::error::LoreError;
-use crate::ports::Clock;
 
 /// What the run loop needs from the run it drives: its SDK calls made, its progress told, its
 /// buffered writes watched, and a clock. The run itself implements it when the script runs on

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use serde_json::Value;
 
 use crate::caps::{Cap, ScriptCaps};
-use crate::error::LoreError;
 use crate::strip;
+use lore_base::error::LoreError;
 
 /// The native stack a thread that runs scripts needs. The caps bound every path by which a
 /// script recurses natively (nested calls through built-ins, source nesting, value depth);

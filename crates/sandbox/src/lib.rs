@@ -11,10 +11,9 @@
 pub mod caps;
 pub mod event_loop;
 pub mod failure;
+pub mod host;
 pub mod realm;
 mod regexp;
 pub mod remote;
 pub mod strip;
 mod values;
-
-use lore_base::{error, ports, time};

@@ -19,7 +19,7 @@ use boa_engine::object::builtins::{JsArray, JsRegExp};
 use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 
 use crate::caps::Cap;
-use crate::realm::Host;
+use crate::host::Host;
 
 /// Compiled patterns kept per run (a run's loops compile the same few again and again).
 const CACHE: usize = 256;
@@ -90,7 +90,7 @@ fn compiled(
 /// `regexExec(regexp, string)`, what `RegExp.prototype.exec` calls: RegExpBuiltinExec
 /// (ECMA-262 22.2.7.2).
 pub fn exec(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let host = crate::realm::host(context);
+    let host = crate::host::host(context);
     host.checkpoint(context)?;
     let r = args
         .first()
@@ -220,7 +220,7 @@ pub fn exec(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
 /// `regexCompile(source, flags)`: compiles a pattern before the engine's RegExp sees it (and
 /// keeps it for the run's `exec`); throws the SyntaxError or RangeError of a bad one.
 pub fn compile(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let host = crate::realm::host(context);
+    let host = crate::host::host(context);
     host.checkpoint(context)?;
     let text = |i: usize, context: &mut Context| -> JsResult<JsString> {
         args.get(i).cloned().unwrap_or_default().to_string(context)

@@ -23,10 +23,10 @@ use std::task::{Context, Poll, Waker};
 use serde_json::Value;
 
 use crate::event_loop::{self as engine, Ops};
-use crate::realm::{Host, HostSpec};
 use crate::failure::{Failure, OpFuture};
-use crate::error::LoreError;
-use crate::ports::Clock;
+use crate::host::{Host, HostSpec};
+use lore_base::error::LoreError;
+use lore_base::ports::Clock;
 
 /// A host that runs scripts' JavaScript on threads of their own.
 pub trait ScriptThreads {

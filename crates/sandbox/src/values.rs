@@ -7,7 +7,7 @@ use boa_engine::{Context, JsNativeError, JsResult, JsString, JsValue, js_string}
 use serde_json::{Map, Value};
 
 use crate::caps::Cap;
-use crate::realm::Host;
+use crate::host::Host;
 
 /// A script value as JSON, with the value depth cap and the output cap (counted into `size`):
 /// functions and `undefined` properties are left out, as `JSON.stringify` does.

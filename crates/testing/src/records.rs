@@ -557,7 +557,10 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
     for _ in 0..3 {
         lore.engine.count_usage(&owner, "entities.get", true).await;
     }
-    second.engine.count_usage(&owner2, "entities.get", false).await;
+    second
+        .engine
+        .count_usage(&owner2, "entities.get", false)
+        .await;
     second.engine.flush_usage().await;
     let v = ok(
         &lore,

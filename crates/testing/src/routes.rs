@@ -16,8 +16,8 @@ use std::future::Future;
 use std::rc::Rc;
 
 use http::{Response, StatusCode};
-use lore_front::json_response;
 use lore_base::storage::Storage;
+use lore_front::json_response;
 use serde_json::json;
 
 /// The path prefix of every test route.

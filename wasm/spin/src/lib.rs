@@ -10,8 +10,7 @@
 
 /// The sandbox's memory cap counts what scripts allocate through this wrapper.
 #[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
-    lore_meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 mod kv;
 mod ports;
@@ -24,10 +23,10 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use lore_front::config::Spelling;
+use lore_base::ports::{Embedder, HttpClient, Ports};
 use lore_embed::builtin::BuiltinEmbedder;
 use lore_embed::openai::OpenAiEmbedder;
-use lore_base::ports::{Embedder, HttpClient, Ports};
+use lore_front::config::Spelling;
 use lore_front::{Config, Lore};
 use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};

@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::Full;
-use lore_base::ports::{Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness};
+use lore_base::ports::{
+    Clock, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness,
+};
 use spin_sdk::http::body::IncomingBodyExt;
 
 /// The WASI wall clock; sleeps on the WASI monotonic clock without blocking the host.

@@ -10,8 +10,8 @@
 use std::rc::Rc;
 
 use http::{Request, Response, StatusCode};
-use lore_front::json_response;
 use lore_base::storage::Storage;
+use lore_front::json_response;
 use lore_testing::routes;
 use serde_json::json;
 

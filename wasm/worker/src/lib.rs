@@ -8,8 +8,7 @@
 
 /// The sandbox's memory cap counts what scripts allocate through this wrapper.
 #[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> =
-    lore_meter::Metered(std::alloc::System);
+static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 mod d1;
 mod limiter;
@@ -20,8 +19,8 @@ mod test_routes;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use lore_front::config::Spelling;
 use lore_base::ports::{Embedder, Ports};
+use lore_front::config::Spelling;
 use lore_front::{Config, Lore};
 use wasm_bindgen::JsCast;
 use worker::{Ai, Context, Env, Headers, Request, Response, ResponseBuilder, event};

@@ -12,9 +12,9 @@
 use std::rc::Rc;
 
 use http::{Request, Response, StatusCode};
+use lore_base::storage::Storage;
 use lore_front::Lore;
 use lore_front::json_response;
-use lore_base::storage::Storage;
 use lore_testing::routes;
 use serde_json::{Value, json};
 use worker::Env;

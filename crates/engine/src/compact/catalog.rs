@@ -6,14 +6,15 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::instance::Engine;
-use lore_directory::Caller;
-use crate::error::Result;
 use crate::records::entities::Entity;
 use crate::records::operations::{self, Operation};
 use crate::records::types::{self, EntityType};
 use crate::sdk::methods::METHODS;
 use crate::sdk::nouns::{self, NounMethod};
-use crate::sdk::{Mode, Tier, may_call, typescript};
+use crate::sdk::{may_call, tstype, typescript};
+use lore_base::error::Result;
+use lore_base::model::{Mode, Tier};
+use lore_directory::Caller;
 
 /// At most this many entities are read for one `search` (the newest, see [`newest_entities`]).
 pub const ENTITY_SCAN: usize = 5_000;
@@ -86,7 +87,7 @@ impl Catalog {
                 mode: m.mode,
                 noun: false,
                 args: VerbArgs::Static(m.args),
-                returns: typescript::rust_to_ts(m.returns),
+                returns: tstype::rust_to_ts(m.returns),
             })
             .collect();
         for m in noun_methods

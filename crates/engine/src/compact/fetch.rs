@@ -13,12 +13,13 @@ use serde_json::{Value, json};
 use super::catalog::{self, Catalog, clip, url};
 use super::docs::{self, DOCS};
 use crate::instance::Engine;
-use lore_directory::Caller;
-use crate::error::LoreError;
 use crate::memory::event::Event;
-use crate::time::format_time;
 use crate::records::entities::{self, Entity, ListEntities};
-use crate::sdk::{Tier, typescript};
+use crate::sdk::typescript;
+use lore_base::error::LoreError;
+use lore_base::model::Tier;
+use lore_base::time::format_time;
+use lore_directory::Caller;
 
 /// The path forms, for messages.
 pub const FORMS: &str = "/entities, /entities/{ent_id}, /memory, /memory/{evt_id}, /types, /types/{Noun}, /verbs, /verbs/{Noun.verb}, /docs, /docs/{topic}, /$.d.ts";
@@ -288,7 +289,7 @@ async fn entity_list(engine: &Engine, caller: &Caller) -> Result<Page, LoreError
 }
 
 async fn memory(engine: &Engine, caller: &Caller, id: &str) -> Result<Page, LoreError> {
-    let ulid = crate::ids::parse_record_id(id, "evt", "id")?;
+    let ulid = lore_base::ids::parse_record_id(id, "evt", "id")?;
     let event: Event = engine
         .ports
         .record(&caller.keys().event(ulid))

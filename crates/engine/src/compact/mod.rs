@@ -17,10 +17,10 @@ pub mod search;
 
 use serde::Deserialize;
 
-use crate::error::LoreError;
-use crate::model::Mode;
+use lore_base::error::LoreError;
+use lore_base::model::Mode;
 
-pub use crate::model::Profile;
+pub use lore_base::model::Profile;
 
 /// `search` arguments (the seed's schema; see `crate::tools`).
 #[derive(Debug, Clone, Deserialize)]

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use crate::memory::keyword::Tokenizer;
 use crate::memory::semantic;
-use crate::ports::Ports;
+use lore_base::ports::Ports;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;

@@ -16,10 +16,10 @@ use super::catalog::{self, Catalog, ENTITY_SCAN, SNIPPET_CHARS, clip, excerpt, u
 use super::docs::DOCS;
 use super::rank::{self, Fields};
 use crate::instance::Engine;
-use lore_directory::Caller;
-use crate::error::LoreError;
 use crate::memory::keyword::Tokenizer;
 use crate::records::entities::{self, Entity};
+use lore_base::error::LoreError;
+use lore_directory::Caller;
 
 /// What a hit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +211,7 @@ pub async fn search(
     verb_candidates(&catalog, &mut candidates);
     doc_candidates(&mut candidates);
     let mut newest = catalog::newest_entities(engine, caller, ENTITY_SCAN).await?;
-    if crate::ids::parse_record_id(query, "ent", "query").is_ok()
+    if lore_base::ids::parse_record_id(query, "ent", "query").is_ok()
         && !newest.iter().any(|e| e.id == query)
     {
         match entities::get(&engine.ports, caller, query).await {
@@ -238,7 +238,7 @@ pub async fn search(
         memory_ranking.push(candidates.len());
         candidates.push(memory_candidate(&hit, &terms, &tokenizer));
     }
-    if crate::ids::parse_record_id(query, "evt", "query").is_ok()
+    if lore_base::ids::parse_record_id(query, "evt", "query").is_ok()
         && !candidates
             .iter()
             .any(|c| c.kind == Kind::Memory && c.exact[0] == query)
@@ -345,7 +345,7 @@ fn memory_candidate(hit: &Value, terms: &[String], tokenizer: &Tokenizer) -> Can
 
 /// The event `id` of the caller's org as a memory hit, if it exists.
 async fn event_hit(engine: &Engine, caller: &Caller, id: &str) -> Result<Option<Value>, LoreError> {
-    let ulid = crate::ids::parse_record_id(id, "evt", "id")?;
+    let ulid = lore_base::ids::parse_record_id(id, "evt", "id")?;
     let event: Option<crate::memory::event::Event> =
         engine.ports.record(&caller.keys().event(ulid)).await?;
     Ok(event.map(|e| json!({"id": e.id, "content": e.content, "kind": e.kind})))

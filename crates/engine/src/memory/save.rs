@@ -9,14 +9,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::event::Event;
+use super::inputs::{MemoryInput, SaveInput};
+use super::refresh::stored_seq;
 use super::semantic;
-use super::{MemoryInput, MemoryService, SaveInput, stored_seq};
+use super::service::MemoryService;
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::{new_ulid, parse_record_id};
+use lore_base::keys::{OrgKeys, sha256_hex};
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::{new_ulid, parse_record_id};
-use crate::keys::{OrgKeys, sha256_hex};
-use crate::ports::Ports;
-use crate::storage::{Batch, StorageError};
 
 /// Largest `payload`, serialized.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
@@ -170,7 +172,7 @@ impl MemoryService {
                 ));
             }
             if let Some(payload) = &m.payload {
-                crate::schema::check_stored_depth(payload, &field("payload"))?;
+                lore_base::schema::check_stored_depth(payload, &field("payload"))?;
                 let size = payload.to_string().len();
                 if size > MAX_PAYLOAD_BYTES {
                     return Err(LoreError::invalid(

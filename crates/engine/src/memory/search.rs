@@ -6,13 +6,15 @@ use std::rc::Rc;
 use serde_json::{Value, json};
 
 use super::event::Event;
-use crate::time::{format_time, parse_time};
+use super::inputs::SearchInput;
 use super::keyword::Filters;
-use super::{CachedIndex, MemoryService, SearchInput, semantic};
+use super::semantic;
+use super::service::{CachedIndex, MemoryService, Ranking};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::parse_record_id;
+use lore_base::ports::Ports;
+use lore_base::time::{format_time, parse_time};
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::parse_record_id;
-use crate::ports::Ports;
 
 fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
     value
@@ -33,16 +35,6 @@ fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
 /// Reciprocal rank fusion constant: a document's fused score is the sum over the rankings of
 /// 1 / (RRF_K + rank). 60 is the value from the original paper and works without tuning.
 const RRF_K: f64 = 60.0;
-
-/// Which rankings `search_memory` fuses. Always `Hybrid` in the product; the retrieval
-/// evaluation switches it to compare each ranking alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ranking {
-    #[default]
-    Hybrid,
-    Keyword,
-    Vector,
-}
 
 impl MemoryService {
     /// Chooses the rankings searches fuse (for evaluation; the default is `Hybrid`).

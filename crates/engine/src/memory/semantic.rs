@@ -17,27 +17,22 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
-use std::rc::Rc;
-
-use super::MemoryService;
-use super::event::Event;
 use super::keyword::KeywordIndex;
 use super::vector::VectorIndex;
-use lore_directory::Caller;
-use crate::error::Result;
-use crate::keys::{OrgKeys, sha256_hex};
-use crate::ports::{Embedder, Ports};
-use crate::storage::Batch;
+use lore_base::error::Result;
+use lore_base::keys::{OrgKeys, sha256_hex};
+use lore_base::ports::{Embedder, Ports};
+use lore_base::storage::Batch;
 
 /// Texts sent to the embedder in one call.
 pub const EMBED_BATCH: usize = 64;
 /// How long an instance waits before asking a failing embedder again for an org's backlog.
-const RETRY_AFTER_MS: i64 = 30_000;
+pub(super) const RETRY_AFTER_MS: i64 = 30_000;
 /// Most texts one refresh embeds; a larger backlog (a model change in a big org) is worked off
 /// over the following requests while the keyword ranking answers.
-const MAX_EMBED_PER_REFRESH: usize = 4_096;
+pub(super) const MAX_EMBED_PER_REFRESH: usize = 4_096;
 /// Vectors an index needs before it is worth a stored snapshot.
-const SNAPSHOT_MIN: usize = 1_000;
+pub(super) const SNAPSHOT_MIN: usize = 1_000;
 /// Bytes per stored snapshot part (well under every backend's value limit).
 const SNAPSHOT_PART: usize = 512 * 1024;
 const SNAPSHOT_MAGIC: &[u8; 4] = b"LVS1";
@@ -359,187 +354,6 @@ pub async fn stored_vectors(
         }
     }
     Ok(out)
-}
-
-/// Documents without a vector (number, event ulid), whether the snapshot is yet to be looked
-/// for, and the model's key.
-type Missing = (Vec<(u32, String)>, bool, String);
-
-impl MemoryService {
-    /// Gives every event of the caller's org a vector under the current embedder, as far as
-    /// this request allows: a stored snapshot first (cold instance), then stored vectors, then
-    /// the embedder for the rest. `fresh` are the events the refresh just indexed (their text
-    /// is at hand). Never fails the request: problems are logged and retried later.
-    pub(super) async fn refresh_vectors(
-        &self,
-        ports: &Ports,
-        caller: &Caller,
-        generation: u64,
-        fresh: &[Rc<Event>],
-    ) {
-        let Some(embedder) = ports.embedder.clone() else {
-            return;
-        };
-        let (org, keys) = (caller.org(), caller.keys());
-        let model = embedder.model_id().to_string();
-        let dims = embedder.dimensions();
-        let now = ports.clock.now_ms();
-        let mut seed = [0u8; 8];
-        ports.random.fill(&mut seed);
-        // What is missing, under a short borrow (everything below awaits).
-        let missing = |this: &Self| -> Option<Missing> {
-            let mut indexes = this.indexes.borrow_mut();
-            let cached = indexes
-                .get_mut(org)
-                .filter(|c| c.generation == generation)?;
-            if cached
-                .semantic
-                .as_ref()
-                .is_none_or(|s| s.model != model || s.dims != dims)
-            {
-                cached.semantic = Semantic::new(&model, dims, u64::from_le_bytes(seed));
-            }
-            let sem = cached.semantic.as_mut()?;
-            if sem.retry_after_ms > now {
-                return None;
-            }
-            let first = !sem.snapshot_checked;
-            sem.snapshot_checked = true;
-            let docs = sem
-                .missing(&cached.index)
-                .into_iter()
-                .map(|d| {
-                    let id = cached.index.doc_id(d);
-                    (d, id.strip_prefix("evt_").unwrap_or(id).to_string())
-                })
-                .collect();
-            Some((docs, first, sem.model_key.clone()))
-        };
-        let Some((mut docs, first, mkey)) = missing(self) else {
-            return;
-        };
-        if docs.is_empty() {
-            return;
-        }
-        if first && docs.len() >= SNAPSHOT_MIN {
-            if let Some(bytes) = load_snapshot(ports, keys, &mkey).await {
-                let mut indexes = self.indexes.borrow_mut();
-                if let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation)
-                    && let Some(sem) = cached.semantic.as_mut()
-                    && sem.model == model
-                    && sem.is_empty()
-                    && let Err(e) = sem.restore(&bytes, &cached.index)
-                {
-                    tracing::warn!(error = %e, org = %org, "ignoring the vector index snapshot");
-                }
-            }
-            match missing(self) {
-                Some((left, _, _)) => docs = left,
-                None => return,
-            }
-            if docs.is_empty() {
-                return;
-            }
-        }
-        // Vectors this instance computed when it saved, then the stored ones.
-        let mut found: HashMap<String, Vec<f32>> = HashMap::new();
-        {
-            let mut recent = self.recent_vectors.borrow_mut();
-            for (_, ulid) in &docs {
-                if let Some(v) = recent.remove(ulid) {
-                    found.insert(ulid.clone(), v);
-                }
-            }
-        }
-        let wanted: Vec<String> = docs
-            .iter()
-            .filter(|(_, u)| !found.contains_key(u))
-            .map(|(_, u)| u.clone())
-            .collect();
-        if !wanted.is_empty() {
-            match stored_vectors(ports, keys, &mkey, dims, &wanted).await {
-                Ok(stored) => found.extend(stored),
-                Err(e) => tracing::warn!(error = %e, "could not read stored vectors"),
-            }
-        }
-        // Embed what has no vector yet, oldest first, up to this request's share.
-        let texts_of: HashMap<&str, &Rc<Event>> = fresh
-            .iter()
-            .map(|e| (e.id.strip_prefix("evt_").unwrap_or(&e.id), e))
-            .collect();
-        let mut to_embed: Vec<(String, String)> = Vec::new();
-        for (_, ulid) in docs.iter().filter(|(_, u)| !found.contains_key(u)) {
-            if to_embed.len() >= MAX_EMBED_PER_REFRESH {
-                break;
-            }
-            let text = match texts_of.get(ulid.as_str()) {
-                Some(e) => Some(e.content.clone()),
-                None => self
-                    .events
-                    .borrow_mut()
-                    .get(&format!("evt_{ulid}"))
-                    .map(|e| e.content.clone()),
-            };
-            let text = match text {
-                Some(t) => t,
-                None => match ports.record::<Event>(&keys.event(ulid)).await {
-                    Ok(Some(e)) => e.content,
-                    _ => continue,
-                },
-            };
-            to_embed.push((ulid.clone(), text));
-        }
-        if !to_embed.is_empty() {
-            let texts: Vec<String> = to_embed.iter().map(|(_, t)| t.clone()).collect();
-            match embed_all(embedder.as_ref(), &texts).await {
-                Ok(vectors) => {
-                    let mut batch = Batch::new();
-                    for ((ulid, _), v) in to_embed.iter().zip(vectors) {
-                        batch.put(keys.vector(&mkey, ulid), encode(&v));
-                        found.insert(ulid.clone(), v);
-                    }
-                    if let Err(e) = ports.storage.commit(batch).await {
-                        tracing::warn!(error = %e, "could not store embeddings");
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, org = %org, "the embedder failed; keyword ranking only until it recovers");
-                    let mut indexes = self.indexes.borrow_mut();
-                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
-                        sem.retry_after_ms = now + RETRY_AFTER_MS;
-                    }
-                }
-            }
-        }
-        // Index them in document order, then snapshot if enough arrived.
-        let snapshot = {
-            let mut indexes = self.indexes.borrow_mut();
-            let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation) else {
-                return;
-            };
-            let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model) else {
-                return;
-            };
-            for (doc, ulid) in &docs {
-                if let Some(v) = found.get(ulid) {
-                    sem.add(*doc, v);
-                }
-            }
-            sem.snapshot_due()
-                .then(|| (sem.len(), sem.snapshot(&cached.index)))
-        };
-        if let Some((count, bytes)) = snapshot {
-            match store_snapshot(ports, keys, &mkey, count, &bytes).await {
-                Ok(()) => {
-                    let mut indexes = self.indexes.borrow_mut();
-                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
-                        sem.snapshot_len = sem.snapshot_len.max(count);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not store the vector index snapshot"),
-            }
-        }
-    }
 }
 
 #[cfg(test)]

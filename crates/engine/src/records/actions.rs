@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{DEFAULT_PAGE, MAX_PAGE, Page, check_cursor, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::{new_ulid, parse_record_id};
+use lore_base::ports::Ports;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::{new_ulid, parse_record_id};
-use crate::ports::Ports;
 
 /// One SDK call made during an Action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

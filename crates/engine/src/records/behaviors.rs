@@ -6,10 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ByName, Done, check_name, now_text, require, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ports::Ports;
-use crate::storage::Batch;
 
 /// When a behavior fires. At least one of the fields is set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -181,7 +181,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done
 
 /// The behaviors of the org `keys` belong to (reactions run without a caller until the owner
 /// is resolved).
-pub async fn list_in(ports: &Ports, keys: &crate::keys::OrgKeys) -> Result<Vec<Behavior>> {
+pub async fn list_in(ports: &Ports, keys: &lore_base::keys::OrgKeys) -> Result<Vec<Behavior>> {
     super::all(ports, &keys.all_named("beh")).await
 }
 

@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{ByName, Done, check_name, now_text, require, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ports::{OutboundRequest, Ports};
+use lore_base::storage::Batch;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ports::{OutboundRequest, Ports};
-use crate::storage::Batch;
 
 /// Largest response body a call returns.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -315,7 +315,10 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
     };
     let mut headers = vec![
         ("accept".to_string(), "application/json".to_string()),
-        ("user-agent".to_string(), format!("lore/{}", lore_base::VERSION)),
+        (
+            "user-agent".to_string(),
+            format!("lore/{}", lore_base::VERSION),
+        ),
     ];
     match (conn.auth, &secret) {
         (AuthScheme::Bearer, Some(s)) => {
@@ -369,7 +372,12 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
     let text = redactor.scrub(&String::from_utf8_lossy(raw));
     // JSON nested deeper than lore stores comes back as its text, as a non-JSON body does.
     let body = match serde_json::from_str::<Value>(&text) {
-        Ok(v) if !truncated && crate::schema::depth(&v) <= crate::schema::MAX_STORED_DEPTH => v,
+        Ok(v)
+            if !truncated
+                && lore_base::schema::depth(&v) <= lore_base::schema::MAX_STORED_DEPTH =>
+        {
+            v
+        }
         _ => Value::String(text),
     };
     Ok(CallResult {

@@ -8,11 +8,11 @@ use serde_json::{Map, Value};
 
 use super::types::{self, EntityType, SchemaCache};
 use super::{DEFAULT_PAGE, MAX_PAGE, Page, Stored, check_cursor, now_text, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::{new_ulid, parse_record_id};
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::{new_ulid, parse_record_id};
-use crate::ports::Ports;
-use crate::storage::{Batch, StorageError};
 
 /// Largest `properties` object, serialized.
 pub const MAX_PROPERTIES_BYTES: usize = 64 * 1024;
@@ -124,7 +124,7 @@ pub struct DeleteEntity {
 }
 
 /// The bounds every stored `properties` object keeps (entities and relationships): its size
-/// serialized and its nesting ([`crate::schema::MAX_STORED_DEPTH`]).
+/// serialized and its nesting ([`lore_base::schema::MAX_STORED_DEPTH`]).
 pub(super) fn check_size(properties: &Map<String, Value>, field: &str) -> Result<()> {
     let size = serde_json::to_vec(properties).map_or(0, |v| v.len());
     if size > MAX_PROPERTIES_BYTES {
@@ -133,7 +133,7 @@ pub(super) fn check_size(properties: &Map<String, Value>, field: &str) -> Result
             format!("properties are {size} bytes serialized; the limit is {MAX_PROPERTIES_BYTES}"),
         ));
     }
-    crate::schema::check_stored_properties(properties, field)
+    lore_base::schema::check_stored_properties(properties, field)
 }
 
 async fn entity_type(ports: &Ports, caller: &Caller, name: &str) -> Result<EntityType> {
@@ -302,7 +302,7 @@ fn merge(base: &mut Map<String, Value>, patch: Map<String, Value>) {
     }
 }
 
-fn stale(id: &str, have: u64, want: u64) -> LoreError {
+pub(super) fn stale(id: &str, have: u64, want: u64) -> LoreError {
     LoreError::Conflict(format!(
         "entity {id} is at version {have}, not {want}: it changed since you read it; read it again"
     ))
@@ -348,29 +348,6 @@ pub async fn update(
     match ports.storage.commit(batch).await {
         Ok(()) => Ok(entity),
         // Someone else wrote between our read and our commit.
-        Err(StorageError::Conflict { .. }) => Err(stale(&old.id, old.version + 1, old.version)),
-        Err(e) => Err(e.into()),
-    }
-}
-
-pub async fn delete(ports: &Ports, caller: &Caller, args: DeleteEntity) -> Result<super::Done> {
-    let old = get(ports, caller, &args.id).await?;
-    if let Some(v) = args.version
-        && v != old.version
-    {
-        return Err(stale(&old.id, old.version, v));
-    }
-    let keys = caller.keys();
-    let ulid = &old.id[4..];
-    let mut batch = Batch::new();
-    batch
-        .require_equals(keys.entity(ulid), to_bytes(&old))
-        .delete(keys.entity(ulid))
-        .delete(keys.entity_by_type(&old.type_name, ulid));
-    super::relationships::unlink_all(ports, caller, &old.id, &mut batch).await?;
-    super::touch_records(ports, caller, &mut batch, &format!("{}.deleted", old.id));
-    match ports.storage.commit(batch).await {
-        Ok(()) => Ok(super::Done { ok: true }),
         Err(StorageError::Conflict { .. }) => Err(stale(&old.id, old.version + 1, old.version)),
         Err(e) => Err(e.into()),
     }

@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::connections::{self, CallConnection};
 use super::{ByName, Done, check_name, now_text, require, to_bytes};
-use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::new_ulid;
-use crate::memory::{FeedItem, MemoryService};
 use crate::memory::event::Event;
-use crate::ports::Ports;
-use crate::storage::Batch;
+use crate::memory::{FeedItem, MemoryService};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::new_ulid;
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
+use lore_directory::Caller;
 
 /// Largest item text kept as an event's content.
 const MAX_CONTENT_CHARS: usize = 4000;
@@ -419,7 +419,7 @@ pub async fn pull(
     }
     let items = fetch_items(ports, caller, &feed).await?;
     for (i, item) in items.iter().enumerate() {
-        crate::schema::check_stored_depth(item, &format!("items/{i}"))?;
+        lore_base::schema::check_stored_depth(item, &format!("items/{i}"))?;
     }
     let id_pointer = feed.id_pointer.as_deref().unwrap_or("/id");
     let batch: Vec<FeedItem> = items
@@ -428,14 +428,14 @@ pub async fn pull(
             let origin = match item.pointer(id_pointer) {
                 Some(Value::String(s)) => s.clone(),
                 Some(v) if !v.is_null() => v.to_string(),
-                _ => crate::keys::sha256_hex(&item.to_string()),
+                _ => lore_base::keys::sha256_hex(&item.to_string()),
             };
             let mut event = item_event(ports, &feed, item);
             event.origin_id = Some(origin.clone());
             FeedItem {
                 origin_key: caller
                     .keys()
-                    .origin(&feed.name, &crate::keys::sha256_hex(&origin)),
+                    .origin(&feed.name, &lore_base::keys::sha256_hex(&origin)),
                 event,
             }
         })

@@ -14,12 +14,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ByName, Done, check_name, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::OrgId;
+use lore_base::keys::OrgKeys;
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::OrgId;
-use crate::keys::OrgKeys;
-use crate::ports::Ports;
-use crate::storage::{Batch, StorageError};
 
 /// How often an instance writes its buffered counts.
 pub const FLUSH_EVERY_MS: i64 = 2_000;
@@ -60,7 +60,7 @@ impl UsageCounters {
 
     /// Counts one call of `tool` in `org`.
     pub fn count(&self, org: &OrgId, tool: &str, ok: bool, now_ms: i64) {
-        let day = crate::time::format_time(now_ms)
+        let day = lore_base::time::format_time(now_ms)
             .get(..10)
             .unwrap_or("1970-01-01")
             .to_string();

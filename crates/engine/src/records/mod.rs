@@ -1,7 +1,7 @@
 //! The org's records (SPEC 2) beyond memory: entity types (templates), entities,
 //! relationships, feeds, connections, operations, behaviors, actions, metrics, and the people
 //! side (agents, members, tokens, organizations). Each module stores its records through the
-//! storage port under keys from the caller's [`OrgKeys`](crate::keys::OrgKeys), and is reached
+//! storage port under keys from the caller's [`OrgKeys`](lore_base::keys::OrgKeys), and is reached
 //! only through the SDK dispatcher ([`crate::sdk`]), which has already checked role, scopes and
 //! tier. Record types derive `JsonSchema`: the SDK's TypeScript declarations come from them.
 
@@ -26,9 +26,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
-use crate::error::{LoreError, Result};
-use crate::ports::Ports;
-use crate::storage::{Batch, StorageError};
+use lore_base::error::{LoreError, Result};
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 
 /// Largest page a list call returns.
 pub const MAX_PAGE: usize = 500;
@@ -101,7 +101,7 @@ pub fn to_bytes(value: &impl Serialize) -> Vec<u8> {
 pub(crate) fn touch_records(
     ports: &Ports,
     caller: &lore_directory::Caller,
-    batch: &mut crate::storage::Batch,
+    batch: &mut lore_base::storage::Batch,
     what: &str,
 ) {
     batch.put(
@@ -112,7 +112,7 @@ pub(crate) fn touch_records(
 
 /// Now, as the RFC 3339 text every record shows.
 pub fn now_text(ports: &Ports) -> String {
-    crate::time::format_time(ports.clock.now_ms())
+    lore_base::time::format_time(ports.clock.now_ms())
 }
 
 /// Checks a record name: 1-64 of `a-z`, `0-9`, `_`, `-`, starting with a letter.
@@ -256,4 +256,4 @@ pub struct PageArgs {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
-pub use crate::model::Done;
+pub use lore_base::model::Done;

@@ -8,11 +8,11 @@ use serde_json::{Map, Value, json};
 
 use super::connections::{self, CallConnection, CallResult};
 use super::{ByName, Done, now_text, require, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::model::{Mode, Tier};
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ports::Ports;
-use crate::model::{Mode, Tier};
-use crate::storage::Batch;
 
 /// The built-in verbs every Noun has; operations may not take these names.
 pub const BUILT_IN_VERBS: &[&str] = &["get", "list", "create", "update", "delete", "link"];
@@ -236,8 +236,8 @@ fn check_args_schema(schema: &Value) -> Result<()> {
             "give a JSON Schema object",
         ));
     }
-    crate::schema::check_stored_depth(schema, "args_schema")?;
-    crate::schema::compile(schema)
+    lore_base::schema::check_stored_depth(schema, "args_schema")?;
+    lore_base::schema::compile(schema)
         .map(|_| ())
         .map_err(|e| LoreError::invalid("args_schema", format!("not a valid JSON Schema: {e}")))
 }
@@ -348,9 +348,9 @@ fn query_string(args: &Map<String, Value>) -> String {
 
 /// Checks arguments against the operation's `args_schema`; the error names the field.
 pub fn check_args(op: &Operation, args: &Value) -> Result<()> {
-    let validator = crate::schema::compile(&op.args_schema)
+    let validator = lore_base::schema::compile(&op.args_schema)
         .map_err(|e| LoreError::Internal(format!("stored args_schema does not compile: {e}")))?;
-    crate::schema::check(&validator, args, "args")
+    lore_base::schema::check(&validator, args, "args")
 }
 
 /// Calls an HTTP operation's connection with `args` (already valid): path parameters fill

@@ -6,7 +6,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
-use crate::error::{LoreError, Result};
+use lore_base::error::{LoreError, Result};
 
 /// How many rounds of percent-decoding a path is checked under: servers and proxies that
 /// decode twice (or three times) see `%252e%252e` as `..`.

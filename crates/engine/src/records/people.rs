@@ -5,15 +5,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Done, to_bytes};
-use lore_directory::admin::{self, IssuedToken, TokenSummary};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::{OrgId, new_ulid};
+use lore_base::keys;
+use lore_base::model::{Membership, Org, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry};
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
+use lore_base::time::format_time;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::{OrgId, new_ulid};
-use crate::keys;
-use crate::time::format_time;
-use crate::model::{Membership, Org, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry};
-use crate::ports::Ports;
-use crate::storage::Batch;
+use lore_directory::admin::{self, IssuedToken, TokenSummary};
 
 /// A member of the org, user or agent.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -88,11 +88,11 @@ pub struct OrgInfo {
     pub role: String,
     pub created_at: String,
     /// The tool profile `/mcp` serves this org unless the URL says `?profile=`.
-    pub default_profile: crate::model::Profile,
+    pub default_profile: lore_base::model::Profile,
     /// The org's own rate limits (requests per minute), where it set lower ones than the
     /// server's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limits: Option<crate::ratelimit::OrgRateLimits>,
+    pub rate_limits: Option<lore_base::ratelimit::OrgRateLimits>,
 }
 
 /// `organizations.update`
@@ -104,10 +104,10 @@ pub struct UpdateOrg {
     /// The tool profile `/mcp` serves this org unless the URL says `?profile=`: `workspace`
     /// (search_memory, save_memory, search_sdk, query_sdk, query_sql, run_sdk) or `compact`
     /// (search, fetch, do).
-    pub default_profile: Option<crate::model::Profile>,
+    pub default_profile: Option<lore_base::model::Profile>,
     /// Lower the server's rate limits for this org (requests per minute per token, and for
     /// the whole org); values above the server's limits are refused. `{}` clears them.
-    pub rate_limits: Option<crate::ratelimit::OrgRateLimits>,
+    pub rate_limits: Option<lore_base::ratelimit::OrgRateLimits>,
 }
 
 fn parse_role(field: &str, role: &str) -> Result<Role> {
@@ -302,7 +302,7 @@ pub async fn add_member(ports: &Ports, caller: &Caller, args: SetRole) -> Result
         .put(&key, to_bytes(&m))
         .put(keys::member_of(id, caller.org()), Vec::new());
     ports.storage.commit(batch).await.map_err(|e| match e {
-        crate::storage::StorageError::Conflict { .. } => {
+        lore_base::storage::StorageError::Conflict { .. } => {
             LoreError::Conflict(format!("{id} is already a member; use members.update"))
         }
         other => other.into(),
@@ -418,7 +418,7 @@ pub async fn list_orgs(ports: &Ports, caller: &Caller) -> Result<Vec<OrgInfo>> {
             continue;
         }
         let m: Option<Membership> = ports
-            .record(&crate::keys::OrgKeys::new(&org).member(&caller.principal().id))
+            .record(&lore_base::keys::OrgKeys::new(&org).member(&caller.principal().id))
             .await?;
         if let Some(m) = m
             && let Some(info) = org_info(ports, &org, m.role).await?
@@ -441,7 +441,7 @@ pub async fn update_org(
     ports: &Ports,
     caller: &Caller,
     args: UpdateOrg,
-    server: crate::ratelimit::RateLimits,
+    server: lore_base::ratelimit::RateLimits,
 ) -> Result<OrgInfo> {
     if let Some(own) = &args.rate_limits {
         for (field, value, ceiling) in [
@@ -482,7 +482,7 @@ pub async fn update_org(
         org.default_profile = Some(p);
     }
     if let Some(own) = args.rate_limits {
-        org.rate_limits = (own != crate::ratelimit::OrgRateLimits::default()).then_some(own);
+        org.rate_limits = (own != lore_base::ratelimit::OrgRateLimits::default()).then_some(own);
     }
     super::replace(ports, &key, &old, &org).await?;
     get_org(ports, caller).await

@@ -5,12 +5,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::entities::{self, DeleteEntity};
 use super::{DEFAULT_PAGE, MAX_PAGE, Page, check_cursor, check_name, now_text, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::{new_ulid, parse_record_id};
+use lore_base::ports::Ports;
+use lore_base::storage::{Batch, StorageError};
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::{new_ulid, parse_record_id};
-use crate::ports::Ports;
-use crate::storage::Batch;
 
 /// An edge `from` → `to`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -102,10 +103,10 @@ pub async fn create(
     args: CreateRelationship,
 ) -> Result<Relationship> {
     check_name("type", &args.type_name)?;
-    super::entities::check_size(&args.properties, "properties")?;
+    entities::check_size(&args.properties, "properties")?;
     for (field, id) in [("from", &args.from), ("to", &args.to)] {
         parse_record_id(id, "ent", field)?;
-        if super::entities::get(ports, caller, id).await.is_err() {
+        if entities::get(ports, caller, id).await.is_err() {
             return Err(LoreError::invalid(
                 field,
                 format!("there is no entity {id} in org {}", caller.org()),
@@ -132,7 +133,7 @@ pub async fn create(
         .put(keys.relationship_by("in", &rel.to, ulid), bytes);
     // Both ends must still exist when the edge lands.
     for end in [&rel.from, &rel.to] {
-        let entity = super::entities::get(ports, caller, end).await?;
+        let entity = entities::get(ports, caller, end).await?;
         batch.require_equals(keys.entity(&end[4..]), to_bytes(&entity));
     }
     super::touch_records(ports, caller, &mut batch, &rel.id);
@@ -174,7 +175,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, id: &str) -> Result<super::D
 }
 
 /// Adds the deletion of every edge touching `entity_id` to `batch`.
-pub async fn unlink_all(
+async fn unlink_all(
     ports: &Ports,
     caller: &Caller,
     entity_id: &str,
@@ -255,4 +256,34 @@ pub async fn list(
         items,
         next_cursor: None,
     })
+}
+
+/// `entities.delete`: deletes an entity and every edge that touches it, in one batch.
+pub async fn delete_entity(
+    ports: &Ports,
+    caller: &Caller,
+    args: DeleteEntity,
+) -> Result<super::Done> {
+    let old = entities::get(ports, caller, &args.id).await?;
+    if let Some(v) = args.version
+        && v != old.version
+    {
+        return Err(entities::stale(&old.id, old.version, v));
+    }
+    let keys = caller.keys();
+    let ulid = &old.id[4..];
+    let mut batch = Batch::new();
+    batch
+        .require_equals(keys.entity(ulid), to_bytes(&old))
+        .delete(keys.entity(ulid))
+        .delete(keys.entity_by_type(&old.type_name, ulid));
+    unlink_all(ports, caller, &old.id, &mut batch).await?;
+    super::touch_records(ports, caller, &mut batch, &format!("{}.deleted", old.id));
+    match ports.storage.commit(batch).await {
+        Ok(()) => Ok(super::Done { ok: true }),
+        Err(StorageError::Conflict { .. }) => {
+            Err(entities::stale(&old.id, old.version + 1, old.version))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

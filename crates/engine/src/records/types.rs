@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{ByName, check_name, now_text, require, to_bytes};
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::OrgId;
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ids::OrgId;
-use crate::ports::Ports;
-use crate::storage::Batch;
 
 /// Largest properties schema, serialized.
 const MAX_SCHEMA_BYTES: usize = 64 * 1024;
@@ -87,7 +87,7 @@ fn check_schema(schema: &Value) -> Result<()> {
             "give a JSON Schema object, e.g. {\"type\":\"object\",\"properties\":{...}}",
         ));
     }
-    crate::schema::check_stored_depth(schema, "schema")?;
+    lore_base::schema::check_stored_depth(schema, "schema")?;
     if let Some(t) = schema.get("type")
         && t != "object"
     {
@@ -96,7 +96,7 @@ fn check_schema(schema: &Value) -> Result<()> {
             "entity properties are an object: the schema's type must be \"object\"",
         ));
     }
-    crate::schema::compile(schema)
+    lore_base::schema::compile(schema)
         .map(|_| ())
         .map_err(|e| LoreError::invalid("schema", format!("not a valid JSON Schema: {e}")))
 }
@@ -228,7 +228,7 @@ impl SchemaCache {
         let validator = match cached {
             Some(v) => v,
             None => {
-                let v = Rc::new(crate::schema::compile(&ty.schema).map_err(|e| {
+                let v = Rc::new(lore_base::schema::compile(&ty.schema).map_err(|e| {
                     LoreError::Internal(format!(
                         "stored schema of {} does not compile: {e}",
                         ty.name
@@ -238,6 +238,6 @@ impl SchemaCache {
                 v
             }
         };
-        crate::schema::check(&validator, properties, "properties")
+        lore_base::schema::check(&validator, properties, "properties")
     }
 }

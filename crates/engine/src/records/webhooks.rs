@@ -12,12 +12,12 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use super::feeds::{self, Feed, FeedKind, WebhookAuth};
-use crate::error::{LoreError, Result};
-use crate::ids::OrgId;
-use crate::keys::{OrgKeys, sha256_hex};
 use crate::memory::event::Event;
 use crate::memory::{FeedItem, MemoryService};
-use crate::ports::Ports;
+use lore_base::error::{LoreError, Result};
+use lore_base::ids::OrgId;
+use lore_base::keys::{OrgKeys, sha256_hex};
+use lore_base::ports::Ports;
 
 /// Largest delivery body.
 pub const MAX_DELIVERY_BYTES: usize = 256 * 1024;
@@ -122,13 +122,13 @@ pub async fn deliver(
     }
     let body: Value = serde_json::from_slice(delivery.body)
         .map_err(|e| LoreError::invalid("body", format!("the body is not valid JSON: {e}")))?;
-    let depth = crate::schema::depth(&body);
-    if depth > crate::schema::MAX_STORED_DEPTH {
+    let depth = lore_base::schema::depth(&body);
+    if depth > lore_base::schema::MAX_STORED_DEPTH {
         return Err(LoreError::invalid(
             "body",
             format!(
                 "the body nests {depth} levels deep; lore stores values at most {} levels deep (objects and arrays)",
-                crate::schema::MAX_STORED_DEPTH
+                lore_base::schema::MAX_STORED_DEPTH
             ),
         ));
     }

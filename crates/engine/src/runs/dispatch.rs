@@ -10,11 +10,14 @@ use serde_json::{Value, json};
 use lore_sandbox::event_loop::Ops;
 use lore_sandbox::failure::OpFuture;
 
-use super::{CallRecord, PreviewWrite, modes, overlay};
+use serde::Serialize;
+
+use super::modes::{self, CallMeta, MAX_ATTEMPTS, Modes, Queued, backoff_ms, check_upstream};
+use super::overlay;
 use crate::instance::Engine;
+use lore_base::error::LoreError;
+use lore_base::model::{Mode, Tier};
 use lore_directory::Caller;
-use crate::error::LoreError;
-use crate::model::Tier;
 
 /// State of one run shared by the loop and the call futures.
 pub(super) struct Run<'a> {
@@ -50,7 +53,7 @@ impl Ops for Run<'_> {
     fn over_cap(&self) -> bool {
         self.overlay.over_cap()
     }
-    fn clock(&self) -> Rc<dyn crate::ports::Clock> {
+    fn clock(&self) -> Rc<dyn lore_base::ports::Clock> {
         self.engine.ports.clock.clone()
     }
 }
@@ -117,4 +120,113 @@ impl<'a> Run<'a> {
         }
         Ok(serde_json::from_str(json.get())?)
     }
+}
+
+impl Run<'_> {
+    /// Dispatches one call of a `do` program (see the module docs).
+    pub(super) async fn dispatch_mode(
+        &self,
+        modes: &Modes,
+        path: &str,
+        args: Value,
+        meta: &RefCell<CallMeta>,
+    ) -> Result<Value, LoreError> {
+        let resolved = crate::sdk::resolve(&self.shared, self.caller, path, &args).await?;
+        if resolved.tier == Tier::Read {
+            return self.dispatch_plain(path, args).await;
+        }
+        let mode = modes.mode.unwrap_or(resolved.mode);
+        meta.borrow_mut().mode = Some(mode.as_str());
+        let step = modes.step_name(path, &args);
+        if let Some(result) = modes.journal.as_ref().and_then(|j| j.replay(&step)) {
+            modes.replayed.set(modes.replayed.get() + 1);
+            meta.borrow_mut().replayed = true;
+            return Ok(result);
+        }
+        let result = match mode {
+            Mode::Send => {
+                crate::sdk::check_call(&self.shared, self.caller, path, &args, self.tier).await?;
+                let id = format!("snd_{}", lore_base::ids::new_ulid(&self.engine.ports));
+                modes.sends.borrow_mut().push(Queued {
+                    id: id.clone(),
+                    method: path.to_string(),
+                    args,
+                    external: resolved.external,
+                });
+                json!({ "id": id, "status": "queued", "method": path })
+            }
+            Mode::Try => {
+                meta.borrow_mut().attempts = 1;
+                self.attempt(path, args, resolved.external).await?
+            }
+            Mode::Do => {
+                let deadline = self
+                    .shared
+                    .script
+                    .as_ref()
+                    .map_or(i64::MAX, |s| s.deadline_ms());
+                let clock = self.engine.ports.clock.clone();
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    meta.borrow_mut().attempts = attempt;
+                    match self.attempt(path, args.clone(), resolved.external).await {
+                        Err(e) if e.is_transient() && attempt < MAX_ATTEMPTS => {
+                            let wait = backoff_ms(attempt);
+                            if clock.now_ms() + i64::try_from(wait).unwrap_or(i64::MAX) >= deadline
+                            {
+                                return Err(e);
+                            }
+                            clock.sleep(wait).await;
+                        }
+                        other => break other?,
+                    }
+                }
+            }
+        };
+        if let Some(journal) = &modes.journal {
+            let external = resolved.external && mode != Mode::Send;
+            journal
+                .keep(self.engine, step, path, external, &result)
+                .await?;
+        }
+        Ok(result)
+    }
+
+    async fn attempt(&self, path: &str, args: Value, external: bool) -> Result<Value, LoreError> {
+        let result = self.dispatch_plain(path, args).await?;
+        if external {
+            check_upstream(path, result)
+        } else {
+            Ok(result)
+        }
+    }
+}
+
+/// One SDK call of a run, as the result and the Action show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub method: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    pub elapsed_ms: u64,
+    /// `do` programs: the mode a call that takes effect was made in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
+    /// `do` programs: attempts, when more than one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// `do` programs: answered from an earlier run with the same idempotency key.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// A write a dry run did not make.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviewWrite {
+    pub method: String,
+    pub access: &'static str,
+    pub args: Value,
+    pub placeholder_id: String,
 }

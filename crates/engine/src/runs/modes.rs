@@ -28,11 +28,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::instance::Engine;
-use lore_directory::Caller;
-use crate::error::LoreError;
 use crate::records::actions::{Action, SendOutcome};
-use crate::model::{Mode, Tier};
-use crate::storage::Batch;
+use lore_base::error::LoreError;
+use lore_base::model::{Mode, Tier};
+use lore_base::storage::Batch;
+use lore_directory::Caller;
 
 /// Attempts of one durable (or sent) call, the first included.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -69,8 +69,8 @@ impl Modes {
     }
 
     /// The name of the next call of `method` with `args`.
-    fn step_name(&self, method: &str, args: &Value) -> String {
-        let call = crate::keys::sha256_hex(&format!("{method}\n{args}"));
+    pub(crate) fn step_name(&self, method: &str, args: &Value) -> String {
+        let call = lore_base::keys::sha256_hex(&format!("{method}\n{args}"));
         let mut seen = self.occurrences.borrow_mut();
         let n = seen.entry(call.clone()).or_default();
         *n += 1;
@@ -146,11 +146,11 @@ impl Journal {
         wall_ms: u64,
     ) -> Result<Self, LoreError> {
         let hash =
-            crate::keys::sha256_hex(&format!("{}\n{idempotency_key}", caller.principal().id));
+            lore_base::keys::sha256_hex(&format!("{}\n{idempotency_key}", caller.principal().id));
         let key = caller.keys().do_journal(&hash);
         let storage = &engine.ports.storage;
         let now = engine.ports.clock.now_ms();
-        let code_hash = crate::keys::sha256_hex(code);
+        let code_hash = lore_base::keys::sha256_hex(code);
         let old_bytes = storage.get(&key).await?;
         let old: Option<Record> = match &old_bytes {
             Some(b) => Some(serde_json::from_slice(b)?),
@@ -193,7 +193,7 @@ impl Journal {
         let bytes = serde_json::to_vec(&record)?;
         batch.put(&key, bytes.clone());
         storage.commit(batch).await.map_err(|e| match e {
-            crate::storage::StorageError::Conflict { .. } => LoreError::Conflict(
+            lore_base::storage::StorageError::Conflict { .. } => LoreError::Conflict(
                 "another run with this idempotency_key started at the same moment; run again"
                     .into(),
             ),
@@ -208,12 +208,12 @@ impl Journal {
         })
     }
 
-    fn replay(&self, step: &str) -> Option<Value> {
+    pub(crate) fn replay(&self, step: &str) -> Option<Value> {
         self.prior.get(step).cloned()
     }
 
     /// Keeps a finished step; one that reached outside lore is written at once.
-    async fn keep(
+    pub(crate) async fn keep(
         &self,
         engine: &Engine,
         step: String,
@@ -287,7 +287,7 @@ impl Journal {
 
 /// A connection's answer as a call's outcome: inside a `do` program, a status that is not
 /// 2xx is a failure.
-fn check_upstream(method: &str, result: Value) -> Result<Value, LoreError> {
+pub(crate) fn check_upstream(method: &str, result: Value) -> Result<Value, LoreError> {
     let Some(status) = result.get("status").and_then(Value::as_u64) else {
         return Ok(result);
     };
@@ -303,87 +303,6 @@ fn check_upstream(method: &str, result: Value) -> Result<Value, LoreError> {
         status: u16::try_from(status).ok(),
         message: format!("{method} answered HTTP {status}: {excerpt}"),
     })
-}
-
-impl super::Run<'_> {
-    /// Dispatches one call of a `do` program (see the module docs).
-    pub(super) async fn dispatch_mode(
-        &self,
-        modes: &Modes,
-        path: &str,
-        args: Value,
-        meta: &RefCell<CallMeta>,
-    ) -> Result<Value, LoreError> {
-        let resolved = crate::sdk::resolve(&self.shared, self.caller, path, &args).await?;
-        if resolved.tier == Tier::Read {
-            return self.dispatch_plain(path, args).await;
-        }
-        let mode = modes.mode.unwrap_or(resolved.mode);
-        meta.borrow_mut().mode = Some(mode.as_str());
-        let step = modes.step_name(path, &args);
-        if let Some(result) = modes.journal.as_ref().and_then(|j| j.replay(&step)) {
-            modes.replayed.set(modes.replayed.get() + 1);
-            meta.borrow_mut().replayed = true;
-            return Ok(result);
-        }
-        let result = match mode {
-            Mode::Send => {
-                crate::sdk::check_call(&self.shared, self.caller, path, &args, self.tier).await?;
-                let id = format!("snd_{}", crate::ids::new_ulid(&self.engine.ports));
-                modes.sends.borrow_mut().push(Queued {
-                    id: id.clone(),
-                    method: path.to_string(),
-                    args,
-                    external: resolved.external,
-                });
-                json!({ "id": id, "status": "queued", "method": path })
-            }
-            Mode::Try => {
-                meta.borrow_mut().attempts = 1;
-                self.attempt(path, args, resolved.external).await?
-            }
-            Mode::Do => {
-                let deadline = self
-                    .shared
-                    .script
-                    .as_ref()
-                    .map_or(i64::MAX, |s| s.deadline_ms());
-                let clock = self.engine.ports.clock.clone();
-                let mut attempt = 0;
-                loop {
-                    attempt += 1;
-                    meta.borrow_mut().attempts = attempt;
-                    match self.attempt(path, args.clone(), resolved.external).await {
-                        Err(e) if e.is_transient() && attempt < MAX_ATTEMPTS => {
-                            let wait = backoff_ms(attempt);
-                            if clock.now_ms() + i64::try_from(wait).unwrap_or(i64::MAX) >= deadline
-                            {
-                                return Err(e);
-                            }
-                            clock.sleep(wait).await;
-                        }
-                        other => break other?,
-                    }
-                }
-            }
-        };
-        if let Some(journal) = &modes.journal {
-            let external = resolved.external && mode != Mode::Send;
-            journal
-                .keep(self.engine, step, path, external, &result)
-                .await?;
-        }
-        Ok(result)
-    }
-
-    async fn attempt(&self, path: &str, args: Value, external: bool) -> Result<Value, LoreError> {
-        let result = self.dispatch_plain(path, args).await?;
-        if external {
-            check_upstream(path, result)
-        } else {
-            Ok(result)
-        }
-    }
 }
 
 /// Makes the calls a committed `do` run queued in `send` mode: natively after the answer
@@ -494,7 +413,7 @@ async fn update_action(
             .put(key, crate::records::to_bytes(&action));
         match engine.ports.storage.commit(batch).await {
             Ok(()) => return Ok(()),
-            Err(crate::storage::StorageError::Conflict { .. }) => continue,
+            Err(lore_base::storage::StorageError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
     }

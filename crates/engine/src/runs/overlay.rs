@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use crate::storage::{
+use lore_base::storage::{
     Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end, validate_key,
 };
 
@@ -227,12 +227,12 @@ impl Storage for Overlay {
 /// request cache the still-valid record again before the revocation lands, and it would stay
 /// valid until the entry expired; a run that fails revokes nothing and deletes nothing.
 pub struct DeferredCache {
-    inner: Rc<dyn crate::ports::Cache>,
+    inner: Rc<dyn lore_base::ports::Cache>,
     deletes: RefCell<Vec<String>>,
 }
 
 impl DeferredCache {
-    pub fn new(inner: Rc<dyn crate::ports::Cache>) -> Self {
+    pub fn new(inner: Rc<dyn lore_base::ports::Cache>) -> Self {
         Self {
             inner,
             deletes: RefCell::default(),
@@ -252,14 +252,14 @@ impl DeferredCache {
 }
 
 #[async_trait(?Send)]
-impl crate::ports::Cache for DeferredCache {
+impl lore_base::ports::Cache for DeferredCache {
     async fn get(&self, key: &str) -> Option<Vec<u8>> {
         self.inner.get(key).await
     }
     async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
         self.inner.put(key, bytes, ttl_secs).await
     }
-    async fn delete(&self, key: &str) -> Result<(), crate::ports::PortError> {
+    async fn delete(&self, key: &str) -> Result<(), lore_base::ports::PortError> {
         self.deletes.borrow_mut().push(key.to_string());
         Ok(())
     }
@@ -269,12 +269,12 @@ impl crate::ports::Cache for DeferredCache {
 /// (anything but `GET` and `HEAD`) went out, so that a run that lost a commit race is run
 /// again only when nothing outside saw it.
 pub struct Outbound {
-    inner: Rc<dyn crate::ports::HttpClient>,
+    inner: Rc<dyn lore_base::ports::HttpClient>,
     effect: Cell<bool>,
 }
 
 impl Outbound {
-    pub fn new(inner: Rc<dyn crate::ports::HttpClient>) -> Self {
+    pub fn new(inner: Rc<dyn lore_base::ports::HttpClient>) -> Self {
         Self {
             inner,
             effect: Cell::new(false),
@@ -288,11 +288,11 @@ impl Outbound {
 }
 
 #[async_trait(?Send)]
-impl crate::ports::HttpClient for Outbound {
+impl lore_base::ports::HttpClient for Outbound {
     async fn send(
         &self,
-        request: crate::ports::OutboundRequest,
-    ) -> Result<crate::ports::OutboundResponse, crate::ports::PortError> {
+        request: lore_base::ports::OutboundRequest,
+    ) -> Result<lore_base::ports::OutboundResponse, lore_base::ports::PortError> {
         if !matches!(request.method.as_str(), "GET" | "HEAD") {
             self.effect.set(true);
         }
@@ -303,8 +303,8 @@ impl crate::ports::HttpClient for Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::memory::MemoryStorage;
     use futures_executor::block_on;
+    use lore_base::storage::memory::MemoryStorage;
 
     fn setup() -> (Rc<MemoryStorage>, Overlay) {
         let base = Rc::new(MemoryStorage::new());

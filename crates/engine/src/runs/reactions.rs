@@ -23,15 +23,15 @@ use serde_json::{Value, json};
 
 use lore_sandbox::caps::ScriptCaps;
 
-use super::{Origin, Spec};
+use super::run::{Origin, Spec, run_script};
 use crate::instance::Engine;
-use crate::ids::OrgId;
-use crate::keys::OrgKeys;
 use crate::memory::event::Event;
-use crate::time::format_time;
 use crate::records::actions::Action;
 use crate::records::behaviors::{self, Behavior};
-use crate::model::Tier;
+use lore_base::ids::OrgId;
+use lore_base::keys::OrgKeys;
+use lore_base::model::Tier;
+use lore_base::time::format_time;
 
 /// Reactions to a request's writes are depth 1, reactions to those reactions' writes depth 2;
 /// deeper ones are skipped.
@@ -115,14 +115,15 @@ async fn react_one(
         .await;
         return;
     }
-    let caller = match lore_directory::caller::behavior_owner(&engine.ports, org, &behavior.owner).await {
-        Ok(c) => c,
-        Err(e) => {
-            let message = format!("the reaction cannot run as its owner: {e}");
-            record(engine, keys, behavior, origin, "error", e.code(), message).await;
-            return;
-        }
-    };
+    let caller =
+        match lore_directory::caller::behavior_owner(&engine.ports, org, &behavior.owner).await {
+            Ok(c) => c,
+            Err(e) => {
+                let message = format!("the reaction cannot run as its owner: {e}");
+                record(engine, keys, behavior, origin, "error", e.code(), message).await;
+                return;
+            }
+        };
     let mut inner = engine.script_copy(engine.ports.clone(), false);
     inner.reaction_depth = depth;
     let spec = Spec {
@@ -136,7 +137,7 @@ async fn react_one(
         progress: None,
         modes: None,
     };
-    if let Err(e) = super::run_script(&inner, &caller, spec).await {
+    if let Err(e) = run_script(&inner, &caller, spec).await {
         tracing::info!(behavior = %behavior.name, event = %event.id, error = %e, "a reaction failed");
     }
 }
@@ -151,7 +152,7 @@ async fn record(
     code: &str,
     message: String,
 ) {
-    let ulid = crate::ids::new_ulid(&engine.ports);
+    let ulid = lore_base::ids::new_ulid(&engine.ports);
     let action = Action {
         id: format!("act_{ulid}"),
         principal: behavior.owner.clone(),
@@ -159,7 +160,7 @@ async fn record(
         mode: "try".into(),
         dry_run: false,
         status: status.into(),
-        code_hash: Some(crate::keys::sha256_hex(&behavior.code)),
+        code_hash: Some(lore_base::keys::sha256_hex(&behavior.code)),
         steps: Vec::new(),
         error: Some(json!({ "code": code, "message": message })),
         behavior: origin.behavior,

@@ -7,10 +7,10 @@ use serde_json::{Map, Value};
 
 use lore_directory::Caller;
 
-use crate::error::Result;
 use crate::instance::Engine;
-use crate::model::Tier;
 use crate::records::operations::{self, Operation, OperationBody};
+use lore_base::error::Result;
+use lore_base::model::Tier;
 
 pub async fn run(
     engine: &Engine,

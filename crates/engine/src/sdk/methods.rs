@@ -2,18 +2,13 @@
 //! entry here: dispatch, access checks, `search_sdk`, the `.d.ts`, the argument JSON Schema
 //! and the REST route all follow from it.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{BoxFuture, Cx, MethodSpec, Mode, Tier, parse_args};
-use lore_directory::admin::{IssuedToken, TokenSummary};
-use crate::error::LoreError;
-use crate::ids::parse_record_id;
+use super::names::is_reserved;
+use super::results::{MemoryHit, MemoryResults, SavedIds};
+use super::spec::{BoxFuture, Cx, MethodSpec, authorize, parse_args};
 use crate::memory::event::Event;
-use crate::time::format_time;
 use crate::memory::{SaveInput, SearchInput};
-use lore_directory::invites::{self, Invite, InviteArgs, InviteOutcome, UninviteArgs};
 use crate::records::actions::{Action, ListActions};
 use crate::records::behaviors::{Behavior, CreateBehavior, UpdateBehavior};
 use crate::records::connections::{
@@ -38,65 +33,17 @@ use crate::records::{
     ById, ByName, Done, NoArgs, Page, Stored, actions, behaviors, connections, entities, feeds,
     metrics, operations, people, relationships, types,
 };
-use crate::schema::schema_of;
 use crate::sql::{QuerySql, SqlResult};
-
-/// One memory as SDK reads return it.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct MemoryHit {
-    /// `evt_…`
-    pub id: String,
-    pub content: String,
-    pub kind: String,
-    /// Relevance (search results only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub score: Option<f64>,
-    pub entity_ids: Vec<String>,
-    pub author: String,
-    pub created_at: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supersedes_event_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<Value>,
-}
-
-/// `memory.search` results.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct MemoryResults {
-    pub results: Vec<MemoryHit>,
-}
-
-/// `memory.save` result: the ids in input order, new or (deduplicated, or an idempotent
-/// retry) existing.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct SavedIds {
-    pub ids: Vec<String>,
-    /// Whether a memory was not stored again because a current memory with the same text,
-    /// entities, kind, payload and author exists (its id is in `ids`).
-    pub deduplicated: bool,
-    /// Which memories (0-based, input order) were deduplicated.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deduplicated_indexes: Vec<usize>,
-}
-
-/// One SDK method, as `search_sdk` returns it.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct SdkMethod {
-    /// e.g. `entities.create` or `Ticket.list`.
-    pub path: String,
-    /// The TypeScript signature.
-    pub signature: String,
-    pub description: String,
-    /// `read`, `write` or `admin`.
-    pub access: String,
-    /// Default mode: `try`, `send` or `do`.
-    pub mode: String,
-}
+use lore_base::error::LoreError;
+use lore_base::ids::parse_record_id;
+use lore_base::model::{Mode, Tier};
+use lore_base::schema::schema_of;
+use lore_base::time::format_time;
+use lore_directory::admin::{IssuedToken, TokenSummary};
+use lore_directory::invites::{self, Invite, InviteArgs, InviteOutcome, UninviteArgs};
 
 /// `memory.get`
-async fn memory_get(cx: &Cx<'_>, id: &str) -> crate::error::Result<MemoryHit> {
+async fn memory_get(cx: &Cx<'_>, id: &str) -> lore_base::error::Result<MemoryHit> {
     let ulid = parse_record_id(id, "evt", "id")?;
     let event: Event = cx
         .engine
@@ -174,7 +121,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| entities::update(&cx.engine.ports, &cx.engine.schemas, cx.caller, a).await?),
     method!("entities".delete, Write, Try, DeleteEntity => Done,
         "Delete an entity and every relationship that touches it.",
-        |cx, a| entities::delete(&cx.engine.ports, cx.caller, a).await?),
+        |cx, a| relationships::delete_entity(&cx.engine.ports, cx.caller, a).await?),
     method!("entities".link, Write, Try, LinkEntity => Relationship,
         "Link two entities: a typed relationship from one to the other.",
         |cx, a| relationships::link(&cx.engine.ports, cx.caller, a).await?),
@@ -210,7 +157,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| types::get(&cx.engine.ports, cx.caller, &a.name).await?),
     method!("templates".create, Admin, Try, CreateType => EntityType,
         "Define an entity type (template): a name, a description and a JSON Schema for its properties. It becomes a Noun namespace.",
-        |cx, a| types::create(&cx.engine.ports, cx.caller, a, super::typescript::is_reserved).await?),
+        |cx, a| types::create(&cx.engine.ports, cx.caller, a, is_reserved).await?),
     method!("templates".update, Admin, Try, UpdateType => EntityType,
         "Change an entity type's description or property schema.",
         |cx, a| types::update(&cx.engine.ports, cx.caller, a).await?),
@@ -237,12 +184,12 @@ pub static METHODS: &[MethodSpec] = &[
         "Replace a webhook feed's signing secret; the new one is shown once.",
         |cx, a| feeds::rotate_secret(&cx.engine.ports, cx.caller, a).await?),
     method!("feeds".pull, Write, Do, ByName => PullResult,
-        "Pull a connection feed now: new items become events, items seen before are skipped.",
-        |cx, a| {
-            let (pulled, events) = feeds::pull(&cx.engine.ports, &cx.engine.memory, cx.caller, a).await?;
-            cx.engine.after_commit(cx.caller.org(), events).await;
-            pulled
-        }),
+    "Pull a connection feed now: new items become events, items seen before are skipped.",
+    |cx, a| {
+        let (pulled, events) = feeds::pull(&cx.engine.ports, &cx.engine.memory, cx.caller, a).await?;
+        cx.engine.after_commit(cx.caller.org(), events).await;
+        pulled
+    }),
     method!("feeds".read, Read, Try, ReadFeed => FeedItems,
         "Read a virtual feed's items live through its connection (never stored).",
         |cx, a| feeds::read(&cx.engine.ports, cx.caller, a).await?),
@@ -285,7 +232,7 @@ pub static METHODS: &[MethodSpec] = &[
     "Run an operation by name with arguments; it needs the access tier the operation declares.",
     |cx, a| {
         let op = operations::get(&cx.engine.ports, cx.caller, &a.name).await?;
-        super::authorize(cx.engine, cx.caller, op.access, cx.allowed, &format!("operations.run({})", op.name))?;
+        authorize(cx.engine, cx.caller, op.access, cx.allowed, &format!("operations.run({})", op.name))?;
         super::invoke::run(cx.engine, cx.caller, &op, a.args, cx.allowed).await?
     }),
     // behaviors

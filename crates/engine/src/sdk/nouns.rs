@@ -8,15 +8,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Cx, Mode, Tier, authorize, parse_args, typescript};
-use crate::error::{LoreError, Result};
+use super::spec::{Cx, Json, authorize, parse_args};
+use super::tstype;
 use crate::records::entities::{
     self, CreateEntity, DeleteEntity, Entity, ListEntities, UpdateEntity,
 };
 use crate::records::operations::{self, Operation};
 use crate::records::relationships::{self, LinkEntity};
 use crate::records::types::{self, EntityType};
-use crate::schema::schema_of;
+use lore_base::error::{LoreError, Result};
+use lore_base::model::{Mode, Tier};
+use lore_base::schema::schema_of;
 
 /// `Noun.get`
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -115,7 +117,7 @@ fn built_in_validator(index: usize) -> &'static jsonschema::Validator {
     &VALIDATORS.get_or_init(|| {
         BUILT_INS
             .iter()
-            .map(|b| crate::schema::compile(&(b.schema)()).expect("noun verb schemas compile"))
+            .map(|b| lore_base::schema::compile(&(b.schema)()).expect("noun verb schemas compile"))
             .collect()
     })[index]
 }
@@ -191,7 +193,7 @@ pub fn verbs(ty: &EntityType, ops: &[Operation]) -> Vec<NounMethod> {
             args_ts: format!(
                 "args{}: {}",
                 if required { "" } else { "?" },
-                typescript::ts_type(&op.args_schema, 2)
+                tstype::ts_type(&op.args_schema, 2)
             ),
             returns_ts: match op.body {
                 operations::OperationBody::Http { .. } => "CallResult".into(),
@@ -220,7 +222,7 @@ pub async fn catalog(cx: &Cx<'_>) -> Result<(Vec<EntityType>, Vec<NounMethod>)> 
 pub async fn check_args(cx: &Cx<'_>, path: &str, args: &Value) -> Result<()> {
     let (noun, verb) = path.split_once('.').unwrap_or((path, ""));
     if let Some(index) = BUILT_INS.iter().position(|b| b.verb == verb) {
-        return crate::schema::check(built_in_validator(index), args, "");
+        return lore_base::schema::check(built_in_validator(index), args, "");
     }
     let tys = types::list(&cx.engine.ports, cx.caller).await?;
     let ty = tys
@@ -245,7 +247,7 @@ async fn of_type(cx: &Cx<'_>, ty: &EntityType, id: &str) -> Result<Entity> {
 }
 
 /// Dispatches `Noun.verb`.
-pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
+pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Json> {
     let (noun, verb) = path.split_once('.').unwrap_or((path, ""));
     let ports = &cx.engine.ports;
     let tys = types::list(ports, cx.caller).await?;
@@ -257,7 +259,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
     if let Some(index) = BUILT_INS.iter().position(|b| b.verb == verb) {
         let b = &BUILT_INS[index];
         authorize(cx.engine, cx.caller, b.tier, cx.allowed, path)?;
-        crate::schema::check(built_in_validator(index), &args, "")?;
+        lore_base::schema::check(built_in_validator(index), &args, "")?;
         let ps = ports;
         let caller = cx.caller;
         let out = match verb {
@@ -296,7 +298,9 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<super::Json> {
             "delete" => {
                 let a: DeleteEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
-                serde_json::value::to_raw_value(&entities::delete(ps, caller, a).await?)?
+                serde_json::value::to_raw_value(
+                    &crate::records::relationships::delete_entity(ps, caller, a).await?,
+                )?
             }
             _ => {
                 let a: LinkEntity = parse_args(args)?;

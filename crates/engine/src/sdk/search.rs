@@ -7,10 +7,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::methods::{HELPERS, METHODS, SdkMethod};
-use super::{Cx, Tier, may_call, nouns, typescript};
-use crate::error::Result;
+use super::methods::{HELPERS, METHODS};
+use super::results::SdkMethod;
+use super::spec::{Cx, may_call};
+use super::{nouns, typescript};
 use crate::memory::keyword::Tokenizer;
+use lore_base::error::Result;
+use lore_base::model::Tier;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -16,7 +16,7 @@ use sqlparser::ast::{
     Value as Literal,
 };
 
-use crate::error::{LoreError, Result};
+use lore_base::error::{LoreError, Result};
 
 /// Copies of read data one value may hold (concatenating 16 columns, or `REPEAT(col, 16)`).
 pub const MAX_DATA_COPIES: u64 = 16;

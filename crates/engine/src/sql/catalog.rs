@@ -2,7 +2,7 @@
 //! virtual feed), their columns, and how their rows are read through the storage port (or,
 //! for a virtual feed, fetched live through its connection).
 //!
-//! Every key read here comes from the caller's [`OrgKeys`](crate::keys::OrgKeys), and a table
+//! Every key read here comes from the caller's [`OrgKeys`](lore_base::keys::OrgKeys), and a table
 //! name is only ever looked up in this org's list, never turned into a key: a query cannot
 //! name another org's data. Rows a caller may not see (other members' actions, for a member)
 //! are never produced.
@@ -16,19 +16,19 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
-use super::Budget;
+use super::budget::Budget;
 use super::value::{data_type_of_schema, from_json, from_map, opt_text, text};
-use lore_directory::Caller;
-use crate::error::Result;
 use crate::memory::event::Event;
-use crate::time::format_time;
-use crate::ports::Ports;
 use crate::records::actions::Action;
 use crate::records::feeds::{self, Feed, FeedKind};
 use crate::records::metrics::{self, Metric};
 use crate::records::operations::{Operation, OperationBody};
 use crate::records::relationships::Relationship;
 use crate::records::types::EntityType;
+use lore_base::error::Result;
+use lore_base::ports::Ports;
+use lore_base::time::format_time;
+use lore_directory::Caller;
 
 /// The tables every org has, in the order errors list them.
 pub const BUILT_IN: &[&str] = &[
@@ -182,7 +182,7 @@ impl Catalog {
     ) -> Result<Table> {
         let source = self
             .find(name)
-            .ok_or_else(|| crate::error::LoreError::Internal(format!("no table {name}")))?;
+            .ok_or_else(|| lore_base::error::LoreError::Internal(format!("no table {name}")))?;
         let (columns, rows) = match source {
             Source::VirtualFeed(feed) => {
                 let items = feeds::fetch_items(ports, caller, feed).await?;

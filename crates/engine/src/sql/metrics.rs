@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 use lore_directory::Caller;
 
-use crate::error::{LoreError, Result};
-use crate::ports::{Offload, Ports};
 use crate::records::metrics::{
     BUILT_IN, Counts, DefineMetric, GroupBy, Metric, MetricValue, QueryMetric, Sample,
     UsageCounters,
 };
 use crate::records::{check_name, commit_new, now_text, to_bytes};
-use crate::storage::Batch;
+use lore_base::error::{LoreError, Result};
+use lore_base::ports::{Offload, Ports};
+use lore_base::storage::Batch;
 
 pub async fn define(ports: &Ports, caller: &Caller, args: DefineMetric) -> Result<Metric> {
     check_name("name", &args.name)?;

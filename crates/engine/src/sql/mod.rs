@@ -18,6 +18,7 @@
 //! into a storage key; every key comes from the caller's `OrgKeys`.
 
 pub mod bound;
+pub mod budget;
 pub mod cache;
 pub mod catalog;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod statement;
 pub mod store;
 pub mod value;
 
+use budget::{Budget, time_exceeded};
 use std::collections::BTreeSet;
 
 use gluesql_core::data::Value as Sql;
@@ -37,9 +39,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sqlparser::ast::Statement;
 
+use lore_base::error::{LoreError, Result};
+use lore_base::ports::Ports;
 use lore_directory::Caller;
-use crate::error::{LoreError, Result};
-use crate::ports::{Clock, Ports};
 
 pub use page::OrderBy;
 
@@ -141,52 +143,6 @@ pub struct SqlResult {
     pub truncated: bool,
 }
 
-/// What loading has read so far, against the budget.
-pub struct Budget {
-    clock: std::rc::Rc<dyn Clock>,
-    deadline_ms: i64,
-    max_rows: usize,
-    loaded: usize,
-}
-
-impl Budget {
-    pub fn new(clock: std::rc::Rc<dyn Clock>, deadline_ms: i64, max_rows: usize) -> Self {
-        Self {
-            clock,
-            deadline_ms,
-            max_rows,
-            loaded: 0,
-        }
-    }
-
-    /// Charges `n` more rows read for `table`; fails past the row or time budget.
-    pub fn charge(&mut self, table: &str, n: usize) -> Result<()> {
-        self.loaded += n;
-        if self.loaded > self.max_rows {
-            return Err(LoreError::invalid(
-                "sql",
-                format!(
-                    "the query reads more than {} rows (reached while reading {table}); the tables a query names are read whole (entities only narrowed by a WHERE type = '...' or type IN (...)), so query fewer or smaller tables (a typed table instead of entities, events instead of event_history)",
-                    self.max_rows
-                ),
-            ));
-        }
-        if self.clock.now_ms() > self.deadline_ms {
-            return Err(time_exceeded(self.deadline_ms, table));
-        }
-        Ok(())
-    }
-}
-
-fn time_exceeded(_deadline: i64, while_doing: &str) -> LoreError {
-    LoreError::invalid(
-        "sql",
-        format!(
-            "the query ran past its time budget (while {while_doing}); narrow it (fewer tables or joins, a WHERE on the joined tables)"
-        ),
-    )
-}
-
 fn bad(message: impl Into<String>) -> LoreError {
     LoreError::invalid("sql", message)
 }
@@ -211,7 +167,7 @@ pub async fn query(
     caller: &Caller,
     limits: &Limits,
     cache: &TableCache,
-    offload: Option<&dyn crate::ports::Offload>,
+    offload: Option<&dyn lore_base::ports::Offload>,
     args: QuerySql,
 ) -> Result<SqlResult> {
     let (labels, rows, order_by) = run(
@@ -262,7 +218,7 @@ pub async fn run(
     caller: &Caller,
     limits: &Limits,
     cache: &TableCache,
-    offload: Option<&dyn crate::ports::Offload>,
+    offload: Option<&dyn lore_base::ports::Offload>,
     sql: &str,
     params: &[SqlParam],
 ) -> Result<Rows> {
@@ -370,7 +326,7 @@ pub async fn run(
 
 /// The part of a query that computes, over the tables it loaded: its common table expressions,
 /// the check of its names, and the query itself. Synchronous, and `Send`, so that it can run
-/// on a thread of its own (see [`crate::ports::Offload`]).
+/// on a thread of its own (see [`lore_base::ports::Offload`]).
 struct Execution {
     tables: Vec<Table>,
     others: Vec<gluesql_core::data::Schema>,
@@ -382,7 +338,7 @@ struct Execution {
 }
 
 impl Execution {
-    fn run(self, clock: std::rc::Rc<dyn crate::ports::Clock>) -> Result<Rows> {
+    fn run(self, clock: std::rc::Rc<dyn lore_base::ports::Clock>) -> Result<Rows> {
         let Execution {
             tables,
             others,

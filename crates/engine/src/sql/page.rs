@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use sqlparser::ast::{Expr, OrderByExpr, Value as Literal};
 
 use super::value::{SortKey, to_json};
-use crate::error::{LoreError, Result};
+use lore_base::error::{LoreError, Result};
 
 /// `order_by`: result columns, each optionally followed by `asc`/`desc` and
 /// `nulls first`/`nulls last`, as one comma-separated string or a list.

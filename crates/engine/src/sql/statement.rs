@@ -16,7 +16,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
-use crate::error::{LoreError, Result};
+use lore_base::error::{LoreError, Result};
 
 /// Longest query text accepted.
 pub const MAX_SQL_BYTES: usize = 16 * 1024;

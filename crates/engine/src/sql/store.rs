@@ -20,7 +20,7 @@ use gluesql_core::store::{
 };
 
 use super::catalog::Table;
-use crate::ports::Clock;
+use lore_base::ports::Clock;
 
 /// Rows read between two looks at the clock (a row can cost a pattern's compilation).
 const CLOCK_EVERY: u64 = 64;

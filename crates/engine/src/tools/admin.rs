@@ -7,10 +7,12 @@
 use serde_json::{Map, Value, json};
 
 use crate::instance::Engine;
-use lore_directory::Caller;
-use crate::error::{LoreError, Result};
+use crate::sdk::call;
 use crate::sdk::methods::METHODS;
-use crate::sdk::{Json, Tier, call};
+use crate::sdk::spec::Json;
+use lore_base::error::{LoreError, Result};
+use lore_base::model::Tier;
+use lore_directory::Caller;
 
 /// What an admin tool runs.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +77,13 @@ impl Target {
     }
 
     /// Runs the tool: picks the method, then dispatches it with every check of [`call`].
-    pub async fn run(&self, tool: &str, engine: &Engine, caller: &Caller, args: Value) -> Result<Json> {
+    pub async fn run(
+        &self,
+        tool: &str,
+        engine: &Engine,
+        caller: &Caller,
+        args: Value,
+    ) -> Result<Json> {
         match *self {
             Target::Method(path) => call(engine, caller, path, args, Tier::Admin).await,
             Target::Namespace(ns) => {

@@ -17,10 +17,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::instance::Engine;
-use lore_directory::Caller;
-use crate::error::LoreError;
-use crate::model::Profile;
 use crate::{compact, runs, sdk, sql};
+use lore_base::error::LoreError;
+use lore_base::model::Profile;
+use lore_directory::Caller;
 
 /// Whether a tool only reads or also writes; writes need the `mcp:write` scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,7 +428,7 @@ impl ToolSpec {
     /// validated by the SDK method it runs, against that method's schema.
     pub fn validate(&self, args: &Value) -> Result<(), LoreError> {
         match self.surface {
-            Surface::Listed(_) => crate::schema::check(validator(self), args, ""),
+            Surface::Listed(_) => lore_base::schema::check(validator(self), args, ""),
             Surface::Admin(_) => Ok(()),
         }
     }
@@ -470,16 +470,17 @@ async fn save_memory(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, Lor
 
 async fn search_memory(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreError> {
     let engine = c.engine;
-    engine.memory
+    engine
+        .memory
         .search(&engine.ports, c.caller, parse(c.args)?)
         .await
 }
 
 async fn search_sdk(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreError> {
-    let cx = sdk::Cx {
+    let cx = sdk::spec::Cx {
         engine: c.engine,
         caller: c.caller,
-        allowed: sdk::Tier::Admin,
+        allowed: lore_base::model::Tier::Admin,
     };
     sdk::search::search(&cx, parse(c.args)?).await
 }

@@ -6,21 +6,21 @@ use serde_json::{Value, json};
 pub(super) use crate::memory::schemas::{save_input, save_output, search_input, search_output};
 
 pub(super) fn search_sdk_input() -> Value {
-    crate::schema::schema_of::<crate::sdk::search::SearchSdk>()
+    lore_base::schema::schema_of::<crate::sdk::search::SearchSdk>()
 }
 
 pub(super) fn search_sdk_output() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "methods": {"type": "array", "items": crate::schema::schema_of::<crate::sdk::methods::SdkMethod>()}
+            "methods": {"type": "array", "items": lore_base::schema::schema_of::<crate::sdk::results::SdkMethod>()}
         },
         "required": ["methods"]
     })
 }
 
 pub(super) fn query_sql_input() -> Value {
-    crate::schema::schema_of::<crate::sql::QuerySql>()
+    lore_base::schema::schema_of::<crate::sql::QuerySql>()
 }
 
 pub(super) fn query_sql_output() -> Value {
@@ -38,11 +38,11 @@ pub(super) fn query_sql_output() -> Value {
 }
 
 pub(super) fn query_sdk_input() -> Value {
-    crate::schema::schema_of::<crate::runs::QuerySdk>()
+    lore_base::schema::schema_of::<crate::runs::QuerySdk>()
 }
 
 pub(super) fn run_sdk_input() -> Value {
-    crate::schema::schema_of::<crate::runs::RunSdk>()
+    lore_base::schema::schema_of::<crate::runs::RunSdk>()
 }
 
 pub(super) fn script_output() -> Value {

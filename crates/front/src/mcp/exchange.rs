@@ -6,11 +6,12 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
 
+use super::endpoint::Endpoint;
 use super::jsonrpc::{self, RpcError};
 use super::reply::Streamer;
 use crate::instance::Lore;
+use lore_base::error::LoreError;
 use lore_directory::Caller;
-use crate::error::LoreError;
 use lore_engine::request::{OrgRequest, Reach};
 use lore_engine::tools::{self, Access};
 
@@ -61,7 +62,7 @@ pub struct Exchange<'a> {
     pub lore: &'a Lore,
     pub caller: &'a Caller,
     /// The profile and base URL the request's endpoint chose.
-    pub endpoint: &'a super::Endpoint,
+    pub endpoint: &'a Endpoint,
     /// The 2026-07-28 era: results carry `resultType`, lists carry caching hints.
     pub stateless: bool,
     pub progress_token: Option<Value>,
@@ -86,7 +87,7 @@ impl<'a> Exchange<'a> {
     pub fn new(
         lore: &'a Lore,
         caller: &'a Caller,
-        endpoint: &'a super::Endpoint,
+        endpoint: &'a Endpoint,
         stateless: bool,
         params: &Map<String, Value>,
     ) -> Self {
@@ -184,12 +185,9 @@ impl<'a> Exchange<'a> {
         result
     }
 
-    pub fn tools_list(&self) -> Value {
-        #[allow(unused_mut)]
-        let mut tools: Vec<Value> = tools::descriptors(self.endpoint.profile).to_vec();
-        #[cfg(feature = "conformance-fixtures")]
-        tools.extend(super::fixtures::tools(self.stateless));
-        self.finish_result(json!({ "tools": tools }), true)
+    /// The product's tools on this endpoint's `tools/list`.
+    pub fn tools(&self) -> Vec<Value> {
+        tools::descriptors(self.endpoint.profile).to_vec()
     }
 
     /// `tools/call`. Protocol errors (unknown tool, missing scope) are `Err`; tool failures are
@@ -216,27 +214,24 @@ impl<'a> Exchange<'a> {
                 ));
             }
         };
-        #[cfg(feature = "conformance-fixtures")]
-        if let Some(result) = super::fixtures::call(self, name, &args).await {
-            return result.map(|r| self.finish_result(r, false));
-        }
         if let Some(log) = &self.endpoint.log {
             log.tool(name);
         }
         let profile = self.endpoint.profile;
-        let spec = match lore_engine::request::listed_tool(name, profile) {
-            Ok(spec) => spec,
-            Err(e) => {
-                let message = match e {
-                    LoreError::InvalidArgument { message, .. } => message,
-                    other => other.to_string(),
-                };
-                let known: Vec<&str> = tools::listed(profile).map(|t| t.name).collect();
-                return Err(RpcError::new(jsonrpc::INVALID_PARAMS, message, 200).with_data(
+        let spec =
+            match lore_engine::request::listed_tool(name, profile) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    let message = match e {
+                        LoreError::InvalidArgument { message, .. } => message,
+                        other => other.to_string(),
+                    };
+                    let known: Vec<&str> = tools::listed(profile).map(|t| t.name).collect();
+                    return Err(RpcError::new(jsonrpc::INVALID_PARAMS, message, 200).with_data(
                     json!({ "tool": name, "available": known, "profile": profile.as_str() }),
                 ));
-            }
-        };
+                }
+            };
         if spec.access == Access::Write && !self.caller.scopes().write {
             return Err(insufficient_scope(name));
         }

@@ -5,11 +5,11 @@ use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::LEGACY_VERSIONS;
 use super::exchange::{Exchange, LogLevel};
-use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::{Body, Reply};
+use super::versions::LEGACY_VERSIONS;
+use crate::headers;
 use crate::instance::Lore;
 use lore_directory::Caller;
 
@@ -60,7 +60,11 @@ async fn load_session(lore: &Lore, caller: &Caller, id: &str) -> Result<Session,
     }
     if lore.ports().clock.now_ms() - session.created_at_ms > SESSION_TTL_MS {
         // Expired: gone for good (best effort; a failed delete is retried on the next use).
-        let _ = lore.ports().storage.delete(&caller.keys().session(id)).await;
+        let _ = lore
+            .ports()
+            .storage
+            .delete(&caller.keys().session(id))
+            .await;
         return Err(session_not_found(id));
     }
     Ok(session)
@@ -82,7 +86,12 @@ async fn save_session(
 
 pub async fn end_session(lore: &Lore, caller: &Caller, id: &str) -> Reply {
     match load_session(lore, caller, id).await {
-        Ok(_) => match lore.ports().storage.delete(&caller.keys().session(id)).await {
+        Ok(_) => match lore
+            .ports()
+            .storage
+            .delete(&caller.keys().session(id))
+            .await
+        {
             Ok(()) => Reply {
                 status: 204,
                 body: Body::Empty,
@@ -105,7 +114,7 @@ fn capabilities() -> Value {
 async fn initialize(
     lore: &Lore,
     caller: &Caller,
-    endpoint: &super::Endpoint,
+    endpoint: &super::endpoint::Endpoint,
     id: &Value,
     params: &Map<String, Value>,
 ) -> Reply {
@@ -149,7 +158,7 @@ async fn initialize(
 async fn dispatch(
     lore: &Lore,
     caller: &Caller,
-    endpoint: &super::Endpoint,
+    endpoint: &super::endpoint::Endpoint,
     session: &mut Option<(String, Session)>,
     method: &str,
     params: &Map<String, Value>,
@@ -163,8 +172,8 @@ async fn dispatch(
         .and_then(LogLevel::parse);
     let result = match method {
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(ex.tools_list()),
-        "tools/call" => ex.tools_call(params).await,
+        "tools/list" => Ok(super::methods::tools_list(&ex)),
+        "tools/call" => super::methods::tools_call(&ex, params).await,
         "logging/setLevel" => match params
             .get("level")
             .and_then(Value::as_str)
@@ -235,7 +244,7 @@ async fn session_from_headers(
 pub async fn handle(
     lore: &Lore,
     caller: &Caller,
-    endpoint: &super::Endpoint,
+    endpoint: &super::endpoint::Endpoint,
     headers: &HeaderMap,
     message: Incoming,
     sse_ok: bool,
@@ -286,7 +295,7 @@ pub async fn handle(
 pub async fn batch(
     lore: &Lore,
     caller: &Caller,
-    endpoint: &super::Endpoint,
+    endpoint: &super::endpoint::Endpoint,
     headers: &HeaderMap,
     items: Vec<Value>,
     _sse_ok: bool,

@@ -6,13 +6,13 @@ use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::exchange::{Exchange, LogLevel};
-use super::headers;
 use super::jsonrpc::{self, Incoming, RpcError};
 use super::reply::Reply;
-use super::{
+use super::versions::{
     META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, SUPPORTED_VERSIONS,
     VERSION_2026,
 };
+use crate::headers;
 use crate::instance::Lore;
 use lore_directory::Caller;
 
@@ -80,7 +80,7 @@ fn validate(
         Some(_) => {}
     }
     if version != VERSION_2026 {
-        return Err(super::unsupported_version(version, 400));
+        return Err(super::versions::unsupported_version(version, 400));
     }
     match headers::get(headers, headers::METHOD) {
         Some(h) if h == method => {}
@@ -121,7 +121,7 @@ fn validate(
     Ok(())
 }
 
-fn discover(lore: &Lore, endpoint: &super::Endpoint) -> Value {
+fn discover(lore: &Lore, endpoint: &super::endpoint::Endpoint) -> Value {
     json!({
         "resultType": "complete",
         "supportedVersions": SUPPORTED_VERSIONS,
@@ -136,7 +136,7 @@ fn discover(lore: &Lore, endpoint: &super::Endpoint) -> Value {
 pub async fn handle(
     lore: &Lore,
     caller: &Caller,
-    endpoint: &super::Endpoint,
+    endpoint: &super::endpoint::Endpoint,
     headers: &HeaderMap,
     message: Incoming,
     sse_ok: bool,
@@ -165,8 +165,8 @@ pub async fn handle(
         .unwrap_or_else(|| json!({}));
     let result = match method.as_str() {
         "server/discover" => Ok(discover(lore, endpoint)),
-        "tools/list" => Ok(ex.tools_list()),
-        "tools/call" => ex.tools_call(&params).await,
+        "tools/list" => Ok(super::methods::tools_list(&ex)),
+        "tools/call" => super::methods::tools_call(&ex, &params).await,
         _ => {
             #[cfg(feature = "conformance-fixtures")]
             if let Some(r) = super::fixtures::dispatch(&ex, &method, &params).await {

@@ -8,14 +8,15 @@ use http::Response;
 use serde::{Deserialize, Serialize};
 
 use super::clients::{self, Client, redirect_matches};
+use super::context::Cx;
 use super::form::{OAuthError, Params};
 use super::grants::{self, AuthorizationCode};
+use super::metadata;
 use super::pages::{self, esc};
 use super::session::Session;
-use super::{Cx, metadata};
-use crate::ids::OrgId;
-use crate::keys::{self, OrgKeys};
-use crate::model::{Membership, Principal, Scopes};
+use lore_base::ids::OrgId;
+use lore_base::keys::{self, OrgKeys};
+use lore_base::model::{Membership, Principal, Scopes};
 
 /// A pending authorization request lives this long (sign-in and consent must fit in it).
 const REQUEST_TTL_MS: i64 = 15 * 60_000;
@@ -481,7 +482,13 @@ pub async fn consent_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         Err(e) => return pages::error_page(500, "Server error", &e.description),
     };
     // The request is answered once, whatever the answer.
-    if let Err(e) = cx.lore.ports().storage.delete(&keys::oauth_request(id)).await {
+    if let Err(e) = cx
+        .lore
+        .ports()
+        .storage
+        .delete(&keys::oauth_request(id))
+        .await
+    {
         return pages::error_page(500, "Server error", &e.to_string());
     }
     let state = pending.state.as_deref();

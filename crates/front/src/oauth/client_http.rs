@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::ports::{HttpClient, OutboundRequest, PortError};
+use lore_base::ports::{HttpClient, OutboundRequest, PortError};
 
 /// Lends an [`HttpClient`] to `oauth2`'s `request_async`.
 pub struct PortHttp<'a>(pub &'a dyn HttpClient);

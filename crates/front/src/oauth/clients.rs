@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::form::{OAuthError, Params};
+use crate::headers;
 use crate::instance::Lore;
-use crate::ids::new_ulid;
-use crate::keys;
-use crate::mcp::headers;
-use crate::ports::OutboundRequest;
-use crate::storage::Batch;
+use lore_base::ids::new_ulid;
+use lore_base::keys;
+use lore_base::ports::OutboundRequest;
+use lore_base::storage::Batch;
 
 /// The largest registration request or metadata document accepted.
 const MAX_METADATA_BYTES: usize = 5 * 1024;

@@ -3,7 +3,7 @@
 
 use http::HeaderMap;
 
-use crate::mcp::headers;
+use crate::headers;
 
 /// Decoded `name=value` pairs in order.
 #[derive(Debug, Clone, Default)]
@@ -137,14 +137,14 @@ impl OAuthError {
     }
 }
 
-impl From<crate::error::LoreError> for OAuthError {
-    fn from(e: crate::error::LoreError) -> Self {
+impl From<lore_base::error::LoreError> for OAuthError {
+    fn from(e: lore_base::error::LoreError) -> Self {
         Self::server_error(e.to_string())
     }
 }
 
-impl From<crate::storage::StorageError> for OAuthError {
-    fn from(e: crate::storage::StorageError) -> Self {
+impl From<lore_base::storage::StorageError> for OAuthError {
+    fn from(e: lore_base::storage::StorageError) -> Self {
         Self::server_error(e.to_string())
     }
 }

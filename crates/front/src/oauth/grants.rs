@@ -7,11 +7,11 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::instance::Lore;
-use crate::error::Result;
-use crate::ids::{OrgId, new_ulid};
-use crate::keys;
-use crate::model::{Scopes, TokenRecord};
-use crate::storage::Batch;
+use lore_base::error::Result;
+use lore_base::ids::{OrgId, new_ulid};
+use lore_base::keys;
+use lore_base::model::{Scopes, TokenRecord};
+use lore_base::storage::Batch;
 pub use lore_directory::grants::Grant;
 
 /// An authorization code is good for this long (OAuth 2.1 section 4.1.2: at most 10 minutes).
@@ -45,7 +45,6 @@ pub struct AuthorizationCode {
     #[serde(default)]
     pub grant: Option<String>,
 }
-
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RefreshToken {

@@ -3,7 +3,7 @@
 
 use http::Response;
 
-use super::Cx;
+use super::context::Cx;
 use super::form::Params;
 use super::grants;
 use super::pages;
@@ -50,7 +50,7 @@ pub async fn page(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let user = match cx
         .lore
         .ports()
-        .record::<crate::model::Principal>(&crate::keys::principal(&principal))
+        .record::<lore_base::model::Principal>(&lore_base::keys::principal(&principal))
         .await
     {
         Ok(Some(p)) => p.name,
@@ -74,11 +74,15 @@ pub async fn revoke(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     let Some(id) = params.one("grant").ok().flatten() else {
         return pages::error_page(400, "Nothing to revoke", "The form named no application.");
     };
-    let grant: Option<grants::Grant> =
-        match cx.lore.ports().record(&crate::keys::oauth_grant(id)).await {
-            Ok(g) => g,
-            Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
-        };
+    let grant: Option<grants::Grant> = match cx
+        .lore
+        .ports()
+        .record(&lore_base::keys::oauth_grant(id))
+        .await
+    {
+        Ok(g) => g,
+        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+    };
     match grant {
         Some(g) if g.principal == principal => {
             if let Err(e) = grants::revoke(cx.lore, id, "revoked on the token page").await {

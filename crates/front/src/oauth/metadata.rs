@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::Endpoints;
+use super::context::Endpoints;
 
 /// The scopes lore issues: reading and writing through MCP.
 pub const SCOPES_SUPPORTED: [&str; 2] = ["mcp:read", "mcp:write"];

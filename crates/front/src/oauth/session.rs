@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::clients::constant_time_eq;
 use super::form::{OAuthError, Params, cookie};
 use crate::instance::Lore;
-use crate::keys;
+use lore_base::keys;
 
 /// An anonymous session (between the authorization request and sign-in) lives this long.
 const ANONYMOUS_TTL_MS: i64 = 3_600_000;

@@ -10,12 +10,13 @@ use sha2::{Digest, Sha256};
 
 use super::authorize::audience;
 use super::clients::{self, Client};
+use super::context::Cx;
 use super::form::{self, OAuthError, Params};
 use super::grants::{self, AuthorizationCode, Grant, IssuedTokens, RefreshToken};
-use super::{Cx, reply};
-use crate::keys;
-use crate::model::TokenRecord;
-use crate::storage::{Batch, StorageError};
+use super::reply;
+use lore_base::keys;
+use lore_base::model::TokenRecord;
+use lore_base::storage::{Batch, StorageError};
 
 /// The largest token or revocation request body.
 const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -63,7 +64,7 @@ fn error_response(e: &OAuthError, basic: bool) -> Response<Vec<u8>> {
 }
 
 fn used_basic(cx: &Cx<'_>) -> bool {
-    crate::mcp::headers::get(cx.request.headers(), "authorization")
+    crate::headers::get(cx.request.headers(), "authorization")
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("basic "))
 }
 
@@ -339,7 +340,8 @@ async fn revoke_token(cx: &Cx<'_>, client: &Client, token: &str) -> Result<(), O
             tracing::info!(token_id = %record.id, client_id = %client.client_id, "access token revoked");
         }
         // Every instance stops accepting it at once: drop the shared verified copy too.
-        lore_directory::tokens::forget_cached_credential(cx.lore.ports(), &keys::sha256_hex(token)).await?;
+        lore_directory::tokens::forget_cached_credential(cx.lore.ports(), &keys::sha256_hex(token))
+            .await?;
     }
     Ok(())
 }

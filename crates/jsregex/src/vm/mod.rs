@@ -5,9 +5,10 @@ mod ops;
 #[cfg(test)]
 mod tests;
 
+use crate::budget::{Budget, Captures, Stopped};
 use crate::compile::{Inst, NO_MEMO, Program};
+use crate::flags::Flags;
 use crate::memo::Memo;
-use crate::{Budget, Captures, Flags, Stopped};
 
 /// "No value" for slots and registers.
 const NONE: usize = usize::MAX;

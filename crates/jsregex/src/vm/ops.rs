@@ -2,7 +2,7 @@
 //! and backtracking.
 
 use super::{Frame, MemoState, NONE, Vm, is_lead, is_trail, pair};
-use crate::Stopped;
+use crate::budget::Stopped;
 use crate::charset::{canon_cp, canon_unit, is_line_terminator, is_word_unit};
 use crate::compile::{INF, Inst};
 use crate::parse::Assertion;

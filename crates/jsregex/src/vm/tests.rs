@@ -2,7 +2,9 @@
 //! without a memo, over many generated patterns and inputs.
 
 use super::exec_with;
-use crate::{Budget, Flags, Stopped, compile, parse};
+use crate::budget::{Budget, Stopped};
+use crate::flags::Flags;
+use crate::{compile, parse};
 
 /// A budget of 200,000 steps (unmemoized runs of nested loops can be exponential).
 struct Cap(u64);

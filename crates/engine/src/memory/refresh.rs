@@ -1,0 +1,310 @@
+//! Bringing an org's indexes up to date with storage: the keyword index reads the events past
+//! the sequence number it has seen, and the vector index embeds what it lacks (and keeps a
+//! stored snapshot of itself).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use lore_directory::Caller;
+
+use super::event::Event;
+use super::keyword::KeywordIndex;
+use super::semantic::{
+    MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, SNAPSHOT_MIN, Semantic, embed_all, encode,
+    load_snapshot, store_snapshot, stored_vectors,
+};
+use super::service::{CachedIndex, MAX_CACHED_ORGS, MemoryService, RECENT_VECTORS};
+use lore_base::error::Result;
+use lore_base::keys::OrgKeys;
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
+
+/// The org's event sequence number as stored (0 before the first event).
+pub(super) async fn stored_seq(ports: &Ports, keys: &OrgKeys) -> Result<(u64, Option<Vec<u8>>)> {
+    let raw = ports.storage.get(&keys.events_seq()).await?;
+    let seq = match &raw {
+        Some(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                lore_base::error::LoreError::Internal("the event sequence number is corrupt".into())
+            })?,
+        None => 0,
+    };
+    Ok((seq, raw))
+}
+
+/// Documents without a vector (number, event ulid), whether the snapshot is yet to be looked
+/// for, and the model's key.
+type Missing = (Vec<(u32, String)>, bool, String);
+
+impl MemoryService {
+    /// Brings the caller's org index up to date with storage.
+    ///
+    /// A new index loads every event with one scan, starting from the sequence number read
+    /// before the scan (events committed during the scan are seen twice, and inserting is
+    /// idempotent). A known index reads the sequence entries past its own and loads those events.
+    pub(super) async fn refresh(&self, ports: &Ports, caller: &Caller) -> Result<()> {
+        let org = caller.org();
+        let (seq, _) = stored_seq(ports, caller.keys()).await?;
+        let known = self.indexes.borrow().get(org).map(|c| c.index.seq);
+        let mut fresh: Vec<Event> = Vec::new();
+        let caught_up = match known {
+            Some(known) if known == seq => seq,
+            Some(known) => {
+                let keys = caller.keys();
+                let mut after = Some(keys.event_seq(known));
+                let mut last = known;
+                loop {
+                    let page = ports
+                        .storage
+                        .scan(&keys.event_seqs(), after.as_deref(), 1000)
+                        .await?;
+                    for (key, ulid) in &page.entries {
+                        last = key
+                            .rsplit('/')
+                            .next()
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(last);
+                        let ulid = String::from_utf8_lossy(ulid);
+                        if let Some(bytes) = ports.storage.get(&keys.event(&ulid)).await? {
+                            fresh.push(serde_json::from_slice(&bytes)?);
+                        }
+                    }
+                    match page.cursor {
+                        Some(c) => after = Some(c),
+                        None => break,
+                    }
+                }
+                last
+            }
+            None => {
+                for (_, bytes) in ports.storage.scan_all(&caller.keys().events()).await? {
+                    fresh.push(serde_json::from_slice(&bytes)?);
+                }
+                seq
+            }
+        };
+        let tick = self.clock.get() + 1;
+        self.clock.set(tick);
+        let (generation, fresh) = {
+            let mut indexes = self.indexes.borrow_mut();
+            if !indexes.contains_key(org) && indexes.len() >= MAX_CACHED_ORGS {
+                let oldest = indexes
+                    .iter()
+                    .min_by_key(|(_, c)| c.last_used)
+                    .map(|(o, _)| o.clone());
+                if let Some(oldest) = oldest {
+                    indexes.remove(&oldest);
+                }
+            }
+            let cached = indexes.entry(org.clone()).or_insert_with(|| CachedIndex {
+                index: KeywordIndex::default(),
+                semantic: None,
+                last_used: tick,
+                generation: tick,
+            });
+            cached.last_used = tick;
+            let generation = cached.generation;
+            let mut events = self.events.borrow_mut();
+            let fresh: Vec<Rc<Event>> = fresh.into_iter().map(Rc::new).collect();
+            for event in &fresh {
+                cached.index.insert(&self.tokenizer, event);
+                events.insert(event.clone());
+            }
+            cached.index.seq = cached.index.seq.max(caught_up);
+            (generation, fresh)
+        };
+        self.refresh_vectors(ports, caller, generation, &fresh)
+            .await;
+        Ok(())
+    }
+
+    /// Keeps vectors embedded at save time for this instance's next refresh.
+    pub(super) fn remember_vectors(&self, vectors: impl IntoIterator<Item = (String, Vec<f32>)>) {
+        let mut recent = self.recent_vectors.borrow_mut();
+        for (ulid, v) in vectors {
+            if recent.len() >= RECENT_VECTORS {
+                recent.clear();
+            }
+            recent.insert(ulid, v);
+        }
+    }
+}
+
+impl MemoryService {
+    /// Gives every event of the caller's org a vector under the current embedder, as far as
+    /// this request allows: a stored snapshot first (cold instance), then stored vectors, then
+    /// the embedder for the rest. `fresh` are the events the refresh just indexed (their text
+    /// is at hand). Never fails the request: problems are logged and retried later.
+    pub(super) async fn refresh_vectors(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        generation: u64,
+        fresh: &[Rc<Event>],
+    ) {
+        let Some(embedder) = ports.embedder.clone() else {
+            return;
+        };
+        let (org, keys) = (caller.org(), caller.keys());
+        let model = embedder.model_id().to_string();
+        let dims = embedder.dimensions();
+        let now = ports.clock.now_ms();
+        let mut seed = [0u8; 8];
+        ports.random.fill(&mut seed);
+        // What is missing, under a short borrow (everything below awaits).
+        let missing = |this: &Self| -> Option<Missing> {
+            let mut indexes = this.indexes.borrow_mut();
+            let cached = indexes
+                .get_mut(org)
+                .filter(|c| c.generation == generation)?;
+            if cached
+                .semantic
+                .as_ref()
+                .is_none_or(|s| s.model != model || s.dims != dims)
+            {
+                cached.semantic = Semantic::new(&model, dims, u64::from_le_bytes(seed));
+            }
+            let sem = cached.semantic.as_mut()?;
+            if sem.retry_after_ms > now {
+                return None;
+            }
+            let first = !sem.snapshot_checked;
+            sem.snapshot_checked = true;
+            let docs = sem
+                .missing(&cached.index)
+                .into_iter()
+                .map(|d| {
+                    let id = cached.index.doc_id(d);
+                    (d, id.strip_prefix("evt_").unwrap_or(id).to_string())
+                })
+                .collect();
+            Some((docs, first, sem.model_key.clone()))
+        };
+        let Some((mut docs, first, mkey)) = missing(self) else {
+            return;
+        };
+        if docs.is_empty() {
+            return;
+        }
+        if first && docs.len() >= SNAPSHOT_MIN {
+            if let Some(bytes) = load_snapshot(ports, keys, &mkey).await {
+                let mut indexes = self.indexes.borrow_mut();
+                if let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation)
+                    && let Some(sem) = cached.semantic.as_mut()
+                    && sem.model == model
+                    && sem.is_empty()
+                    && let Err(e) = sem.restore(&bytes, &cached.index)
+                {
+                    tracing::warn!(error = %e, org = %org, "ignoring the vector index snapshot");
+                }
+            }
+            match missing(self) {
+                Some((left, _, _)) => docs = left,
+                None => return,
+            }
+            if docs.is_empty() {
+                return;
+            }
+        }
+        // Vectors this instance computed when it saved, then the stored ones.
+        let mut found: HashMap<String, Vec<f32>> = HashMap::new();
+        {
+            let mut recent = self.recent_vectors.borrow_mut();
+            for (_, ulid) in &docs {
+                if let Some(v) = recent.remove(ulid) {
+                    found.insert(ulid.clone(), v);
+                }
+            }
+        }
+        let wanted: Vec<String> = docs
+            .iter()
+            .filter(|(_, u)| !found.contains_key(u))
+            .map(|(_, u)| u.clone())
+            .collect();
+        if !wanted.is_empty() {
+            match stored_vectors(ports, keys, &mkey, dims, &wanted).await {
+                Ok(stored) => found.extend(stored),
+                Err(e) => tracing::warn!(error = %e, "could not read stored vectors"),
+            }
+        }
+        // Embed what has no vector yet, oldest first, up to this request's share.
+        let texts_of: HashMap<&str, &Rc<Event>> = fresh
+            .iter()
+            .map(|e| (e.id.strip_prefix("evt_").unwrap_or(&e.id), e))
+            .collect();
+        let mut to_embed: Vec<(String, String)> = Vec::new();
+        for (_, ulid) in docs.iter().filter(|(_, u)| !found.contains_key(u)) {
+            if to_embed.len() >= MAX_EMBED_PER_REFRESH {
+                break;
+            }
+            let text = match texts_of.get(ulid.as_str()) {
+                Some(e) => Some(e.content.clone()),
+                None => self
+                    .events
+                    .borrow_mut()
+                    .get(&format!("evt_{ulid}"))
+                    .map(|e| e.content.clone()),
+            };
+            let text = match text {
+                Some(t) => t,
+                None => match ports.record::<Event>(&keys.event(ulid)).await {
+                    Ok(Some(e)) => e.content,
+                    _ => continue,
+                },
+            };
+            to_embed.push((ulid.clone(), text));
+        }
+        if !to_embed.is_empty() {
+            let texts: Vec<String> = to_embed.iter().map(|(_, t)| t.clone()).collect();
+            match embed_all(embedder.as_ref(), &texts).await {
+                Ok(vectors) => {
+                    let mut batch = Batch::new();
+                    for ((ulid, _), v) in to_embed.iter().zip(vectors) {
+                        batch.put(keys.vector(&mkey, ulid), encode(&v));
+                        found.insert(ulid.clone(), v);
+                    }
+                    if let Err(e) = ports.storage.commit(batch).await {
+                        tracing::warn!(error = %e, "could not store embeddings");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, org = %org, "the embedder failed; keyword ranking only until it recovers");
+                    let mut indexes = self.indexes.borrow_mut();
+                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
+                        sem.retry_after_ms = now + RETRY_AFTER_MS;
+                    }
+                }
+            }
+        }
+        // Index them in document order, then snapshot if enough arrived.
+        let snapshot = {
+            let mut indexes = self.indexes.borrow_mut();
+            let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation) else {
+                return;
+            };
+            let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model) else {
+                return;
+            };
+            for (doc, ulid) in &docs {
+                if let Some(v) = found.get(ulid) {
+                    sem.add(*doc, v);
+                }
+            }
+            sem.snapshot_due()
+                .then(|| (sem.len(), sem.snapshot(&cached.index)))
+        };
+        if let Some((count, bytes)) = snapshot {
+            match store_snapshot(ports, keys, &mkey, count, &bytes).await {
+                Ok(()) => {
+                    let mut indexes = self.indexes.borrow_mut();
+                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
+                        sem.snapshot_len = sem.snapshot_len.max(count);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not store the vector index snapshot"),
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The memory state one engine instance keeps ([`MemoryService`]): per org, the keyword index
+//! and the vector index, and the events read recently. Saving (`save`), searching (`search`)
+//! and catching up with storage (`refresh`) are its methods, in those files.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use super::cache::EventCache;
+use super::keyword::{KeywordIndex, Tokenizer};
+use super::semantic::Semantic;
+use lore_base::ids::OrgId;
+
+/// Orgs whose index one core instance keeps in memory; the least recently used goes first.
+pub(super) const MAX_CACHED_ORGS: usize = 256;
+/// Bytes of events one core instance keeps to answer search hits without a storage read.
+pub(super) const EVENT_CACHE_BYTES: usize = 16 << 20;
+
+/// An org's indexes and when this instance last used them.
+pub(super) struct CachedIndex {
+    pub(super) index: KeywordIndex,
+    /// The vectors of the index's documents under the current embedder, if there is one.
+    pub(super) semantic: Option<Semantic>,
+    pub(super) last_used: u64,
+    /// Tells this entry from one that replaced it after an eviction (work that awaited in
+    /// between must not land in the wrong one).
+    pub(super) generation: u64,
+}
+
+/// Vectors this instance embedded when saving, kept until its next refresh indexes them.
+pub(super) const RECENT_VECTORS: usize = 4_096;
+
+/// Per-instance memory state: the keyword indexes of the orgs it has served, and recently
+/// read events.
+pub struct MemoryService {
+    pub(super) tokenizer: Tokenizer,
+    pub(super) indexes: RefCell<HashMap<OrgId, CachedIndex>>,
+    pub(super) clock: Cell<u64>,
+    pub(super) events: RefCell<EventCache>,
+    pub(super) recent_vectors: RefCell<HashMap<String, Vec<f32>>>,
+    pub(super) ranking: Cell<Ranking>,
+}
+
+impl Default for MemoryService {
+    fn default() -> Self {
+        Self {
+            tokenizer: Tokenizer::default(),
+            indexes: RefCell::default(),
+            clock: Cell::default(),
+            events: RefCell::new(EventCache::new(EVENT_CACHE_BYTES)),
+            recent_vectors: RefCell::default(),
+            ranking: Cell::default(),
+        }
+    }
+}
+
+/// Which rankings `search_memory` fuses. Always `Hybrid` in the product; the retrieval
+/// evaluation switches it to compare each ranking alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ranking {
+    #[default]
+    Hybrid,
+    Keyword,
+    Vector,
+}

@@ -1,0 +1,76 @@
+//! What every OAuth route runs with ([`Cx`]: the instance, the request, the issuer) and the
+//! issuer's endpoints ([`Endpoints`]).
+
+use http::{Request, Response};
+
+use super::form::Params;
+use super::pages;
+use super::session::Session;
+use crate::headers;
+use crate::instance::Lore;
+
+/// One request to an OAuth route: the core, the request, and the issuer it is served under.
+pub struct Cx<'a> {
+    pub lore: &'a Lore,
+    pub request: &'a Request<Vec<u8>>,
+    /// The issuer (the server's public base URL).
+    pub base: String,
+    /// Whether the issuer is HTTPS (cookies are then `Secure`).
+    pub secure: bool,
+}
+
+impl Cx<'_> {
+    /// The session of a page's form post, after the CSRF checks: the `Origin`, when the
+    /// browser sends one, is this server's, and the form's token is the session's.
+    pub async fn session_for_post(&self, params: &Params) -> Option<Session> {
+        if let Some(origin) = headers::get(self.request.headers(), "origin")
+            && !origin.eq_ignore_ascii_case(&self.base)
+            && self
+                .lore
+                .config
+                .origins
+                .check(self.request.headers())
+                .is_err()
+        {
+            tracing::warn!(%origin, "form post from another origin refused");
+            return None;
+        }
+        let session = Session::load(self.lore, self.request.headers(), self.secure)
+            .await
+            .ok()
+            .flatten()?;
+        session.check_csrf(params).ok()?;
+        Some(session)
+    }
+
+    /// The page for a form post that failed the CSRF checks.
+    pub fn stale_form(&self) -> Response<Vec<u8>> {
+        pages::error_page(
+            403,
+            "This form has expired",
+            "The form was not sent from this site's current page, or your session ended. Go back, reload the page and try again.",
+        )
+    }
+}
+
+/// lore's OAuth endpoints under one issuer.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub issuer: String,
+    pub authorize: String,
+    pub token: String,
+    pub register: String,
+    pub revoke: String,
+}
+
+impl Endpoints {
+    pub fn new(base: &str) -> Self {
+        Self {
+            issuer: base.to_string(),
+            authorize: format!("{base}/oauth/authorize"),
+            token: format!("{base}/oauth/token"),
+            register: format!("{base}/oauth/register"),
+            revoke: format!("{base}/oauth/revoke"),
+        }
+    }
+}
