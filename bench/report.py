@@ -18,6 +18,8 @@ TARGETS = [
     ("python2-tools-list", "(extra) python mcp tools/list, 2 uvicorn workers"),
     ("lore-quiet-tools-list", "(extra) lore tools/list, RUST_LOG=warn"),
     ("lore-quiet-search", "(extra) lore search_memory, RUST_LOG=warn"),
+    ("baseline-tools-list", "(baseline) LORE_BASELINE_BIN tools/list"),
+    ("baseline-search", "(baseline) LORE_BASELINE_BIN search_memory"),
 ]
 P99_TARGET_MS = 5.0
 RATIO_TARGET = 5.0
@@ -109,6 +111,15 @@ def main():
         if lk in lore:
             p99 = lore[lk]["p99_us"] / 1000
             verdicts.append((f"{llabel} p99 {p99:.2f} ms <= {P99_TARGET_MS:.0f} ms", p99 <= P99_TARGET_MS))
+    if "baseline-tools-list" in rows or "baseline-search" in rows:
+        print()
+        print("| lore / baseline (LORE_BASELINE_BIN) | req/s | p99 |")
+        print("| --- | ---: | ---: |")
+        for lk, bk, label in (("lore-tools-list", "baseline-tools-list", "tools/list"),
+                              ("lore-search", "baseline-search", "search_memory")):
+            if lk in rows and bk in rows:
+                a, b = rows[lk][0], rows[bk][0]
+                print(f"| {label} | {a['rps'] / b['rps']:.3f}x | {a['p99_us'] / b['p99_us']:.3f}x |")
     print()
     for text, ok in verdicts:
         print(f"target {'MET   ' if ok else 'MISSED'} {text}")

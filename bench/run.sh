@@ -15,7 +15,13 @@
 #   lore tools/list, lore search_memory  stateless 2026-07-28 requests, bearer token
 #   server-everything tools/list         its streamableHttp mode; one session, reused
 #   python mcp tools/list                stateless 2026-07-28 requests (JSON-response mode)
-# and extra rows: the Python peer in 2 uvicorn workers, lore with RUST_LOG=warn.
+# and extra rows: the Python peer in 2 uvicorn workers, lore with RUST_LOG=warn, and with
+# LORE_BASELINE_BIN=<another lore binary> the same two lore requests against that binary (an
+# earlier build, to compare two versions of lore side by side in one run).
+#
+# Every lore server runs with its rate limits off (`--rate-token-per-minute 0
+# --rate-org-per-minute 0`): the bench measures throughput, which a per-token limit of 600 a
+# minute would answer with 429s.
 #
 # All traffic goes to 127.0.0.1, and every wrk run stops by itself after its duration.
 set -euo pipefail
@@ -99,12 +105,14 @@ wait_port() { # PORT NAME LOG
 
 DB=$OUT/lore.db
 TOKEN=$("$LORE" init --db "$DB" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+NO_LIMITS=(--rate-token-per-minute 0 --rate-org-per-minute 0)
+log "lore servers run with rate limits off (${NO_LIMITS[*]})"
 # Default logging (one INFO line per request on stderr), as `lore serve` ships.
-RUST_LOG=${BENCH_LORE_RUST_LOG:-info} "$LORE" serve --addr "127.0.0.1:$LORE_PORT" --db "$DB" 2>"$OUT/lore.log" &
+RUST_LOG=${BENCH_LORE_RUST_LOG:-info} "$LORE" serve --addr "127.0.0.1:$LORE_PORT" --db "$DB" "${NO_LIMITS[@]}" 2>"$OUT/lore.log" &
 LORE_PID=$!; PIDS+=("$LORE_PID")
 # The same binary and database with its per-request INFO line filtered out (RUST_LOG=warn): a
 # supplementary pair of rows showing what that synchronous log write costs.
-RUST_LOG=warn "$LORE" serve --addr "127.0.0.1:$LORE_QUIET_PORT" --db "$DB" 2>"$OUT/lore-quiet.log" &
+RUST_LOG=warn "$LORE" serve --addr "127.0.0.1:$LORE_QUIET_PORT" --db "$DB" "${NO_LIMITS[@]}" 2>"$OUT/lore-quiet.log" &
 LORE_QUIET_PID=$!; PIDS+=("$LORE_QUIET_PID")
 # server-everything prints a line on stdout for every request: that goes to /dev/null.
 PORT=$EVERYTHING_PORT node "$EVERYTHING_JS" streamableHttp >/dev/null 2>"$OUT/everything.log" &
@@ -148,6 +156,19 @@ post() { # NAME URL HEADERS BODY
 log "seeding lore with 1,000 memories"
 python3 "$HERE/seed.py" "$LORE_URL" "$TOKEN" "$QUERIES" | tee "$OUT/seed.txt" >&2
 
+if [[ -n ${LORE_BASELINE_BIN:-} ]]; then
+    [[ -x $LORE_BASELINE_BIN ]] || die "LORE_BASELINE_BIN=$LORE_BASELINE_BIN is not an executable"
+    # Its own copy of the seeded database (the same schema), so the two never contend.
+    sqlite_copy=$OUT/baseline.db
+    "$LORE" backup --db "$DB" "$sqlite_copy" --force >/dev/null
+    BASE_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    RUST_LOG=${BENCH_LORE_RUST_LOG:-info} "$LORE_BASELINE_BIN" serve --addr "127.0.0.1:$BASE_PORT" --db "$sqlite_copy" "${NO_LIMITS[@]}" 2>"$OUT/baseline.log" &
+    BASE_PID=$!; PIDS+=("$BASE_PID")
+    wait_port "$BASE_PORT" "lore baseline" "$OUT/baseline.log"
+    BASE_URL=http://127.0.0.1:$BASE_PORT/mcp
+    log "baseline: $("$LORE_BASELINE_BIN" --version 2>/dev/null || echo "$LORE_BASELINE_BIN") on a copy of the seeded database"
+fi
+
 log "opening one server-everything session"
 INIT='{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"lore-bench","version":"1"}}}'
 curl -sS -D "$OUT/everything.init.headers" -o "$OUT/everything.init.body" \
@@ -175,6 +196,11 @@ add_target lore-quiet-search "$LORE_QUIET_URL" "${HDRS[lore-search]}" "$SEARCH_B
 add_target python2-tools-list "$PY2_URL" "${HDRS[python-tools-list]}" "$LIST_BODY" "$LIST_EXPECT" "" "$PY2_PID"
 ORDER=(everything-tools-list python-tools-list python2-tools-list lore-tools-list lore-search
        lore-quiet-tools-list lore-quiet-search)
+if [[ -n ${LORE_BASELINE_BIN:-} ]]; then
+    add_target baseline-tools-list "$BASE_URL" "${HDRS[lore-tools-list]}" "$LIST_BODY" "$LIST_EXPECT" "" "$BASE_PID"
+    add_target baseline-search "$BASE_URL" "${HDRS[lore-search]}" "$SEARCH_BODY" "$SEARCH_EXPECT" "$QUERIES" "$BASE_PID"
+    ORDER+=(baseline-tools-list baseline-search)
+fi
 
 log "checking every target answers 200 with a real result"
 for key in "${ORDER[@]}"; do

@@ -56,7 +56,7 @@ async function wranglerConfig() {
 
 /** Statements of the shared schema, comments dropped. */
 async function schemaStatements() {
-  const sql = await readFile(path.join(REPO, 'src', 'storage', 'schema.sql'), 'utf8');
+  const sql = await readFile(path.join(REPO, 'crates', 'base', 'src', 'storage', 'schema.sql'), 'utf8');
   return sql
     .split('\n')
     .filter((line) => !line.trim().startsWith('--'))

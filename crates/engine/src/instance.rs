@@ -81,10 +81,10 @@ pub struct Engine {
     pub usage: UsageCounters,
     /// Set on the copy of the engine a script run calls through: the run's shared budget and
     /// the events its writes saved (reactions wait until the run commits).
-    pub script: Option<Rc<Scope>>,
+    pub(crate) script: Option<Rc<Scope>>,
     /// How many reactions deep this instance's writes are: 0 for a request's own writes, n
     /// inside a reaction that n writes set off.
-    pub reaction_depth: u8,
+    pub(crate) reaction_depth: u8,
     /// Decoded SQL tables kept between queries (`config.sql.cache_bytes`).
     pub sql_cache: Rc<sql::TableCache>,
     /// Scripts that may run at once in the process; `None`: no cap.

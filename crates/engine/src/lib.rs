@@ -9,7 +9,7 @@
 //!   connections and what crosses them, operations, behaviors, actions, metrics, people;
 //! - [`sql`]: member-safe read-only SQL over the org's records (GlueSQL), and org metrics;
 //! - [`instance`]: the [`Engine`] (ports, configuration, the orgs' warm state), with the
-//!   running script's [`scope`];
+//!   running script's `scope`;
 //! - [`sdk`]: the method registry, its dispatcher and access checks, `search_sdk`, the `.d.ts`;
 //! - [`runs`]: a script run as one Action (the sandbox machine of `lore-sandbox` as host,
 //!   the run's overlay, `do` modes, behaviors' reactions);
@@ -25,7 +25,7 @@ pub mod memory;
 pub mod records;
 pub mod request;
 pub mod runs;
-pub mod scope;
+mod scope;
 pub mod sdk;
 pub mod sql;
 pub mod tools;

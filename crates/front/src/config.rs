@@ -13,7 +13,7 @@
 //! | `LORE_RATE_TOKEN_PER_MINUTE`, `LORE_RATE_ORG_PER_MINUTE` | rate limits per token and per org (0: none) | 600, 3000 |
 //! | `LORE_PUBLIC_URL` | the public origin: the OAuth issuer and the prefix of resource URLs | from each request's `Host` |
 //! | `LORE_GITHUB_*`, `LORE_OIDC_*` | sign-in providers (see [`crate::providers::from_vars`]) | none |
-//! | `LORE_OPERATOR_SECRET` | turns the operator routes on (see [`crate::operator`]) | off |
+//! | `LORE_OPERATOR_SECRET` | turns the operator routes on (see `operator.rs`) | off |
 //! | `LORE_EMBEDDINGS_URL`, `_MODEL`, `_KEY`, `_DIMENSIONS` | an OpenAI-compatible embeddings endpoint ([`embeddings_from_vars`]) | the platform's embedder |
 //! | `LORE_NO_AUTH` | `1`: tokenless requests act as the local owner; honoured only by test builds | off |
 //!
@@ -54,7 +54,7 @@ pub struct Config {
     /// Requests per minute per token and per org, enforced when a rate limiter is attached
     /// (`Lore::with_rate_limiter`); orgs may lower them for themselves.
     pub rate_limits: ratelimit::RateLimits,
-    /// The secret of the operator routes (`POST /operator/{action}`, see [`crate::operator`]);
+    /// The secret of the operator routes (`POST /operator/{action}`, see `operator.rs`);
     /// `None` (natively always) leaves them off.
     pub operator_secret: Option<String>,
 }

@@ -6,15 +6,15 @@
 //! resource server's side), the REST admin surface, webhook deliveries and the operator routes
 //! live here too. The front keeps no org's state.
 
-pub mod api;
+mod api;
 mod auth;
 pub mod config;
 pub mod headers;
-pub mod hooks;
-pub mod instance;
+mod hooks;
+mod instance;
 pub mod mcp;
 pub mod oauth;
-pub mod operator;
+mod operator;
 pub mod providers;
 pub mod request_log;
 mod responses;

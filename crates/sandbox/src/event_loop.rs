@@ -175,7 +175,7 @@ async fn drive(
             }
             PromiseState::Fulfilled(v) => {
                 let mut size = host.output_bytes.get();
-                return realm::to_json(&v, host, context, &mut size).map_err(|e| {
+                return crate::values::to_json(&v, host, context, &mut size).map_err(|e| {
                     limit_failure(context, host, queue)
                         .unwrap_or_else(|| js_failure(e, context, host, queue, stripped))
                 });

@@ -1,6 +1,6 @@
 //! The host side of one run ([`Host`]): the caps and what the run has used of them, its
 //! clock, logs and pending host calls ([`Op`]), reachable from every native function through
-//! the Boa context ([`host`]).
+//! the Boa context (`host`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;

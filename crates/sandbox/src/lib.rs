@@ -1,5 +1,5 @@
 //! lore's script machine (SPEC 4): a TypeScript program stripped to JavaScript by oxc
-//! ([`strip`]), run in a fresh Boa realm ([`realm`]) by an event loop ([`event_loop`]) under
+//! ([`strip`]), run in a fresh Boa realm (`realm`) by an event loop ([`event_loop`]) under
 //! caps ([`caps`]): steps, wall clock, memory, output, SDK calls, recursion. Every regular
 //! expression runs on `lore-jsregex`, its steps charged to the run. The script reaches nothing
 //! but its host: each SDK call and sleep goes out through [`event_loop::Ops`], which the org
@@ -12,7 +12,7 @@ pub mod caps;
 pub mod event_loop;
 pub mod failure;
 pub mod host;
-pub mod realm;
+mod realm;
 mod regexp;
 pub mod remote;
 pub mod strip;

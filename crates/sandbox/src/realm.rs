@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::caps::Cap;
 use crate::host::{Host, Op, OpKind, host};
-pub use crate::values::{to_json, well_formed};
+use crate::values::to_json;
 use lore_base::ports::Clock;
 
 /// The engine's hooks: string compilation refused, UTC, small buffers.

@@ -91,7 +91,7 @@ export async function startServer(opts = {}) {
   const db = opts.db ?? path.join(ownDir, 'lore.db');
   const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];
   // In a full run, logs are JSON (one object per line) with lore's debug events, and kept.
-  const logEnv = LOG_DIR ? { LORE_LOG_FORMAT: 'json', RUST_LOG: process.env.RUST_LOG ?? 'info,lore=debug' } : {};
+  const logEnv = LOG_DIR ? { LORE_LOG_FORMAT: 'json', RUST_LOG: process.env.RUST_LOG ?? 'info,lore=debug,lore_front=debug,lore_engine=debug,lore_directory=debug,lore_sandbox=debug' } : {};
   // The suites call fast from few tokens; limits.test.mjs checks the limits themselves.
   const rateEnv = { LORE_RATE_TOKEN_PER_MINUTE: '1000000', LORE_RATE_ORG_PER_MINUTE: '0' };
   const child = spawn(LORE_BIN, args, {

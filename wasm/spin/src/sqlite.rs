@@ -12,8 +12,8 @@ use std::cell::Cell;
 
 use async_trait::async_trait;
 use lore_base::storage::{
-    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds,
-    scan_sql, validate_key,
+    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, failing_check,
+    page_from_rows, scan_bounds, scan_sql, validate_key,
 };
 use spin_sdk::sqlite::{Connection, Value};
 
@@ -119,25 +119,6 @@ impl SpinSqliteStorage {
         }
         Ok(())
     }
-
-    /// The key of the first check that does not hold now, after a batch failed on a guard.
-    async fn failed_check(&self, checks: &[Check]) -> Result<String, StorageError> {
-        for check in checks {
-            let (key, holds) = match check {
-                Check::Absent(k) => (k, self.get(k).await?.is_none()),
-                Check::Equals(k, v) => (k, self.get(k).await?.as_ref() == Some(v)),
-            };
-            if !holds {
-                return Ok(key.clone());
-            }
-        }
-        Ok(checks
-            .first()
-            .map(|c| match c {
-                Check::Absent(k) | Check::Equals(k, _) => k.clone(),
-            })
-            .unwrap_or_default())
-    }
 }
 
 fn bytes_of(value: &Value) -> Result<Vec<u8>, StorageError> {
@@ -212,7 +193,7 @@ impl Storage for SpinSqliteStorage {
                 match e {
                     StorageError::Backend(message) if message.contains(GUARD_FAILED) => {
                         Err(StorageError::Conflict {
-                            key: self.failed_check(&batch.checks).await?,
+                            key: failing_check(self, &batch.checks).await?,
                         })
                     }
                     other => Err(other),

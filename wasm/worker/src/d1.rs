@@ -8,8 +8,8 @@
 use async_trait::async_trait;
 use js_sys::{Array, ArrayBuffer, Uint8Array};
 use lore_base::storage::{
-    Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds, scan_sql,
-    validate_key,
+    Batch, Check, ScanPage, Storage, StorageError, Write, failing_check, page_from_rows,
+    scan_bounds, scan_sql, validate_key,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{D1Database, D1PreparedStatement};
@@ -72,26 +72,6 @@ impl D1Storage {
 
     fn statement(&self, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement, StorageError> {
         self.db.prepare(sql).bind(args).map_err(backend)
-    }
-
-    /// The key of the first check that does not hold now, after a batch failed on a guard.
-    async fn failed_check(&self, checks: &[Check]) -> Result<String, StorageError> {
-        for check in checks {
-            let (key, holds) = match check {
-                Check::Absent(k) => (k, self.get(k).await?.is_none()),
-                Check::Equals(k, v) => (k, self.get(k).await?.as_ref() == Some(v)),
-            };
-            if !holds {
-                return Ok(key.clone());
-            }
-        }
-        // Every check holds again (a concurrent writer changed it back); name the first.
-        Ok(checks
-            .first()
-            .map(|c| match c {
-                Check::Absent(k) | Check::Equals(k, _) => k.clone(),
-            })
-            .unwrap_or_default())
     }
 }
 
@@ -172,7 +152,7 @@ impl Storage for D1Storage {
                 let message = e.to_string();
                 if message.contains(GUARD_FAILED) {
                     Err(StorageError::Conflict {
-                        key: self.failed_check(&batch.checks).await?,
+                        key: failing_check(self, &batch.checks).await?,
                     })
                 } else {
                     Err(backend(message))

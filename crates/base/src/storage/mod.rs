@@ -195,3 +195,27 @@ pub fn page_from_rows(mut rows: Vec<(String, Vec<u8>)>, limit: usize) -> ScanPag
         cursor,
     }
 }
+
+/// After a batch failed on a guard: the key of the first check that does not hold now (or,
+/// when every check holds again because a concurrent writer changed it back, the first one),
+/// for the `Conflict` error a SQL backend reports.
+pub async fn failing_check<S: Storage + ?Sized>(
+    storage: &S,
+    checks: &[Check],
+) -> Result<String, StorageError> {
+    for check in checks {
+        let (key, holds) = match check {
+            Check::Absent(k) => (k, storage.get(k).await?.is_none()),
+            Check::Equals(k, v) => (k, storage.get(k).await?.as_ref() == Some(v)),
+        };
+        if !holds {
+            return Ok(key.clone());
+        }
+    }
+    Ok(checks
+        .first()
+        .map(|c| match c {
+            Check::Absent(k) | Check::Equals(k, _) => k.clone(),
+        })
+        .unwrap_or_default())
+}

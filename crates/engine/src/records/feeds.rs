@@ -1,5 +1,5 @@
 //! Feeds: named sources of events. `webhook` feeds receive signed POSTs at
-//! `/hooks/{org}/{feed}` (see [`webhooks`]); `connection` feeds are pulled through a
+//! `/hooks/{org}/{feed}` (see [`super::webhooks`]); `connection` feeds are pulled through a
 //! connection and their items land as events; `virtual` feeds are read live through their
 //! connection and never stored.
 

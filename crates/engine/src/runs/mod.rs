@@ -2,7 +2,7 @@
 //! reactions each run a short TypeScript script on the machine of `lore-sandbox` (a fresh Boa
 //! realm with no host access but the SDK bridge), as one Action.
 //!
-//! - [`dispatch`] is the run's host: each SDK call the script makes, recorded for its Action;
+//! - `dispatch` is the run's host: each SDK call the script makes, recorded for its Action;
 //! - [`overlay`] buffers a run's writes and commits them as one batch;
 //! - [`modes`] dispatches a `do` program's calls in `try`, `send` or `do` mode;
 //! - [`reactions`] runs behaviors' reactions once the events that trigger them commit;
@@ -16,7 +16,7 @@
 //! `side_effect_preview`.
 //!
 //! The same runner runs script operations (`run_operation`; called from a running script
-//! they nest in its overlay and budget, see [`Scope`]) and reactions. A run given a progress
+//! they nest in its overlay and budget, see `Scope`) and reactions. A run given a progress
 //! sink reports each SDK call and sleep it starts and a heartbeat while it waits.
 
 mod dispatch;
@@ -194,39 +194,6 @@ pub async fn run_with_caps(
     run_script(engine, caller, spec).await
 }
 
-/// Runs a script operation's body for `caller` (issue 4 item 10): `args` (already valid
-/// against its `args_schema`) are `ctx.args`, the script's value is the result, the run is an
-/// Action (`source: "operation"`). Called from a running script, it nests: it writes to that
-/// run's overlay (so it commits or fails with it) and draws on its SDK calls, output and
-/// deadline; past [`MAX_NESTING`] it is refused.
-fn run_operation<'a>(
-    engine: &'a Engine,
-    caller: &'a Caller,
-    op: &'a Operation,
-    code: &'a str,
-    args: Value,
-    tier: Tier,
-) -> Local<'a, Result<Value, LoreError>> {
-    Box::pin(async move {
-        let spec = Spec {
-            source: "operation",
-            tier,
-            code,
-            args: Some(args),
-            dry_run: false,
-            caps: ScriptCaps::default(),
-            origin: Origin {
-                operation: Some(op.name.clone()),
-                ..Origin::default()
-            },
-            progress: None,
-            modes: None,
-        };
-        let mut out = run_script(engine, caller, spec).await?;
-        Ok(out["result"].take())
-    })
-}
-
 /// The script runner the engine's lower layers reach through [`Scripts`].
 pub struct Runner;
 
@@ -234,6 +201,11 @@ pub struct Runner;
 pub static RUNNER: Runner = Runner;
 
 impl Scripts for Runner {
+    /// Runs a script operation's body for `caller` (issue 4 item 10): `args` (already valid
+    /// against its `args_schema`) are `ctx.args`, the script's value is the result, the run is an
+    /// Action (`source: "operation"`). Called from a running script, it nests: it writes to that
+    /// run's overlay (so it commits or fails with it) and draws on its SDK calls, output and
+    /// deadline; past [`MAX_NESTING`] it is refused.
     fn run_operation<'a>(
         &'a self,
         engine: &'a Engine,
@@ -243,7 +215,24 @@ impl Scripts for Runner {
         args: Value,
         tier: Tier,
     ) -> Local<'a, Result<Value, LoreError>> {
-        run_operation(engine, caller, op, code, args, tier)
+        Box::pin(async move {
+            let spec = Spec {
+                source: "operation",
+                tier,
+                code,
+                args: Some(args),
+                dry_run: false,
+                caps: ScriptCaps::default(),
+                origin: Origin {
+                    operation: Some(op.name.clone()),
+                    ..Origin::default()
+                },
+                progress: None,
+                modes: None,
+            };
+            let mut out = run_script(engine, caller, spec).await?;
+            Ok(out["result"].take())
+        })
     }
 
     fn react<'a>(

@@ -12,7 +12,7 @@ use super::jsonrpc::{self, RpcError};
 
 /// Where a streamed reply goes as it is produced (natively: a channel-backed response body).
 /// The core calls `start` once, before the first `send`; once it has, the response
-/// [`crate::instance::Lore::handle_streaming`] returns is only the rest of the body (its status and
+/// [`crate::Lore::handle_streaming`] returns is only the rest of the body (its status and
 /// headers are the ones `start` gave). Platform-neutral: a host that cannot stream passes
 /// none and gets the whole reply, notifications first.
 pub trait ReplyStream {
