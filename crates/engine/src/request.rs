@@ -1,8 +1,9 @@
 //! The engine's entry point: one org, one caller, one request. The front authenticates a
 //! request, rate-limits it and decodes its transport, then hands the engine an [`OrgRequest`]
 //! (a tool call) or a webhook delivery; natively and on Spin that is a call in the same
-//! process, and the request is plain data, so on Cloudflare it can be the message to the org's
-//! Durable Object.
+//! process. Apart from its progress sink the request is data (the caller, the tool, its
+//! arguments, where it came from), so on Cloudflare it can be the message to the org's Durable
+//! Object, with progress streamed back.
 
 use serde_json::Value;
 
