@@ -204,6 +204,18 @@ impl OrgKeys {
     pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
         format!("{}vsnap/{model}/part/{n:06}", self.root)
     }
+    /// The keyword index's segment manifest: which stored segments make the index, in order.
+    pub fn keyword_manifest(&self) -> String {
+        format!("{}kidx/manifest", self.root)
+    }
+    /// Every part of every keyword index segment (one scan loads them all).
+    pub fn keyword_segments(&self) -> String {
+        format!("{}kidx/seg/", self.root)
+    }
+    /// Part `n` of keyword index segment `segment`.
+    pub fn keyword_segment_part(&self, segment: &str, n: usize) -> String {
+        format!("{}kidx/seg/{segment}/{n:04}", self.root)
+    }
     /// The current event equivalent to a save (its normalized text, entity set, kind, payload
     /// and author hash to `text_hash`): a duplicate save returns it.
     pub fn duplicate(&self, text_hash: &str) -> String {

@@ -224,6 +224,25 @@ impl Engine {
         }
     }
 
+    /// Stores the caller's org memory index as segments when a write is due (so a fresh
+    /// instance loads it in a few reads): after the answer where the host has a background
+    /// port (natively), else now. Not from inside a script run, whose storage is its overlay.
+    pub async fn persist_memory(&self, caller: &Caller) {
+        if self.script.is_some() || !self.memory.segments_due(caller.org()) {
+            return;
+        }
+        match &self.ports.background {
+            Some(background) => {
+                let engine = self.script_copy(self.ports.clone(), false);
+                let caller = caller.clone();
+                background.spawn(Box::pin(async move {
+                    engine.memory.persist_segments(&engine.ports, &caller).await;
+                }));
+            }
+            None => self.memory.persist_segments(&self.ports, caller).await,
+        }
+    }
+
     /// `save_memory` and `memory.save`: saves, then reacts to the new events.
     pub async fn save_memory(&self, caller: &Caller, input: SaveInput) -> Result<Value, LoreError> {
         let (out, events) = self.memory.save(&self.ports, caller, input).await?;

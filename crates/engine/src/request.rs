@@ -113,6 +113,7 @@ impl Engine {
         if let Some(method) = method {
             self.audit(caller, method, started, &outcome).await;
         }
+        self.persist_memory(caller).await;
         outcome
     }
 

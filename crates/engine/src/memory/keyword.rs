@@ -58,20 +58,21 @@ impl Tokenizer {
 }
 
 /// One indexed event.
-struct Doc {
-    meta: DocMeta,
-    len: u32,
+pub(super) struct Doc {
+    pub(super) meta: DocMeta,
+    pub(super) len: u32,
 }
 
 /// The BM25 index of one org.
 #[derive(Default)]
 pub struct KeywordIndex {
-    docs: Vec<Doc>,
-    by_id: HashMap<String, usize>,
-    postings: HashMap<String, Vec<(u32, u32)>>,
-    total_len: u64,
+    pub(super) docs: Vec<Doc>,
+    pub(super) by_id: HashMap<String, usize>,
+    /// Per term, its documents (in increasing order) and the term's count in each.
+    pub(super) postings: HashMap<String, Vec<(u32, u32)>>,
+    pub(super) total_len: u64,
     /// Events replaced by a later event's `supersedes_event_id`, mapped to their replacement.
-    superseded_by: HashMap<String, String>,
+    pub(super) superseded_by: HashMap<String, String>,
     /// The org's event sequence number this index has caught up with.
     pub seq: u64,
 }

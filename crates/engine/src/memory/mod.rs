@@ -8,6 +8,7 @@
 //! one it has seen; an unchanged org costs one point read per search.
 
 mod cache;
+mod codec;
 pub mod event;
 mod inputs;
 pub mod keyword;
@@ -15,6 +16,7 @@ mod refresh;
 mod save;
 pub mod schemas;
 mod search;
+pub mod segments;
 pub mod semantic;
 mod service;
 pub mod vector;

@@ -9,12 +9,14 @@ use lore_directory::Caller;
 
 use super::event::Event;
 use super::keyword::KeywordIndex;
+use super::segments::{self, Persisted};
 use super::semantic::{
     MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, SNAPSHOT_MIN, Semantic, embed_all, encode,
     load_snapshot, store_snapshot, stored_vectors,
 };
 use super::service::{CachedIndex, MAX_CACHED_ORGS, MemoryService, RECENT_VECTORS};
 use lore_base::error::Result;
+use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
 use lore_base::storage::Batch;
@@ -34,6 +36,35 @@ pub(super) async fn stored_seq(ports: &Ports, keys: &OrgKeys) -> Result<(u64, Op
     Ok((seq, raw))
 }
 
+/// The events past sequence number `known`, in commit order, and the last sequence number
+/// read: one scan of the sequence entries, then each event.
+async fn events_after(ports: &Ports, keys: &OrgKeys, known: u64) -> Result<(Vec<Event>, u64)> {
+    let mut out = Vec::new();
+    let mut after = Some(keys.event_seq(known));
+    let mut last = known;
+    loop {
+        let page = ports
+            .storage
+            .scan(&keys.event_seqs(), after.as_deref(), 1000)
+            .await?;
+        for (key, ulid) in &page.entries {
+            last = key
+                .rsplit('/')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(last);
+            let ulid = String::from_utf8_lossy(ulid);
+            if let Some(bytes) = ports.storage.get(&keys.event(&ulid)).await? {
+                out.push(serde_json::from_slice(&bytes)?);
+            }
+        }
+        match page.cursor {
+            Some(c) => after = Some(c),
+            None => return Ok((out, last)),
+        }
+    }
+}
+
 /// Documents without a vector (number, event ulid), whether the snapshot is yet to be looked
 /// for, and the model's key.
 type Missing = (Vec<(u32, String)>, bool, String);
@@ -41,45 +72,42 @@ type Missing = (Vec<(u32, String)>, bool, String);
 impl MemoryService {
     /// Brings the caller's org index up to date with storage.
     ///
-    /// A new index loads every event with one scan, starting from the sequence number read
-    /// before the scan (events committed during the scan are seen twice, and inserting is
-    /// idempotent). A known index reads the sequence entries past its own and loads those events.
+    /// A new index loads the org's stored segments (one read and one scan, `segments.rs`) and
+    /// then reads the events past them; without usable segments it loads every event with one
+    /// scan, starting from the sequence number read before the scan (events committed during
+    /// the scan are seen twice, and inserting is idempotent). A known index reads the sequence
+    /// entries past its own and loads those events.
     pub(super) async fn refresh(&self, ports: &Ports, caller: &Caller) -> Result<()> {
         let org = caller.org();
-        let (seq, _) = stored_seq(ports, caller.keys()).await?;
+        let keys = caller.keys();
+        let (seq, _) = stored_seq(ports, keys).await?;
         let known = self.indexes.borrow().get(org).map(|c| c.index.seq);
-        let mut fresh: Vec<Event> = Vec::new();
-        let caught_up = match known {
-            Some(known) if known == seq => seq,
-            Some(known) => {
-                let keys = caller.keys();
-                let mut after = Some(keys.event_seq(known));
-                let mut last = known;
-                loop {
-                    let page = ports
-                        .storage
-                        .scan(&keys.event_seqs(), after.as_deref(), 1000)
-                        .await?;
-                    for (key, ulid) in &page.entries {
-                        last = key
-                            .rsplit('/')
-                            .next()
-                            .and_then(|n| n.parse().ok())
-                            .unwrap_or(last);
-                        let ulid = String::from_utf8_lossy(ulid);
-                        if let Some(bytes) = ports.storage.get(&keys.event(&ulid)).await? {
-                            fresh.push(serde_json::from_slice(&bytes)?);
-                        }
-                    }
-                    match page.cursor {
-                        Some(c) => after = Some(c),
-                        None => break,
-                    }
+        let mut loaded: Option<segments::Loaded> = None;
+        let mut persisted = Persisted::default();
+        let from = match known {
+            Some(known) => Some(known),
+            None => match segments::load(ports, keys, seq).await? {
+                Ok(l) => {
+                    let from = l.index.seq;
+                    loaded = Some(l);
+                    Some(from)
                 }
+                Err(stored) => {
+                    persisted = stored;
+                    None
+                }
+            },
+        };
+        let mut fresh: Vec<Event> = Vec::new();
+        let caught_up = match from {
+            Some(from) if from == seq => seq,
+            Some(from) => {
+                let (events, last) = events_after(ports, keys, from).await?;
+                fresh = events;
                 last
             }
             None => {
-                for (_, bytes) in ports.storage.scan_all(&caller.keys().events()).await? {
+                for (_, bytes) in ports.storage.scan_all(&keys.events()).await? {
                     fresh.push(serde_json::from_slice(&bytes)?);
                 }
                 seq
@@ -98,11 +126,18 @@ impl MemoryService {
                     indexes.remove(&oldest);
                 }
             }
-            let cached = indexes.entry(org.clone()).or_insert_with(|| CachedIndex {
-                index: KeywordIndex::default(),
-                semantic: None,
-                last_used: tick,
-                generation: tick,
+            let cached = indexes.entry(org.clone()).or_insert_with(|| {
+                let (index, persisted) = match loaded {
+                    Some(l) => (l.index, l.persisted),
+                    None => (KeywordIndex::default(), persisted),
+                };
+                CachedIndex {
+                    index,
+                    persisted,
+                    semantic: None,
+                    last_used: tick,
+                    generation: tick,
+                }
             });
             cached.last_used = tick;
             let generation = cached.generation;
@@ -118,6 +153,50 @@ impl MemoryService {
         self.refresh_vectors(ports, caller, generation, &fresh)
             .await;
         Ok(())
+    }
+
+    /// Whether a write of the org's index segments is due (a look at this instance's state).
+    pub fn segments_due(&self, org: &OrgId) -> bool {
+        self.indexes
+            .borrow()
+            .get(org)
+            .is_some_and(|c| segments::due(&c.index, &c.persisted))
+    }
+
+    /// Stores the caller's org index as segments where a write is due (`segments.rs`): the
+    /// documents past the stored segments once there are enough of them, or the whole index
+    /// over segments it could not use. Never fails a request: a problem is logged, and a
+    /// manifest another instance changed first leaves its segments standing.
+    pub async fn persist_segments(&self, ports: &Ports, caller: &Caller) {
+        let (org, keys) = (caller.org(), caller.keys());
+        let id = ports.random_hex(8);
+        let planned = {
+            let indexes = self.indexes.borrow();
+            let Some(cached) = indexes.get(org) else {
+                return;
+            };
+            segments::plan(&cached.index, &cached.persisted, keys, &id)
+                .map(|plan| (plan, cached.generation))
+        };
+        let Some((plan, generation)) = planned else {
+            return;
+        };
+        match segments::write(ports, keys, plan).await {
+            Ok(Some(persisted)) => {
+                if let Some(cached) = self
+                    .indexes
+                    .borrow_mut()
+                    .get_mut(org)
+                    .filter(|c| c.generation == generation)
+                {
+                    cached.persisted = persisted;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, org = %org, "could not store keyword index segments")
+            }
+        }
     }
 
     /// Keeps vectors embedded at save time for this instance's next refresh.

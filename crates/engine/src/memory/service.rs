@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use super::cache::EventCache;
 use super::keyword::{KeywordIndex, Tokenizer};
+use super::segments::Persisted;
 use super::semantic::Semantic;
 use lore_base::ids::OrgId;
 
@@ -18,6 +19,8 @@ pub(super) const EVENT_CACHE_BYTES: usize = 16 << 20;
 /// An org's indexes and when this instance last used them.
 pub(super) struct CachedIndex {
     pub(super) index: KeywordIndex,
+    /// What this instance knows of the index's stored segments.
+    pub(super) persisted: Persisted,
     /// The vectors of the index's documents under the current embedder, if there is one.
     pub(super) semantic: Option<Semantic>,
     pub(super) last_used: u64,

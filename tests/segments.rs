@@ -1,0 +1,309 @@
+//! The keyword index as stored segments (`lore_engine::memory::segments`): a fresh instance
+//! answers `search_memory` with the same number of storage reads whatever the org's size;
+//! corrupt, foreign and stale segments are detected and replaced, never trusted; a failed
+//! segment write loses nothing; and every segment key is the org's.
+
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use lore_base::ids::OrgId;
+use lore_base::keys::OrgKeys;
+use lore_base::ports::{Clock, Ports};
+use lore_base::storage::Storage;
+use lore_base::storage::memory::MemoryStorage;
+use lore_directory::Caller;
+use lore_directory::admin;
+use lore_engine::memory::segments::{Manifest, SEGMENT_EVENTS};
+use lore_front::{Config, Lore};
+use lore_testing::faulty::FaultyStorage;
+use lore_testing::ports::SeqRandom;
+
+/// A clock that stands still: usage counters never come due mid-test, so reads counted are
+/// the search's own.
+struct StillClock;
+
+impl Clock for StillClock {
+    fn now_ms(&self) -> i64 {
+        1_767_225_600_000
+    }
+}
+
+/// A fresh instance (empty caches) over `store`, counting what it reads.
+fn instance(store: Rc<dyn Storage>, seed: u64) -> (Lore, Rc<FaultyStorage>) {
+    let counted = Rc::new(FaultyStorage::new(store));
+    let ports = Ports {
+        storage: counted.clone(),
+        clock: Rc::new(StillClock),
+        random: Rc::new(SeqRandom::seeded(seed)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    (Lore::new(ports, Config::default()), counted)
+}
+
+fn owner(lore: &Lore) -> Caller {
+    block_on(lore.local_caller(Some("acme"))).expect("the local owner")
+}
+
+fn call(lore: &Lore, caller: &Caller, tool: &str, args: Value) -> Value {
+    block_on(lore.call_tool(caller, tool, args)).unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+/// A store with org `acme` holding `n` memories that all mention "heron".
+fn org_with(n: usize) -> Rc<MemoryStorage> {
+    let store = Rc::new(MemoryStorage::new());
+    let (lore, _) = instance(store.clone(), 1);
+    block_on(admin::init(lore.ports(), "acme")).unwrap();
+    let caller = owner(&lore);
+    let topics = [
+        "billing", "kafka", "runbook", "postgres", "deploy", "oncall", "renewal",
+    ];
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<Value> = (i..n.min(i + 100))
+            .map(|k| {
+                json!({"content": format!("memory {k}: the heron watched the {} work, note {}", topics[k % topics.len()], k * 7919 % 1000)})
+            })
+            .collect();
+        call(&lore, &caller, "save_memory", json!({ "memories": batch }));
+        i += 100;
+    }
+    store
+}
+
+/// The ids `search_memory` answers.
+fn search(lore: &Lore, caller: &Caller, query: &str) -> Vec<String> {
+    let out = call(
+        lore,
+        caller,
+        "search_memory",
+        json!({"query": query, "limit": 10}),
+    );
+    out["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Storage reads of one cold `search_memory` (the caller resolved first, not counted), and
+/// its answer.
+fn cold_search(store: Rc<MemoryStorage>, query: &str) -> (u64, Vec<String>) {
+    let (lore, counted) = instance(store, 9);
+    let caller = owner(&lore);
+    let (before, _, _) = counted.counts();
+    let ids = search(&lore, &caller, query);
+    let (after, _, _) = counted.counts();
+    (after - before, ids)
+}
+
+fn manifest(store: &MemoryStorage) -> Option<Manifest> {
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    block_on(store.get(&keys.keyword_manifest()))
+        .unwrap()
+        .map(|raw| serde_json::from_slice(&raw).unwrap())
+}
+
+/// Writes the segments the warm instance owes and leaves `tail` more memories past them.
+fn settled(n: usize, tail: usize) -> Rc<MemoryStorage> {
+    let store = org_with(n);
+    let (lore, _) = instance(store.clone(), 2);
+    let caller = owner(&lore);
+    // A search loads (or builds) the index; the call's end writes what is due.
+    search(&lore, &caller, "heron");
+    let covered: u32 = manifest(&store)
+        .expect("segments written")
+        .segments
+        .iter()
+        .map(|s| s.docs)
+        .sum();
+    assert_eq!(covered as usize, n, "every memory is in a segment");
+    for k in 0..tail {
+        call(
+            &lore,
+            &caller,
+            "save_memory",
+            json!({"content": format!("a late heron note {k}")}),
+        );
+    }
+    store
+}
+
+#[test]
+fn a_cold_search_reads_the_same_at_one_thousand_and_at_one_hundred_thousand_memories() {
+    let tail = SEGMENT_EVENTS as usize / 2;
+    let small = settled(1_000, tail);
+    let large = settled(100_000, tail);
+    let (small_reads, small_ids) = cold_search(small.clone(), "heron kafka");
+    let (large_reads, large_ids) = cold_search(large.clone(), "heron kafka");
+    eprintln!(
+        "a cold search_memory: {small_reads} reads at 1,000 memories, {large_reads} at 100,000"
+    );
+    assert_eq!(small_ids.len(), 10);
+    assert_eq!(large_ids.len(), 10);
+    assert_eq!(
+        small_reads, large_reads,
+        "a cold search reads {small_reads} times at 1,000 memories and {large_reads} at 100,000"
+    );
+    // The events past the segments, the sequence number, the manifest, the parts' scan, the
+    // sequence entries' scan and the hits: a few dozen, whatever the size.
+    assert!(small_reads <= 64, "{small_reads} reads");
+    // The segments hold what the events hold: a warm instance that built its index from the
+    // events answers the same.
+    let (warm, _) = instance(large.clone(), 3);
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    block_on(large.delete(&keys.keyword_manifest())).unwrap();
+    assert_eq!(search(&warm, &owner(&warm), "heron kafka"), large_ids);
+}
+
+#[test]
+fn segments_stay_few_as_the_org_grows() {
+    let store = org_with(0);
+    let (lore, _) = instance(store.clone(), 4);
+    let caller = owner(&lore);
+    // Saves one by one, with a search now and then (a search brings the index up to date; the
+    // call's end writes the segments due).
+    for k in 0..3_000 {
+        call(
+            &lore,
+            &caller,
+            "save_memory",
+            json!({"content": format!("heron sighting number {k}")}),
+        );
+        if k % 40 == 39 {
+            search(&lore, &caller, "heron");
+        }
+    }
+    let m = manifest(&store).expect("segments written");
+    let covered: u32 = m.segments.iter().map(|s| s.docs).sum();
+    assert!(
+        3_000 - covered < SEGMENT_EVENTS,
+        "{covered} of 3000 in segments"
+    );
+    assert!(m.segments.len() <= 12, "{} segments", m.segments.len());
+    let (_, ids) = cold_search(store, "sighting 2999");
+    assert!(ids.len() == 10);
+}
+
+#[test]
+fn a_corrupt_segment_is_detected_and_replaced() {
+    let store = settled(200, 3);
+    let (_, expected) = cold_search(store.clone(), "heron postgres");
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    let m = manifest(&store).unwrap();
+    let first = &m.segments[0];
+    let part = keys.keyword_segment_part(&first.id, 0);
+    let mut bytes = block_on(store.get(&part)).unwrap().unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    block_on(store.put(&part, bytes)).unwrap();
+    // The checksum fails: the fresh instance builds from the events, answers the same, and
+    // replaces the segments.
+    let (_, ids) = cold_search(store.clone(), "heron postgres");
+    assert_eq!(ids, expected);
+    let replaced = manifest(&store).unwrap();
+    assert_ne!(replaced, m);
+    assert!(replaced.segments.iter().all(|s| s.id != first.id));
+    let (_, again) = cold_search(store, "heron postgres");
+    assert_eq!(again, expected);
+}
+
+#[test]
+fn foreign_and_stale_manifests_are_not_trusted() {
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    for spoil in ["format", "seq", "garbage", "missing part"] {
+        let store = settled(150, 1);
+        let (_, expected) = cold_search(store.clone(), "heron deploy");
+        let mut m = manifest(&store).unwrap();
+        let raw = match spoil {
+            "format" => {
+                m.format = 99;
+                serde_json::to_vec(&m).unwrap()
+            }
+            "seq" => {
+                m.segments.last_mut().unwrap().to_seq += 1_000;
+                serde_json::to_vec(&m).unwrap()
+            }
+            "missing part" => {
+                let part = keys.keyword_segment_part(&m.segments[0].id, 0);
+                block_on(store.delete(&part)).unwrap();
+                serde_json::to_vec(&m).unwrap()
+            }
+            _ => b"{not json".to_vec(),
+        };
+        block_on(store.put(&keys.keyword_manifest(), raw)).unwrap();
+        let (_, ids) = cold_search(store.clone(), "heron deploy");
+        assert_eq!(ids, expected, "{spoil}");
+        let fixed = manifest(&store).expect("replaced");
+        assert_eq!(
+            fixed.format,
+            lore_engine::memory::segments::FORMAT,
+            "{spoil}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_segment_write_loses_no_memory() {
+    let store = org_with(100);
+    let (lore, counted) = instance(store.clone(), 5);
+    let caller = owner(&lore);
+    // A first call flushes the usage counters (the clock stands still: never again), so the
+    // only commit of the search below is the segment write after it: fail that one.
+    call(&lore, &caller, "search_sdk", json!({"query": "memory"}));
+    counted.fail_commit_at(1);
+    let _ = block_on(lore.call_tool(&caller, "search_memory", json!({"query": "heron"})));
+    counted.heal();
+    assert!(
+        manifest(&store).is_none(),
+        "the failed commit was the segment write"
+    );
+    for k in 0..5 {
+        call(
+            &lore,
+            &caller,
+            "save_memory",
+            json!({"content": format!("after the crash, heron {k}")}),
+        );
+    }
+    let (fresh, _) = instance(store.clone(), 6);
+    let out = call(
+        &fresh,
+        &owner(&fresh),
+        "search_memory",
+        json!({"query": "after the crash", "limit": 20}),
+    );
+    assert_eq!(out["results"].as_array().unwrap().len(), 5);
+    let all = call(
+        &fresh,
+        &owner(&fresh),
+        "query_sql",
+        json!({"sql": "SELECT COUNT(*) AS n FROM events"}),
+    );
+    assert_eq!(all["rows"][0][0], json!(105), "{all}");
+}
+
+#[test]
+fn segment_keys_are_the_orgs_own() {
+    let store = settled(120, 0);
+    let (lore, _) = instance(store.clone(), 7);
+    block_on(admin::create_org(lore.ports(), "globex")).unwrap();
+    let all = block_on(store.scan_all("o/")).unwrap();
+    let segment_keys: Vec<&String> = all
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.contains("kidx/"))
+        .collect();
+    assert!(!segment_keys.is_empty());
+    for key in segment_keys {
+        assert!(key.starts_with("o/acme/kidx/"), "{key}");
+    }
+    // Another org's cold search reads none of them and finds nothing of acme's.
+    let globex = block_on(lore.local_caller(Some("globex"))).unwrap();
+    assert!(search(&lore, &globex, "heron").is_empty());
+}
