@@ -157,9 +157,31 @@ pub(crate) enum Command {
     Backup(BackupArgs),
     /// Replace the database with a backup (checked first; the server must be stopped).
     Restore(RestoreArgs),
-    /// Check the database: integrity, schema, WAL mode and synchronous level. Exits 1 on a
-    /// problem.
-    Doctor(DoctorArgs),
+    /// Check the database: integrity, schema, WAL mode and synchronous level, then each org's
+    /// stored memory index (keyword segments, vector snapshot) as a fresh server would load it.
+    /// Exits 1 on a problem.
+    Doctor {
+        #[command(flatten)]
+        args: DoctorArgs,
+        /// Only this org's memory index.
+        #[arg(long)]
+        org: Option<String>,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
+    },
+    /// Rebuild the stored memory index (keyword segments, vector snapshot) of every org, or of
+    /// one, from its events, and report it. Safe while `lore serve` runs.
+    Reindex {
+        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+        db: PathBuf,
+        /// Only this org.
+        #[arg(long)]
+        org: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
+    },
 }
 
 #[derive(Subcommand)]

@@ -63,6 +63,49 @@ fn open(db: &Path, embedder: &EmbedderChoice) -> anyhow::Result<Lore> {
     Ok(Lore::new(ports, Config::default()))
 }
 
+/// Prints `Lore::memory_index`'s report for people: a line per org.
+fn print_memory_index(index: &Value) {
+    println!("memory index (what a fresh server loads):");
+    for org in index["orgs"].as_array().into_iter().flatten() {
+        let name = org["org"].as_str().unwrap_or("?");
+        if let Some(error) = org["error"].as_str() {
+            println!("  FAIL  {name:<20} {error}");
+            continue;
+        }
+        let k = &org["keyword_segments"];
+        let mark = if org["healthy"] == true {
+            "ok  "
+        } else {
+            "FAIL"
+        };
+        let mut line = format!(
+            "  {mark}  {name:<20} {} events; keyword segments {}",
+            org["events"],
+            k["state"].as_str().unwrap_or("?")
+        );
+        if k["state"] == "healthy" {
+            line.push_str(&format!(
+                " ({} segments, {} documents, {} bytes, to event {})",
+                k["segments"], k["documents"], k["bytes"], k["covers_seq"]
+            ));
+        }
+        if let Some(why) = k["why"].as_str() {
+            line.push_str(&format!(": {why}"));
+        }
+        let snap = &org["vectors"]["snapshot"];
+        if let Some(state) = snap["state"].as_str() {
+            line.push_str(&format!("; vector snapshot {state}"));
+            if state != "none" {
+                line.push_str(&format!(
+                    " ({} vectors, {} bytes)",
+                    snap["vectors"], snap["bytes"]
+                ));
+            }
+        }
+        println!("{line}");
+    }
+}
+
 fn print_json(v: &Value) {
     outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
@@ -292,15 +335,54 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Token { command } => token(command),
         Command::Backup(a) => copied(lore::backup::backup(&a.db, &a.file, a.force)?, a.json),
         Command::Restore(a) => copied(lore::backup::restore(&a.file, &a.db, a.force)?, a.json),
-        Command::Doctor(a) => {
+        Command::Doctor {
+            args: a,
+            org,
+            embeddings,
+        } => {
             let report = lore::backup::doctor(&a.db);
+            // The memory index only of a database that opened and checked out.
+            let index = if report.ok {
+                let lore = open(&a.db, &embeddings.choice()?)?;
+                Some(block_on(lore.memory_index(org.as_deref(), false))?)
+            } else {
+                None
+            };
             if a.json {
-                print_json(&serde_json::to_value(&report)?);
+                let mut out = serde_json::to_value(&report)?;
+                out["memory_index"] = index.clone().unwrap_or(Value::Null);
+                print_json(&out);
             } else {
                 lore::backup::print_report(&report);
+                if let Some(index) = &index {
+                    print_memory_index(index);
+                }
             }
             if !report.ok {
                 bail!("{} has problems (see the report)", a.db.display());
+            }
+            if index.is_some_and(|i| i["healthy"] != true) {
+                bail!(
+                    "a memory index is unusable (see the report); `lore reindex` rebuilds it (servers also rebuild it themselves)"
+                );
+            }
+            Ok(())
+        }
+        Command::Reindex {
+            db,
+            org,
+            json: json_out,
+            embeddings,
+        } => {
+            let lore = open(&db, &embeddings.choice()?)?;
+            let index = block_on(lore.memory_index(org.as_deref(), true))?;
+            if json_out {
+                print_json(&index);
+            } else {
+                print_memory_index(&index);
+            }
+            if index["healthy"] != true {
+                bail!("an org's memory index could not be rebuilt (see the report)");
             }
             Ok(())
         }

@@ -307,3 +307,53 @@ fn segment_keys_are_the_orgs_own() {
     let globex = block_on(lore.local_caller(Some("globex"))).unwrap();
     assert!(search(&lore, &globex, "heron").is_empty());
 }
+
+#[test]
+fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
+    let store = settled(300, 2);
+    let (lore, _) = instance(store.clone(), 8);
+    let report = block_on(lore.memory_index(None, false)).unwrap();
+    assert_eq!(report["healthy"], json!(true), "{report}");
+    let acme = &report["orgs"][0];
+    assert_eq!(acme["org"], json!("acme"));
+    assert_eq!(
+        acme["keyword_segments"]["state"],
+        json!("healthy"),
+        "{acme}"
+    );
+    assert_eq!(acme["keyword_segments"]["documents"], json!(300), "{acme}");
+    assert_eq!(acme["events"], json!(302), "{acme}");
+
+    // A flipped byte in a part: the report says so without changing anything.
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    let m = manifest(&store).unwrap();
+    let part = keys.keyword_segment_part(&m.segments[0].id, 0);
+    let mut bytes = block_on(store.get(&part)).unwrap().unwrap();
+    bytes[3] ^= 0x01;
+    block_on(store.put(&part, bytes.clone())).unwrap();
+    let (doctor, _) = instance(store.clone(), 10);
+    let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();
+    assert_eq!(report["healthy"], json!(false), "{report}");
+    let k = &report["orgs"][0]["keyword_segments"];
+    assert_eq!(k["state"], json!("unusable"), "{k}");
+    assert!(k["why"].as_str().unwrap().contains("checksum"), "{k}");
+    assert_eq!(block_on(store.get(&part)).unwrap().unwrap(), bytes);
+
+    // Reindex rebuilds every segment from the events; the answer stays the same.
+    let (_, expected) = cold_search(store.clone(), "heron oncall");
+    let rebuilt = block_on(doctor.memory_index(Some("acme"), true)).unwrap();
+    assert_eq!(rebuilt["healthy"], json!(true), "{rebuilt}");
+    let k = &rebuilt["orgs"][0]["keyword_segments"];
+    assert_eq!(k["documents"], json!(302), "{k}");
+    assert_eq!(k["covers_seq"], json!(302), "{k}");
+    assert!(
+        block_on(store.get(&part)).unwrap().is_none(),
+        "the old part is gone"
+    );
+    let (_, ids) = cold_search(store.clone(), "heron oncall");
+    assert_eq!(ids, expected);
+
+    // An unknown org is a clear error, not an empty report.
+    let err = block_on(doctor.memory_index(Some("nope"), false)).unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+}

@@ -204,6 +204,10 @@ impl OrgKeys {
     pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
         format!("{}vsnap/{model}/part/{n:06}", self.root)
     }
+    /// Every part of that snapshot (one scan reads them all).
+    pub fn vector_snapshot_parts(&self, model: &str) -> String {
+        format!("{}vsnap/{model}/part/", self.root)
+    }
     /// The keyword index's segment manifest: which stored segments make the index, in order.
     pub fn keyword_manifest(&self) -> String {
         format!("{}kidx/manifest", self.root)

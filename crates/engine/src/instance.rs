@@ -224,6 +224,16 @@ impl Engine {
         }
     }
 
+    /// The caller's org's stored memory index as a fresh instance finds it (`lore doctor`).
+    pub async fn memory_health(&self, caller: &Caller) -> Result<Value, LoreError> {
+        self.memory.health(&self.ports, caller).await
+    }
+
+    /// Rebuilds the caller's org's stored memory index from its events (`lore reindex`).
+    pub async fn reindex_memory(&self, caller: &Caller) -> Result<Value, LoreError> {
+        self.memory.reindex(&self.ports, caller).await
+    }
+
     /// Stores the caller's org memory index as segments when a write is due (so a fresh
     /// instance loads it in a few reads): after the answer where the host has a background
     /// port (natively), else now. Not from inside a script run, whose storage is its overlay.

@@ -84,6 +84,40 @@ impl Lore {
             .await
     }
 
+    /// Each org's stored memory index as a fresh instance finds it (`lore doctor`, the
+    /// operator route `doctor`), or one org's. With `reindex`, rebuilds them from the events
+    /// first (`lore reindex`). An org whose owner is gone is reported, not skipped silently.
+    pub async fn memory_index(&self, org: Option<&str>, reindex: bool) -> Result<Value, LoreError> {
+        let orgs = match org {
+            Some(name) => {
+                let id = lore_base::ids::OrgId::parse(name)?;
+                let org: lore_base::model::Org = self
+                    .ports()
+                    .record(&lore_base::keys::org(&id))
+                    .await?
+                    .ok_or_else(|| LoreError::not_found(format!("org {id}")))?;
+                vec![org]
+            }
+            None => lore_directory::admin::list_orgs(self.ports()).await?,
+        };
+        let mut out = Vec::with_capacity(orgs.len());
+        for org in orgs {
+            let report =
+                match lore_directory::caller::behavior_owner(self.ports(), &org.id, &org.owner)
+                    .await
+                {
+                    Ok(caller) if reindex => self.engine.reindex_memory(&caller).await,
+                    Ok(caller) => self.engine.memory_health(&caller).await,
+                    Err(e) => Err(e),
+                };
+            out.push(report.unwrap_or_else(
+                |e| json!({ "org": org.id, "healthy": false, "error": e.to_string() }),
+            ));
+        }
+        let healthy = out.iter().all(|r| r["healthy"] == true);
+        Ok(json!({ "healthy": healthy, "orgs": out }))
+    }
+
     /// The ports this instance reaches the world through (the engine's).
     pub fn ports(&self) -> &Ports {
         &self.engine.ports

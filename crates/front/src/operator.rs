@@ -1,5 +1,6 @@
 //! Operator routes: `lore init` (with the owner's sign-in password), `lore org create|list`
-//! and `lore token create|list|revoke` for a deployment whose database no `lore` CLI can open
+//! `lore token create|list|revoke`, and `lore doctor`'s and `lore reindex`'s memory index
+//! report and rebuild (`doctor`, `reindex`, each with an optional `org`) for a deployment whose database no `lore` CLI can open
 //! (a Worker's D1, a Spin app's SQLite). They call the same [`lore_directory::admin`] functions as the
 //! CLI.
 //!
@@ -9,12 +10,12 @@
 //! `Authorization: Bearer <that secret>`; without the secret every such path is a plain 404.
 //! Delete the secret when you are done to close the door.
 
+use crate::instance::Lore;
 use crate::responses::json_response;
 use http::{Method, Request, Response, StatusCode};
 use lore_base::error::LoreError;
 use lore_base::keys::sha256_hex;
 use lore_base::model::{Role, Scopes};
-use lore_base::ports::Ports;
 use lore_directory::admin::{self, TokenRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -37,6 +38,13 @@ struct InitArgs {
 #[serde(deny_unknown_fields)]
 struct OrgArgs {
     name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct MaybeOrg {
+    #[serde(default)]
+    org: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -95,13 +103,13 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Refusal> {
 
 /// Serves an operator request, or `None` when the path is not one (or the routes are off).
 pub async fn handle(
-    ports: &Ports,
+    lore: &Lore,
     secret: Option<&str>,
     request: &Request<Vec<u8>>,
 ) -> Option<Response<Vec<u8>>> {
     let action = request.uri().path().strip_prefix(PREFIX)?;
     let secret = secret?;
-    let (status, body) = match serve(ports, secret, action, request).await {
+    let (status, body) = match serve(lore, secret, action, request).await {
         Ok(value) => (StatusCode::OK, value),
         Err(refusal) => refusal,
     };
@@ -111,7 +119,7 @@ pub async fn handle(
 /// An operator request on a route that is on: the secret's length, the method and the bearer
 /// are checked before the action runs.
 async fn serve(
-    ports: &Ports,
+    lore: &Lore,
     secret: &str,
     action: &str,
     request: &Request<Vec<u8>>,
@@ -147,10 +155,11 @@ async fn serve(
             "operator routes need Authorization: Bearer <LORE_OPERATOR_SECRET>",
         ));
     }
-    run(ports, action, request.body()).await
+    run(lore, action, request.body()).await
 }
 
-async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal> {
+async fn run(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, Refusal> {
+    let ports = lore.ports();
     match action {
         "init" => {
             let args: InitArgs = parse(body)?;
@@ -219,11 +228,17 @@ async fn run(ports: &Ports, action: &str, body: &[u8]) -> Result<Value, Refusal>
                 .map_err(from_lore)?;
             Ok(json!({ "revoked": args.token_id }))
         }
+        "doctor" | "reindex" => {
+            let args: MaybeOrg = parse(body)?;
+            lore.memory_index(args.org.as_deref(), action == "reindex")
+                .await
+                .map_err(from_lore)
+        }
         other => Err(refuse(
             StatusCode::NOT_FOUND,
             "not_found",
             format!(
-                "no operator action {other:?}; actions: init, org-create, org-list, token-create, token-list, token-revoke"
+                "no operator action {other:?}; actions: init, org-create, org-list, token-create, token-list, token-revoke, doctor, reindex"
             ),
         )),
     }

@@ -63,8 +63,7 @@ impl Lore {
             );
         }
         let secret = self.config.operator_secret.as_deref();
-        if let Some(response) = crate::operator::handle(&self.engine.ports, secret, &request).await
-        {
+        if let Some(response) = crate::operator::handle(self, secret, &request).await {
             return response;
         }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();

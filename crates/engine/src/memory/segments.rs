@@ -99,25 +99,55 @@ fn digest(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// Why stored segments cannot be used.
+pub struct Unusable {
+    /// What is stored, for the rebuild to replace.
+    pub persisted: Persisted,
+    /// `None`: no segments are stored.
+    pub why: Option<String>,
+}
+
 /// Loads the org's index from its segments: one read of the manifest and one scan of the
-/// parts. `Err(persisted)` when there are no usable segments (none stored, or unusable, which
-/// is logged), with what is stored, for the rebuild from the events to replace.
+/// parts. `Err` when there are no usable segments (none stored, or unusable, which is logged),
+/// with what is stored, for the rebuild from the events to replace.
 pub async fn load(
     ports: &Ports,
     keys: &OrgKeys,
     stored_seq: u64,
 ) -> Result<std::result::Result<Loaded, Persisted>> {
+    Ok(match read(ports, keys, stored_seq).await? {
+        Ok(loaded) => Ok(loaded),
+        Err(Unusable { persisted, why }) => {
+            if let Some(why) = why {
+                tracing::warn!(
+                    why,
+                    "the keyword index segments are unusable; rebuilding from the events"
+                );
+            }
+            Err(persisted)
+        }
+    })
+}
+
+/// [`load`] without the log: the index, or why there is none.
+pub async fn read(
+    ports: &Ports,
+    keys: &OrgKeys,
+    stored_seq: u64,
+) -> Result<std::result::Result<Loaded, Unusable>> {
     let Some(raw) = ports.storage.get(&keys.keyword_manifest()).await? else {
-        return Ok(Err(Persisted::default()));
+        return Ok(Err(Unusable {
+            persisted: Persisted::default(),
+            why: None,
+        }));
     };
     let unusable = |why: &str| {
-        tracing::warn!(
-            why,
-            "the keyword index segments are unusable; rebuilding from the events"
-        );
-        Ok(Err(Persisted {
-            raw: Some(raw.clone()),
-            segments: Vec::new(),
+        Ok(Err(Unusable {
+            persisted: Persisted {
+                raw: Some(raw.clone()),
+                segments: Vec::new(),
+            },
+            why: Some(why.to_string()),
         }))
     };
     let manifest: Manifest = match serde_json::from_slice(&raw) {
@@ -165,6 +195,58 @@ pub async fn load(
             segments: manifest.segments,
         },
     }))
+}
+
+/// What `lore doctor` reports of an org's keyword index segments.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    /// `healthy`, `none` (not written yet: the org is small, or new) or `unusable` (the next
+    /// request rebuilds them from the events).
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    pub segments: usize,
+    pub documents: u32,
+    pub bytes: u64,
+    /// The event sequence number the segments reach, and the org's.
+    pub covers_seq: u64,
+    pub stored_seq: u64,
+}
+
+/// Reads and checks the org's segments as a fresh instance would (every checksum, every
+/// decode), without changing anything.
+pub async fn inspect(ports: &Ports, keys: &OrgKeys, stored_seq: u64) -> Result<Health> {
+    Ok(match read(ports, keys, stored_seq).await? {
+        Ok(Loaded { index, persisted }) => Health {
+            state: "healthy",
+            why: None,
+            segments: persisted.segments.len(),
+            documents: persisted.covered(),
+            bytes: persisted.segments.iter().map(|s| s.bytes).sum(),
+            covers_seq: index.seq,
+            stored_seq,
+        },
+        Err(Unusable { why, .. }) => Health {
+            state: if why.is_some() { "unusable" } else { "none" },
+            why,
+            segments: 0,
+            documents: 0,
+            bytes: 0,
+            covers_seq: 0,
+            stored_seq,
+        },
+    })
+}
+
+/// Deletes every stored segment of the org and its manifest (for `lore reindex`).
+pub async fn clear(ports: &Ports, keys: &OrgKeys) -> Result<()> {
+    let mut batch = Batch::new();
+    batch.delete(keys.keyword_manifest());
+    for (key, _) in ports.storage.scan_all(&keys.keyword_segments()).await? {
+        batch.delete(key);
+    }
+    ports.storage.commit(batch).await?;
+    Ok(())
 }
 
 /// The size tier of a segment of `docs` documents: 0 up to [`SEGMENT_EVENTS`] × [`TIER`], 1 up

@@ -278,15 +278,23 @@ pub async fn load_snapshot(ports: &Ports, keys: &OrgKeys, model: &str) -> Option
             return None;
         }
     };
+    // One scan for every part, whatever the snapshot's size.
+    let parts: HashMap<String, Vec<u8>> = match ports
+        .storage
+        .scan_all(&keys.vector_snapshot_parts(model))
+        .await
+    {
+        Ok(parts) => parts.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the vector index snapshot");
+            return None;
+        }
+    };
     let mut bytes = Vec::with_capacity(head.bytes);
     for part in 0..head.parts {
-        match ports
-            .storage
-            .get(&keys.vector_snapshot_part(model, part))
-            .await
-        {
-            Ok(Some(b)) => bytes.extend_from_slice(&b),
-            _ => return None,
+        match parts.get(&keys.vector_snapshot_part(model, part)) {
+            Some(b) => bytes.extend_from_slice(b),
+            None => return None,
         }
     }
     if bytes.len() != head.bytes || digest(&bytes) != head.sha256 {
@@ -327,8 +335,47 @@ pub async fn store_snapshot(
     Ok(())
 }
 
-/// The stored vectors under `model` for the given event ulids: one scan of the org's vectors
-/// when many are wanted (a cold start), else one read each.
+/// What `lore doctor` reports of the org's vector index snapshot for `model`: `none`,
+/// `healthy` (every part present and the checksum right) or `unusable` (rebuilt when due).
+pub async fn snapshot_health(
+    ports: &Ports,
+    keys: &OrgKeys,
+    model: &str,
+) -> Result<serde_json::Value> {
+    let head: Option<SnapshotHead> = ports.record(&keys.vector_snapshot(model)).await?;
+    Ok(match head {
+        None => serde_json::json!({ "state": "none" }),
+        Some(head) => {
+            let ok = load_snapshot(ports, keys, model).await.is_some();
+            serde_json::json!({
+                "state": if ok { "healthy" } else { "unusable" },
+                "vectors": head.vectors,
+                "parts": head.parts,
+                "bytes": head.bytes,
+            })
+        }
+    })
+}
+
+/// Deletes the org's vector index snapshot for `model` (for `lore reindex`).
+pub async fn clear_snapshot(ports: &Ports, keys: &OrgKeys, model: &str) -> Result<()> {
+    let mut batch = Batch::new();
+    batch.delete(keys.vector_snapshot(model));
+    for (key, _) in ports
+        .storage
+        .scan_all(&keys.vector_snapshot_parts(model))
+        .await?
+    {
+        batch.delete(key);
+    }
+    ports.storage.commit(batch).await?;
+    Ok(())
+}
+
+/// The stored vectors under `model` for the given event ulids: one read each when few are
+/// wanted, else a scan of the org's vectors from the oldest ulid wanted on (ulids grow with
+/// time, so after a snapshot the wanted ones are mostly the newest; the scan stops once it has
+/// them all).
 pub async fn stored_vectors(
     ports: &Ports,
     keys: &OrgKeys,
@@ -338,10 +385,28 @@ pub async fn stored_vectors(
 ) -> Result<HashMap<String, Vec<f32>>> {
     let mut out = HashMap::new();
     if ulids.len() > 64 {
+        let wanted: std::collections::HashSet<&str> = ulids.iter().map(String::as_str).collect();
+        let oldest = ulids.iter().min().expect("more than 64");
         let prefix = keys.vectors(model);
-        for (key, bytes) in ports.storage.scan_all(&prefix).await? {
-            if let Some(v) = decode(&bytes, dims) {
-                out.insert(key[prefix.len()..].to_string(), v);
+        if let Some(bytes) = ports.storage.get(&keys.vector(model, oldest)).await?
+            && let Some(v) = decode(&bytes, dims)
+        {
+            out.insert(oldest.clone(), v);
+        }
+        let mut after = Some(keys.vector(model, oldest));
+        while out.len() < wanted.len() {
+            let page = ports.storage.scan(&prefix, after.as_deref(), 512).await?;
+            for (key, bytes) in &page.entries {
+                let ulid = &key[prefix.len()..];
+                if wanted.contains(ulid)
+                    && let Some(v) = decode(bytes, dims)
+                {
+                    out.insert(ulid.to_string(), v);
+                }
+            }
+            match page.cursor {
+                Some(c) => after = Some(c),
+                None => break,
             }
         }
         return Ok(out);

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Cold and warm `search_memory` by org size on `lore serve`, Workers (workerd) and Spin (dev
+# host), side by side in one run: `bash bench/cold.sh`. SIZES (default "0 1000 10000"; add
+# 100000 for the largest), ROUNDS (5), WARM (60) and TARGETS ("native worker spin") override the
+# defaults; see bench/cold.mjs. Builds `lore` (release), the Workers bundle and the Spin
+# component and dev host first, and runs copies of them. Loopback traffic only.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=scripts/worker-tools
+source scripts/worker-tools
+cargo build --release --bin lore -q
+bash scripts/build-worker >/dev/null
+bash scripts/build-spin >/dev/null
+# Copies, so that another build into the shared target dir cannot swap them mid-run.
+BIN=$(mktemp -d "${TMPDIR:-/tmp}/lore-bench-cold-bin.XXXXXX")
+trap 'rm -rf "$BIN"' EXIT
+cp "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/spin/lore-spin-host" "$CARGO_TARGET_DIR/spin/lore_spin.wasm" "$BIN/"
+LORE_RELEASE_BIN=$BIN/lore SPIN_HOST=$BIN/lore-spin-host SPIN_COMPONENT=$BIN/lore_spin.wasm \
+    "$NODE" bench/cold.mjs
