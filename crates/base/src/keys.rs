@@ -62,7 +62,12 @@ use crate::ids::OrgId;
 
 /// SHA-256 of `text`, lowercase hex: how secrets and caller-chosen keys enter the key space.
 pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
+    sha256_hex_bytes(text.as_bytes())
+}
+
+/// The SHA-256 of `bytes`, in lowercase hex (stored segments' and snapshots' checksums).
+pub fn sha256_hex_bytes(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

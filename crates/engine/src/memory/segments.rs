@@ -24,11 +24,10 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::keyword::KeywordIndex;
 use lore_base::error::Result;
-use lore_base::keys::OrgKeys;
+use lore_base::keys::{OrgKeys, sha256_hex_bytes};
 use lore_base::ports::Ports;
 use lore_base::storage::{Batch, StorageError};
 
@@ -90,13 +89,6 @@ impl Persisted {
 pub struct Loaded {
     pub index: KeywordIndex,
     pub persisted: Persisted,
-}
-
-fn digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Why stored segments cannot be used.
@@ -176,7 +168,7 @@ pub async fn read(
                 None => return unusable("a segment part is missing"),
             }
         }
-        if bytes.len() as u64 != segment.bytes || digest(&bytes) != segment.sha256 {
+        if bytes.len() as u64 != segment.bytes || sha256_hex_bytes(&bytes) != segment.sha256 {
             return unusable("a segment does not match its checksum");
         }
         let before = index.len();
@@ -326,7 +318,7 @@ pub fn plan(index: &KeywordIndex, persisted: &Persisted, keys: &OrgKeys, id: &st
         to_seq: index.seq,
         parts: parts.len() as u32,
         bytes: bytes.len() as u64,
-        sha256: digest(&bytes),
+        sha256: sha256_hex_bytes(&bytes),
     };
     let mut batch = Batch::new();
     for old in &merged {

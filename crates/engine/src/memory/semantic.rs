@@ -15,12 +15,10 @@
 
 use std::collections::HashMap;
 
-use sha2::{Digest, Sha256};
-
 use super::keyword::KeywordIndex;
 use super::vector::VectorIndex;
 use lore_base::error::Result;
-use lore_base::keys::{OrgKeys, sha256_hex};
+use lore_base::keys::{OrgKeys, sha256_hex, sha256_hex_bytes};
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::Batch;
 
@@ -261,13 +259,6 @@ struct SnapshotHead {
     sha256: String,
 }
 
-fn digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// Reads the org's stored snapshot for `model`; `None` when there is none or it is unusable.
 pub async fn load_snapshot(ports: &Ports, keys: &OrgKeys, model: &str) -> Option<Vec<u8>> {
     let head: SnapshotHead = match ports.record(&keys.vector_snapshot(model)).await {
@@ -297,7 +288,7 @@ pub async fn load_snapshot(ports: &Ports, keys: &OrgKeys, model: &str) -> Option
             None => return None,
         }
     }
-    if bytes.len() != head.bytes || digest(&bytes) != head.sha256 {
+    if bytes.len() != head.bytes || sha256_hex_bytes(&bytes) != head.sha256 {
         tracing::warn!("the vector index snapshot does not match its head; rebuilding");
         return None;
     }
@@ -328,7 +319,7 @@ pub async fn store_snapshot(
         vectors,
         parts: parts.len(),
         bytes: bytes.len(),
-        sha256: digest(bytes),
+        sha256: sha256_hex_bytes(bytes),
     };
     batch.put(keys.vector_snapshot(model), serde_json::to_vec(&head)?);
     ports.storage.commit(batch).await?;
