@@ -197,7 +197,7 @@ fn a_corrupt_segment_is_detected_and_replaced() {
     let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
     let m = manifest(&store).unwrap();
     let first = &m.segments[0];
-    let part = keys.keyword_segment_part(&first.id, 0);
+    let part = keys.keyword_doc_page(&first.id, 0);
     let mut bytes = block_on(store.get(&part)).unwrap().unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x55;
@@ -230,7 +230,7 @@ fn foreign_and_stale_manifests_are_not_trusted() {
                 serde_json::to_vec(&m).unwrap()
             }
             "missing part" => {
-                let part = keys.keyword_segment_part(&m.segments[0].id, 0);
+                let part = keys.keyword_doc_page(&m.segments[0].id, 0);
                 block_on(store.delete(&part)).unwrap();
                 serde_json::to_vec(&m).unwrap()
             }
@@ -327,9 +327,10 @@ fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
     // A flipped byte in a part: the report says so without changing anything.
     let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
     let m = manifest(&store).unwrap();
-    let part = keys.keyword_segment_part(&m.segments[0].id, 0);
+    let part = keys.keyword_doc_page(&m.segments[0].id, 0);
     let mut bytes = block_on(store.get(&part)).unwrap().unwrap();
-    bytes[3] ^= 0x01;
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
     block_on(store.put(&part, bytes.clone())).unwrap();
     let (doctor, _) = instance(store.clone(), 10);
     let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();

@@ -218,12 +218,21 @@ impl OrgKeys {
         format!("{}kidx/manifest", self.root)
     }
     /// Every part of every keyword index segment (one scan loads them all).
-    pub fn keyword_segments(&self) -> String {
-        format!("{}kidx/seg/", self.root)
+    pub fn keyword_parts(&self) -> String {
+        format!("{}kidx/p/", self.root)
     }
-    /// Part `n` of keyword index segment `segment`.
-    pub fn keyword_segment_part(&self, segment: &str, n: usize) -> String {
-        format!("{}kidx/seg/{segment}/{n:04}", self.root)
+    /// Page `page` of segment `segment`'s documents (their ids, metadata and lengths).
+    pub fn keyword_doc_page(&self, segment: &str, page: u32) -> String {
+        format!("{}kidx/p/d/{segment}/{page:05}", self.root)
+    }
+    /// Chunk `chunk` of segment `segment`'s postings of the terms in bucket `bucket` (a
+    /// bucket of a large segment is stored in several).
+    pub fn keyword_bucket(&self, bucket: u32, segment: &str, chunk: u32) -> String {
+        format!("{}kidx/p/t/{bucket:02}/{segment}/{chunk:03}", self.root)
+    }
+    /// Every segment's postings in bucket `bucket` (one scan reads a term's lists).
+    pub fn keyword_bucket_parts(&self, bucket: u32) -> String {
+        format!("{}kidx/p/t/{bucket:02}/", self.root)
     }
     /// The current event equivalent to a save (its normalized text, entity set, kind, payload
     /// and author hash to `text_hash`): a duplicate save returns it.

@@ -1,22 +1,70 @@
-//! A range of a keyword index's documents in stored form, the body of one segment
-//! (`segments.rs`): the strings the documents name once each, every document's metadata and
-//! length, and the postings of the range with document numbers relative to its first document.
-//! Decoding appends the range to an index, so segments loaded in order rebuild it exactly.
+//! The stored form of a keyword index segment's parts (`segments.rs`): pages of documents and
+//! buckets of postings, each sealed with its own checksum so that a reader can use any one of
+//! them alone (a per-request instance reads only the buckets of its query's terms).
 //!
-//! Hand-written rather than serde: the form is a few varints per document and posting, read
-//! once per cold start, and every read is bounds-checked so a corrupt segment is an error,
-//! never a panic.
+//! - A **document page** holds up to [`DOC_PAGE`] consecutive documents: the strings they name
+//!   once each, then per document its id, kind, author, entities, time, the event it
+//!   supersedes and its length in terms.
+//! - A **bucket** holds, for the terms whose hash falls in it ([`bucket_of`], one of
+//!   [`BUCKETS`]), each term's postings in the segment: document (relative to the segment's
+//!   first), count and the document's length (so ranking needs no document page), with each
+//!   term's byte length up front so a reader skips the terms it does not want.
+//! - Every part is sealed: magic, then a CRC-32 of its storage key and body, then the body. A
+//!   part moved to another key, cut, altered or of another layout fails to open.
+//!
+//! Hand-written rather than serde: a few varints per document and posting, read on every cold
+//! start, and every read bounds-checked so that a corrupt part is an error, never a panic.
 
 use std::collections::HashMap;
 
 use super::keyword::{Doc, DocMeta, KeywordIndex};
 
-/// The first bytes of every encoded range; a new layout takes a new magic.
-const MAGIC: &[u8; 4] = b"LKS1";
+/// The first bytes of every part; a new layout takes a new magic.
+const MAGIC: &[u8; 4] = b"LKP2";
+/// How many buckets the terms are spread over (the same in every segment, so that one scan
+/// of a bucket's prefix reads a term's lists in all of them).
+pub const BUCKETS: u32 = 64;
+/// Documents per page.
+pub const DOC_PAGE: u32 = 256;
 
 /// Event ids of this form are stored as their 26 ULID characters.
 const EVENT_PREFIX: &str = "evt_";
 const ULID_LEN: usize = 26;
+
+/// The bucket of `term`: a CRC-32 of its bytes (stable on every platform and build).
+pub fn bucket_of(term: &str) -> u32 {
+    crc32fast::hash(term.as_bytes()) % BUCKETS
+}
+
+fn part_crc(key: &str, body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(key.as_bytes());
+    h.update(&[0]);
+    h.update(body);
+    h.finalize()
+}
+
+/// A part as stored at `key`.
+pub fn seal(key: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&part_crc(key, body).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The body of the part stored at `key`, if it is one of this layout and intact.
+pub fn unseal<'a>(key: &str, bytes: &'a [u8]) -> Result<&'a [u8], String> {
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Err("a keyword index part of another layout".into());
+    }
+    let stored = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+    let body = &bytes[8..];
+    if part_crc(key, body) != stored {
+        return Err("a keyword index part does not match its checksum".into());
+    }
+    Ok(body)
+}
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -40,7 +88,7 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// The strings of a range, each stored once and named by its number.
+/// The strings of a page, each stored once and named by its number.
 #[derive(Default)]
 struct Strings<'a> {
     list: Vec<&'a str>,
@@ -59,167 +107,248 @@ impl<'a> Strings<'a> {
     }
 }
 
+/// One posting of a term in a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posting {
+    /// The document, counted from the segment's first.
+    pub doc: u32,
+    /// How often the term occurs in it.
+    pub tf: u32,
+    /// The document's length in terms.
+    pub len: u32,
+}
+
+/// A term's postings in one segment.
+pub type TermList = (String, Vec<Posting>);
+
 impl KeywordIndex {
-    /// Documents `[start, end)` in stored form.
-    pub fn encode_range(&self, start: u32, end: u32) -> Vec<u8> {
-        let docs = &self.docs[start as usize..end as usize];
-        let mut strings = Strings::default();
-        let mut body = Vec::with_capacity(docs.len() * 48);
-        put_varint(&mut body, docs.len() as u64);
-        for doc in docs {
-            let m = &doc.meta;
-            match m.id.strip_prefix(EVENT_PREFIX) {
-                Some(ulid) if ulid.len() == ULID_LEN && ulid.is_ascii() => {
-                    body.push(0);
-                    body.extend_from_slice(ulid.as_bytes());
+    /// The pages of documents `[start, end)`, bodies in order.
+    pub fn encode_doc_pages(&self, start: u32, end: u32) -> Vec<Vec<u8>> {
+        self.docs[start as usize..end as usize]
+            .chunks(DOC_PAGE as usize)
+            .map(encode_doc_page)
+            .collect()
+    }
+
+    /// The buckets of postings of documents `[start, end)`: (bucket, body) for each bucket
+    /// that holds a term, in bucket order; terms in byte order inside, so equal ranges encode
+    /// to equal bytes.
+    pub fn encode_buckets(&self, start: u32, end: u32) -> Vec<(u32, Vec<u8>)> {
+        type Lists<'a> = Vec<(&'a str, &'a [(u32, u32)])>;
+        let mut buckets: Vec<Lists<'_>> = vec![Vec::new(); BUCKETS as usize];
+        for (term, list) in &self.postings {
+            let from = list.partition_point(|&(d, _)| d < start);
+            let to = list.partition_point(|&(d, _)| d < end);
+            if from < to {
+                buckets[bucket_of(term) as usize].push((term.as_str(), &list[from..to]));
+            }
+        }
+        let mut out = Vec::new();
+        for (b, mut terms) in buckets.into_iter().enumerate() {
+            if terms.is_empty() {
+                continue;
+            }
+            terms.sort_unstable_by_key(|(term, _)| *term);
+            let mut body = Vec::new();
+            put_varint(&mut body, terms.len() as u64);
+            let mut block = Vec::new();
+            for (term, list) in terms {
+                block.clear();
+                let mut previous = None;
+                for &(doc, tf) in list {
+                    let local = doc - start;
+                    put_varint(&mut block, u64::from(previous.map_or(local, |p| local - p)));
+                    put_varint(&mut block, u64::from(tf));
+                    put_varint(&mut block, u64::from(self.docs[doc as usize].len));
+                    previous = Some(local);
                 }
-                _ => {
-                    body.push(1);
-                    put_varint(&mut body, strings.id(&m.id));
-                }
+                put_bytes(&mut body, term.as_bytes());
+                put_varint(&mut body, list.len() as u64);
+                put_bytes(&mut body, &block);
             }
-            put_varint(&mut body, strings.id(&m.kind));
-            put_varint(&mut body, strings.id(&m.author));
-            put_varint(&mut body, m.entity_ids.len() as u64);
-            for e in &m.entity_ids {
-                put_varint(&mut body, strings.id(e));
-            }
-            put_varint(&mut body, zigzag(m.created_at_ms));
-            match &m.supersedes_event_id {
-                Some(s) => put_varint(&mut body, strings.id(s) + 1),
-                None => put_varint(&mut body, 0),
-            }
-            put_varint(&mut body, u64::from(doc.len));
+            out.push((b as u32, body));
         }
-        let mut terms: Vec<(&str, &[(u32, u32)])> = self
-            .postings
-            .iter()
-            .filter_map(|(term, list)| {
-                let from = list.partition_point(|&(d, _)| d < start);
-                let to = list.partition_point(|&(d, _)| d < end);
-                (from < to).then(|| (term.as_str(), &list[from..to]))
-            })
-            .collect();
-        // One order for the same range, so equal ranges encode to equal bytes.
-        terms.sort_unstable_by_key(|(term, _)| *term);
-        put_varint(&mut body, terms.len() as u64);
-        for (term, list) in terms {
-            put_bytes(&mut body, term.as_bytes());
-            put_varint(&mut body, list.len() as u64);
-            let mut previous = start;
-            for &(doc, tf) in list {
-                put_varint(&mut body, u64::from(doc - previous));
-                put_varint(&mut body, u64::from(tf));
-                previous = doc;
-            }
-        }
-        let mut out = Vec::with_capacity(body.len() + 64);
-        out.extend_from_slice(MAGIC);
-        put_varint(&mut out, strings.list.len() as u64);
-        for s in &strings.list {
-            put_bytes(&mut out, s.as_bytes());
-        }
-        out.extend_from_slice(&body);
         out
     }
 
-    /// Appends an encoded range after this index's documents. On an error (a corrupt or
-    /// foreign range) the index is left as it was.
-    pub fn append_encoded(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let mut r = Reader { bytes, at: 0 };
-        if bytes.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
-            return Err("not a keyword index segment of this version".into());
-        }
-        r.at = MAGIC.len();
-        let n_strings = r.count("string")?;
-        let mut strings = Vec::with_capacity(n_strings);
-        for _ in 0..n_strings {
-            strings.push(r.text()?);
-        }
-        let string = |id: u64| -> Result<String, String> {
-            strings
-                .get(usize::try_from(id).unwrap_or(usize::MAX))
-                .cloned()
-                .ok_or_else(|| "a segment names a string it does not hold".to_string())
-        };
-        let base = u32::try_from(self.docs.len()).map_err(|_| "too many documents".to_string())?;
-        let n_docs = r.count("document")?;
-        let mut docs = Vec::with_capacity(n_docs);
-        for _ in 0..n_docs {
-            let id = match r.byte()? {
-                0 => {
-                    let ulid = r.fixed(ULID_LEN)?;
-                    let ulid = std::str::from_utf8(ulid).map_err(|_| "a bad event id")?;
-                    format!("{EVENT_PREFIX}{ulid}")
-                }
-                1 => string(r.varint()?)?,
-                _ => return Err("a document id of an unknown form".into()),
-            };
-            let kind = string(r.varint()?)?;
-            let author = string(r.varint()?)?;
-            let n_entities = r.count("entity")?;
-            let mut entity_ids = Vec::with_capacity(n_entities);
-            for _ in 0..n_entities {
-                entity_ids.push(string(r.varint()?)?);
-            }
-            let created_at_ms = unzigzag(r.varint()?);
-            let supersedes_event_id = match r.varint()? {
-                0 => None,
-                s => Some(string(s - 1)?),
-            };
-            let len = r.u32()?;
-            docs.push(Doc {
-                meta: DocMeta {
-                    id,
-                    kind,
-                    author,
-                    entity_ids,
-                    created_at_ms,
-                    supersedes_event_id,
-                },
-                len,
-            });
-        }
-        let n_terms = r.count("term")?;
-        let mut postings: Vec<(String, Vec<(u32, u32)>)> = Vec::with_capacity(n_terms);
-        let end = base
-            .checked_add(u32::try_from(n_docs).map_err(|_| "too many documents".to_string())?)
-            .ok_or("too many documents")?;
-        for _ in 0..n_terms {
-            let term = r.text()?;
-            let n = r.count("posting")?;
-            let mut list = Vec::with_capacity(n);
-            let mut doc = base;
-            for _ in 0..n {
-                doc = doc
-                    .checked_add(r.u32()?)
-                    .filter(|&d| d < end)
-                    .ok_or("a posting names a document outside its segment")?;
-                let tf = r.u32()?;
-                list.push((doc, tf));
-            }
-            postings.push((term, list));
-        }
-        if r.at != bytes.len() {
-            return Err("the segment has bytes after its end".into());
-        }
+    /// Appends a decoded page of documents after this index's. An error (a document the index
+    /// already holds) leaves the index as it was.
+    pub(super) fn append_docs(&mut self, docs: Vec<Doc>) -> Result<(), String> {
         if docs.iter().any(|d| self.by_id.contains_key(&d.meta.id)) {
-            return Err("the segment holds a document the index already has".into());
+            return Err("a keyword index part holds a document the index already has".into());
         }
-        // Everything decoded: now change the index.
+        let base = self.docs.len();
         for (i, doc) in docs.into_iter().enumerate() {
             if let Some(old) = &doc.meta.supersedes_event_id {
                 self.superseded_by.insert(old.clone(), doc.meta.id.clone());
             }
             self.total_len += u64::from(doc.len);
-            self.by_id.insert(doc.meta.id.clone(), base as usize + i);
+            self.by_id.insert(doc.meta.id.clone(), base + i);
             self.docs.push(doc);
-        }
-        for (term, list) in postings {
-            self.postings.entry(term).or_default().extend(list);
         }
         Ok(())
     }
+
+    /// Appends a segment's postings, its documents starting at `base` (already appended, and
+    /// segments appended in order, so every term's list stays ascending).
+    pub fn append_postings(&mut self, base: u32, lists: Vec<TermList>) {
+        for (term, list) in lists {
+            self.postings
+                .entry(term)
+                .or_default()
+                .extend(list.into_iter().map(|p| (base + p.doc, p.tf)));
+        }
+    }
+}
+
+fn encode_doc_page(docs: &[Doc]) -> Vec<u8> {
+    let mut strings = Strings::default();
+    let mut body = Vec::with_capacity(docs.len() * 48);
+    put_varint(&mut body, docs.len() as u64);
+    for doc in docs {
+        let m = &doc.meta;
+        match m.id.strip_prefix(EVENT_PREFIX) {
+            Some(ulid) if ulid.len() == ULID_LEN && ulid.is_ascii() => {
+                body.push(0);
+                body.extend_from_slice(ulid.as_bytes());
+            }
+            _ => {
+                body.push(1);
+                put_varint(&mut body, strings.id(&m.id));
+            }
+        }
+        put_varint(&mut body, strings.id(&m.kind));
+        put_varint(&mut body, strings.id(&m.author));
+        put_varint(&mut body, m.entity_ids.len() as u64);
+        for e in &m.entity_ids {
+            put_varint(&mut body, strings.id(e));
+        }
+        put_varint(&mut body, zigzag(m.created_at_ms));
+        match &m.supersedes_event_id {
+            Some(s) => put_varint(&mut body, strings.id(s) + 1),
+            None => put_varint(&mut body, 0),
+        }
+        put_varint(&mut body, u64::from(doc.len));
+    }
+    let mut out = Vec::with_capacity(body.len() + 64);
+    put_varint(&mut out, strings.list.len() as u64);
+    for s in &strings.list {
+        put_bytes(&mut out, s.as_bytes());
+    }
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The documents of a page body.
+pub(super) fn decode_doc_page(bytes: &[u8]) -> Result<Vec<Doc>, String> {
+    let mut r = Reader { bytes, at: 0 };
+    let n_strings = r.count("string")?;
+    let mut strings = Vec::with_capacity(n_strings);
+    for _ in 0..n_strings {
+        strings.push(r.text()?);
+    }
+    let string = |id: u64| -> Result<String, String> {
+        strings
+            .get(usize::try_from(id).unwrap_or(usize::MAX))
+            .cloned()
+            .ok_or_else(|| "a page names a string it does not hold".to_string())
+    };
+    let n_docs = r.count("document")?;
+    let mut docs = Vec::with_capacity(n_docs);
+    for _ in 0..n_docs {
+        let id = match r.byte()? {
+            0 => {
+                let ulid = r.fixed(ULID_LEN)?;
+                let ulid = std::str::from_utf8(ulid).map_err(|_| "a bad event id")?;
+                format!("{EVENT_PREFIX}{ulid}")
+            }
+            1 => string(r.varint()?)?,
+            _ => return Err("a document id of an unknown form".into()),
+        };
+        let kind = string(r.varint()?)?;
+        let author = string(r.varint()?)?;
+        let n_entities = r.count("entity")?;
+        let mut entity_ids = Vec::with_capacity(n_entities);
+        for _ in 0..n_entities {
+            entity_ids.push(string(r.varint()?)?);
+        }
+        let created_at_ms = unzigzag(r.varint()?);
+        let supersedes_event_id = match r.varint()? {
+            0 => None,
+            s => Some(string(s - 1)?),
+        };
+        let len = r.u32()?;
+        docs.push(Doc {
+            meta: DocMeta {
+                id,
+                kind,
+                author,
+                entity_ids,
+                created_at_ms,
+                supersedes_event_id,
+            },
+            len,
+        });
+    }
+    if r.at != bytes.len() {
+        return Err("a document page has bytes after its end".into());
+    }
+    Ok(docs)
+}
+
+/// The term lists of a bucket body of a segment of `docs` documents: all of them, or only
+/// those of `only` (the others are skipped undecoded). Every term must belong in `bucket`.
+pub fn decode_bucket(
+    bytes: &[u8],
+    bucket: u32,
+    docs: u32,
+    only: Option<&[String]>,
+) -> Result<Vec<TermList>, String> {
+    let mut r = Reader { bytes, at: 0 };
+    let n_terms = r.count("term")?;
+    let mut out = Vec::with_capacity(only.map_or(n_terms, <[String]>::len));
+    for _ in 0..n_terms {
+        let term = r.text()?;
+        if bucket_of(&term) != bucket {
+            return Err("a bucket holds a term of another bucket".into());
+        }
+        let n = r.count("posting")?;
+        let block_len = r.count("byte")?;
+        let block = r.fixed(block_len)?;
+        if only.is_some_and(|wanted| !wanted.contains(&term)) {
+            continue;
+        }
+        let mut b = Reader {
+            bytes: block,
+            at: 0,
+        };
+        let mut list = Vec::with_capacity(n);
+        let mut previous: Option<u32> = None;
+        for _ in 0..n {
+            let delta = b.u32()?;
+            let doc = match previous {
+                None => Some(delta),
+                Some(p) if delta > 0 => p.checked_add(delta),
+                Some(_) => None,
+            }
+            .filter(|&d| d < docs)
+            .ok_or("a posting names a document outside its segment")?;
+            list.push(Posting {
+                doc,
+                tf: b.u32()?,
+                len: b.u32()?,
+            });
+            previous = Some(doc);
+        }
+        if b.at != block.len() {
+            return Err("a term's postings have bytes after their end".into());
+        }
+        out.push((term, list));
+    }
+    if r.at != bytes.len() {
+        return Err("a bucket has bytes after its end".into());
+    }
+    Ok(out)
 }
 
 /// Reads an encoded range; every read is bounds-checked.
@@ -329,16 +458,28 @@ mod tests {
             .collect()
     }
 
+    /// Documents `[a, b)` of `whole` as stored parts, appended to `into` as a loader does.
+    fn append_range(into: &mut KeywordIndex, whole: &KeywordIndex, a: u32, b: u32) {
+        let base = into.len() as u32;
+        for page in whole.encode_doc_pages(a, b) {
+            into.append_docs(decode_doc_page(&page).unwrap()).unwrap();
+        }
+        for (bucket, body) in whole.encode_buckets(a, b) {
+            let lists = decode_bucket(&body, bucket, b - a, None).unwrap();
+            into.append_postings(base, lists);
+        }
+    }
+
     #[test]
     fn ranges_appended_in_order_rebuild_the_index() {
         let t = Tokenizer::default();
         let mut whole = KeywordIndex::default();
-        for e in events(300) {
+        for e in events(700) {
             whole.insert(&t, &e);
         }
         let mut rebuilt = KeywordIndex::default();
-        for (a, b) in [(0, 1), (1, 128), (128, 129), (129, 300)] {
-            rebuilt.append_encoded(&whole.encode_range(a, b)).unwrap();
+        for (a, b) in [(0, 1), (1, 128), (128, 129), (129, 700)] {
+            append_range(&mut rebuilt, &whole, a, b);
         }
         assert_eq!(rebuilt.len(), whole.len());
         assert_eq!(rebuilt.total_len, whole.total_len);
@@ -347,32 +488,72 @@ mod tests {
             assert_eq!(results(&rebuilt, &t, q), results(&whole, &t, q), "{q}");
         }
         // Equal ranges encode to equal bytes.
-        assert_eq!(whole.encode_range(0, 300), rebuilt.encode_range(0, 300));
+        assert_eq!(whole.encode_buckets(0, 700), rebuilt.encode_buckets(0, 700));
+        assert_eq!(
+            whole.encode_doc_pages(0, 700),
+            rebuilt.encode_doc_pages(0, 700)
+        );
+        // A reader that wants one term gets exactly its list.
+        let term = "kafka".to_string();
+        let bucket = bucket_of(&term);
+        let (_, body) = whole
+            .encode_buckets(0, 700)
+            .into_iter()
+            .find(|(b, _)| *b == bucket)
+            .unwrap();
+        let only = decode_bucket(&body, bucket, 700, Some(std::slice::from_ref(&term))).unwrap();
+        assert_eq!(only.len(), 1);
+        let expected: Vec<(u32, u32)> = only[0].1.iter().map(|p| (p.doc, p.tf)).collect();
+        assert_eq!(&expected, &whole.postings[&term]);
     }
 
     #[test]
-    fn a_corrupt_range_is_an_error_and_changes_nothing() {
+    fn a_corrupt_part_is_an_error_and_changes_nothing() {
         let t = Tokenizer::default();
         let mut whole = KeywordIndex::default();
         for e in events(40) {
             whole.insert(&t, &e);
         }
-        let bytes = whole.encode_range(0, 40);
-        for cut in [0, 3, 4, 10, bytes.len() / 2, bytes.len() - 1] {
-            let mut idx = KeywordIndex::default();
-            assert!(idx.append_encoded(&bytes[..cut]).is_err(), "cut at {cut}");
-            assert!(idx.is_empty());
+        let page = whole.encode_doc_pages(0, 40).remove(0);
+        let sealed = seal("o/acme/kidx/p/d/x/00000", &page);
+        assert_eq!(
+            unseal("o/acme/kidx/p/d/x/00000", &sealed).unwrap(),
+            &page[..]
+        );
+        // Moved to another key, cut, or one byte changed: refused.
+        assert!(unseal("o/other/kidx/p/d/x/00000", &sealed).is_err());
+        for cut in [0, 3, 7, 8, sealed.len() / 2, sealed.len() - 1] {
+            assert!(
+                unseal("o/acme/kidx/p/d/x/00000", &sealed[..cut]).is_err(),
+                "cut {cut}"
+            );
         }
-        let mut flipped = bytes.clone();
-        for i in (4..flipped.len()).step_by(7) {
-            flipped[i] ^= 0xff;
+        for i in (0..sealed.len()).step_by(5) {
+            let mut flipped = sealed.clone();
+            flipped[i] ^= 0x10;
+            assert!(
+                unseal("o/acme/kidx/p/d/x/00000", &flipped).is_err(),
+                "byte {i}"
+            );
         }
-        let mut idx = KeywordIndex::default();
-        let _ = idx.append_encoded(&flipped);
+        // Bodies that pass a checksum but do not decode are errors, never panics.
+        for cut in [0, 1, 4, page.len() / 2, page.len() - 1] {
+            assert!(decode_doc_page(&page[..cut]).is_err(), "cut at {cut}");
+        }
+        for (bucket, body) in whole.encode_buckets(0, 40) {
+            for cut in [0, 1, body.len() / 2, body.len() - 1] {
+                assert!(decode_bucket(&body[..cut], bucket, 40, None).is_err());
+            }
+            assert!(decode_bucket(&body, (bucket + 1) % BUCKETS, 40, None).is_err());
+            assert!(
+                decode_bucket(&body, bucket, 0, None).is_err(),
+                "no documents"
+            );
+        }
         let mut twice = KeywordIndex::default();
-        twice.append_encoded(&bytes).unwrap();
+        twice.append_docs(decode_doc_page(&page).unwrap()).unwrap();
         assert!(
-            twice.append_encoded(&bytes).is_err(),
+            twice.append_docs(decode_doc_page(&page).unwrap()).is_err(),
             "the same documents twice"
         );
         assert_eq!(twice.len(), 40);

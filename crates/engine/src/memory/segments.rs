@@ -1,13 +1,17 @@
 //! The keyword index as stored segments, so that a fresh instance (a Spin request, a new
 //! isolate, a restarted server) loads an org's index in a bounded number of reads instead of
-//! reading and tokenizing every event again.
+//! reading and tokenizing every event again, and a per-request instance reads only the
+//! postings of its query's terms (`probe.rs`).
 //!
 //! An org's index is a list of segments, each a range of its documents in the order the index
-//! holds them (`codec.rs`), stored in parts of at most [`PART_BYTES`] under
-//! `o/{org}/kidx/seg/{segment}/{n}`, and a manifest (`o/{org}/kidx/manifest`) that names them in
-//! order with each one's document count, the event sequence number it reaches, its size and
-//! SHA-256. Loading is one read of the manifest and one scan of the parts; the events past the
-//! last segment's sequence number are then read as a warm instance reads new events.
+//! holds them, and a manifest (`o/{org}/kidx/manifest`) that names them in order with each
+//! one's document count, total length, the event sequence number it reaches, and its parts.
+//! A segment is stored as parts (`codec.rs`, each sealed with its own checksum): pages of its
+//! documents under `o/{org}/kidx/p/d/{segment}/{page}` and buckets of its postings under
+//! `o/{org}/kidx/p/t/{bucket}/{segment}/{chunk}`. The bucket comes first in the key, so one
+//! scan of a bucket's prefix reads a term's lists in every segment. Loading the whole index is
+//! one read of the manifest and one scan of the parts; the events past the last segment's
+//! sequence number are then read as a warm instance reads new events.
 //!
 //! Writing never rewrites the whole index: once [`SEGMENT_EVENTS`] documents are past the
 //! stored segments, they become one new segment, and whenever the newest [`TIER`] segments are
@@ -25,9 +29,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::codec::{self, TermList};
 use super::keyword::KeywordIndex;
 use lore_base::error::Result;
-use lore_base::keys::{OrgKeys, sha256_hex_bytes};
+use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
 use lore_base::storage::{Batch, StorageError};
 
@@ -36,10 +41,12 @@ use lore_base::storage::{Batch, StorageError};
 pub const SEGMENT_EVENTS: u32 = 32;
 /// How many segments of one size tier merge into one.
 pub const TIER: usize = 4;
-/// The largest stored part of a segment (every backend's values may be larger).
+/// The largest stored chunk of a bucket (every backend's values may be larger).
 pub const PART_BYTES: usize = 512 * 1024;
-/// The manifest's format; a segment's body carries its own magic.
-pub const FORMAT: u32 = 1;
+/// The manifest's format; every part carries its own magic.
+pub const FORMAT: u32 = 2;
+/// Rows per scan page when the parts are read (one round trip for most orgs).
+const SCAN_PAGE: usize = 4096;
 
 /// The stored list of an org's segments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,9 +64,111 @@ pub struct SegmentHead {
     pub docs: u32,
     /// The org's event sequence number the index had reached when its last document was in.
     pub to_seq: u64,
-    pub parts: u32,
+    /// The sum of its documents' lengths in terms.
+    pub total_len: u64,
+    /// Pages of documents ([`codec::DOC_PAGE`] each).
+    pub pages: u32,
+    /// The buckets that hold postings, each with the number of chunks it is stored in.
+    pub buckets: Vec<(u32, u32)>,
+    /// Stored bytes of all its parts.
     pub bytes: u64,
-    pub sha256: String,
+}
+
+impl SegmentHead {
+    /// The storage keys of every part of this segment.
+    pub fn part_keys(&self, keys: &OrgKeys) -> Vec<String> {
+        let pages = (0..self.pages).map(|p| keys.keyword_doc_page(&self.id, p));
+        let buckets = self
+            .buckets
+            .iter()
+            .flat_map(|&(b, chunks)| (0..chunks).map(move |c| (b, c)))
+            .map(|(b, c)| keys.keyword_bucket(b, &self.id, c));
+        pages.chain(buckets).collect()
+    }
+
+    /// The chunks of bucket `bucket` joined and opened: its body, `None` when the segment has
+    /// no term in it. `part` looks a stored part up by key.
+    pub fn bucket<'a>(
+        &self,
+        keys: &OrgKeys,
+        bucket: u32,
+        part: impl Fn(&str) -> Option<&'a [u8]>,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let Some(&(_, chunks)) = self.buckets.iter().find(|(b, _)| *b == bucket) else {
+            return Ok(None);
+        };
+        let mut sealed = Vec::new();
+        for c in 0..chunks {
+            match part(&keys.keyword_bucket(bucket, &self.id, c)) {
+                Some(bytes) => sealed.extend_from_slice(bytes),
+                None => return Err("a segment part is missing".into()),
+            }
+        }
+        let key = keys.keyword_bucket(bucket, &self.id, 0);
+        codec::unseal(&key, &sealed).map(|body| Some(body.to_vec()))
+    }
+
+    /// The term lists of bucket `bucket` (only `only`'s, when given).
+    pub fn bucket_lists<'a>(
+        &self,
+        keys: &OrgKeys,
+        bucket: u32,
+        only: Option<&[String]>,
+        part: impl Fn(&str) -> Option<&'a [u8]>,
+    ) -> std::result::Result<Vec<TermList>, String> {
+        match self.bucket(keys, bucket, part)? {
+            Some(body) => codec::decode_bucket(&body, bucket, self.docs, only),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Every stored part under the org's segment prefix, by key.
+pub async fn read_parts(ports: &Ports, prefix: &str) -> Result<HashMap<String, Vec<u8>>> {
+    let mut out = HashMap::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = ports
+            .storage
+            .scan(prefix, after.as_deref(), SCAN_PAGE)
+            .await?;
+        out.extend(page.entries);
+        match page.cursor {
+            Some(c) => after = Some(c),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The org's manifest if one of this format is stored: `Err` says why it cannot be used
+/// (`None`: none is stored), with the raw bytes when there are some.
+pub async fn read_manifest(
+    ports: &Ports,
+    keys: &OrgKeys,
+    stored_seq: u64,
+) -> Result<std::result::Result<(Manifest, Vec<u8>), Unusable>> {
+    let Some(raw) = ports.storage.get(&keys.keyword_manifest()).await? else {
+        return Ok(Err(Unusable {
+            persisted: Persisted::default(),
+            why: None,
+        }));
+    };
+    let why = match serde_json::from_slice::<Manifest>(&raw) {
+        Ok(m) if m.format != FORMAT => "the manifest is of another format",
+        Ok(m) => match m.segments.last() {
+            None => "the manifest names no segment",
+            Some(last) if last.to_seq > stored_seq => "the segments reach past the stored events",
+            Some(_) => return Ok(Ok((m, raw))),
+        },
+        Err(_) => "the manifest does not parse",
+    };
+    Ok(Err(Unusable {
+        persisted: Persisted {
+            raw: Some(raw),
+            segments: Vec::new(),
+        },
+        why: Some(why.to_string()),
+    }))
 }
 
 /// What an instance knows of an org's stored segments.
@@ -127,11 +236,9 @@ pub async fn read(
     keys: &OrgKeys,
     stored_seq: u64,
 ) -> Result<std::result::Result<Loaded, Unusable>> {
-    let Some(raw) = ports.storage.get(&keys.keyword_manifest()).await? else {
-        return Ok(Err(Unusable {
-            persisted: Persisted::default(),
-            why: None,
-        }));
+    let (manifest, raw) = match read_manifest(ports, keys, stored_seq).await? {
+        Ok(m) => m,
+        Err(unusable) => return Ok(Err(unusable)),
     };
     let unusable = |why: &str| {
         Ok(Err(Unusable {
@@ -142,44 +249,15 @@ pub async fn read(
             why: Some(why.to_string()),
         }))
     };
-    let manifest: Manifest = match serde_json::from_slice(&raw) {
-        Ok(m @ Manifest { format: FORMAT, .. }) => m,
-        Ok(_) => return unusable("the manifest is of another format"),
-        Err(_) => return unusable("the manifest does not parse"),
-    };
-    let Some(last) = manifest.segments.last() else {
-        return unusable("the manifest names no segment");
-    };
-    if last.to_seq > stored_seq {
-        return unusable("the segments reach past the stored events");
-    }
-    let parts: HashMap<String, Vec<u8>> = ports
-        .storage
-        .scan_all(&keys.keyword_segments())
-        .await?
-        .into_iter()
-        .collect();
+    let parts = read_parts(ports, &keys.keyword_parts()).await?;
+    let part = |key: &str| parts.get(key).map(Vec::as_slice);
     let mut index = KeywordIndex::default();
     for segment in &manifest.segments {
-        let mut bytes = Vec::with_capacity(usize::try_from(segment.bytes).unwrap_or(0));
-        for n in 0..segment.parts as usize {
-            match parts.get(&keys.keyword_segment_part(&segment.id, n)) {
-                Some(part) => bytes.extend_from_slice(part),
-                None => return unusable("a segment part is missing"),
-            }
-        }
-        if bytes.len() as u64 != segment.bytes || sha256_hex_bytes(&bytes) != segment.sha256 {
-            return unusable("a segment does not match its checksum");
-        }
-        let before = index.len();
-        if let Err(e) = index.append_encoded(&bytes) {
-            return unusable(&e);
-        }
-        if index.len() - before != segment.docs as usize {
-            return unusable("a segment holds another number of documents than its manifest says");
+        if let Err(why) = append_segment(&mut index, keys, segment, part) {
+            return unusable(&why);
         }
     }
-    index.seq = last.to_seq;
+    index.seq = manifest.segments.last().map_or(0, |s| s.to_seq);
     Ok(Ok(Loaded {
         index,
         persisted: Persisted {
@@ -187,6 +265,34 @@ pub async fn read(
             segments: manifest.segments,
         },
     }))
+}
+
+/// Appends one stored segment to `index`, checking every part against its checksum and the
+/// manifest's counts.
+fn append_segment<'a>(
+    index: &mut KeywordIndex,
+    keys: &OrgKeys,
+    segment: &SegmentHead,
+    part: impl Fn(&str) -> Option<&'a [u8]> + Copy,
+) -> std::result::Result<(), String> {
+    let base = u32::try_from(index.len()).map_err(|_| "too many documents")?;
+    let len_before = index.total_len;
+    for page in 0..segment.pages {
+        let key = keys.keyword_doc_page(&segment.id, page);
+        let bytes = part(&key).ok_or("a segment part is missing")?;
+        let docs = codec::decode_doc_page(codec::unseal(&key, bytes)?)?;
+        index.append_docs(docs)?;
+    }
+    if index.len() - base as usize != segment.docs as usize
+        || index.total_len - len_before != segment.total_len
+    {
+        return Err("a segment holds other documents than its manifest says".into());
+    }
+    for &(bucket, _) in &segment.buckets {
+        let lists = segment.bucket_lists(keys, bucket, None, part)?;
+        index.append_postings(base, lists);
+    }
+    Ok(())
 }
 
 /// What `lore doctor` reports of an org's keyword index segments.
@@ -234,7 +340,7 @@ pub async fn inspect(ports: &Ports, keys: &OrgKeys, stored_seq: u64) -> Result<H
 pub async fn clear(ports: &Ports, keys: &OrgKeys) -> Result<()> {
     let mut batch = Batch::new();
     batch.delete(keys.keyword_manifest());
-    for (key, _) in ports.storage.scan_all(&keys.keyword_segments()).await? {
+    for key in read_parts(ports, &keys.keyword_parts()).await?.into_keys() {
         batch.delete(key);
     }
     ports.storage.commit(batch).await?;
@@ -310,24 +416,42 @@ pub fn plan(index: &KeywordIndex, persisted: &Persisted, keys: &OrgKeys, id: &st
             merged.push(s);
         }
     }
-    let bytes = index.encode_range(start, len);
-    let parts: Vec<&[u8]> = bytes.chunks(PART_BYTES).collect();
+    let mut batch = Batch::new();
+    let mut bytes = 0u64;
+    let pages = index.encode_doc_pages(start, len);
+    for (page, body) in pages.iter().enumerate() {
+        let key = keys.keyword_doc_page(id, page as u32);
+        let sealed = codec::seal(&key, body);
+        bytes += sealed.len() as u64;
+        batch.put(key, sealed);
+    }
+    let mut buckets = Vec::new();
+    for (bucket, body) in index.encode_buckets(start, len) {
+        let sealed = codec::seal(&keys.keyword_bucket(bucket, id, 0), &body);
+        bytes += sealed.len() as u64;
+        let chunks = sealed.chunks(PART_BYTES);
+        buckets.push((bucket, chunks.len() as u32));
+        for (c, chunk) in chunks.enumerate() {
+            batch.put(keys.keyword_bucket(bucket, id, c as u32), chunk.to_vec());
+        }
+    }
+    let total_len = index.docs[start as usize..len as usize]
+        .iter()
+        .map(|d| u64::from(d.len))
+        .sum();
     let head = SegmentHead {
         id: id.to_string(),
         docs: len - start,
         to_seq: index.seq,
-        parts: parts.len() as u32,
-        bytes: bytes.len() as u64,
-        sha256: sha256_hex_bytes(&bytes),
+        total_len,
+        pages: pages.len() as u32,
+        buckets,
+        bytes,
     };
-    let mut batch = Batch::new();
     for old in &merged {
-        for n in 0..old.parts as usize {
-            batch.delete(keys.keyword_segment_part(&old.id, n));
+        for key in old.part_keys(keys) {
+            batch.delete(key);
         }
-    }
-    for (n, part) in parts.iter().enumerate() {
-        batch.put(keys.keyword_segment_part(id, n), part.to_vec());
     }
     kept.push(head);
     let manifest = Manifest {
@@ -360,12 +484,12 @@ pub async fn write(ports: &Ports, keys: &OrgKeys, plan: Plan) -> Result<Option<P
         sweep,
     } = plan;
     if sweep {
-        let named: Vec<String> = persisted
+        let named: std::collections::HashSet<String> = persisted
             .segments
             .iter()
-            .flat_map(|s| (0..s.parts as usize).map(|n| keys.keyword_segment_part(&s.id, n)))
+            .flat_map(|s| s.part_keys(keys))
             .collect();
-        for (key, _) in ports.storage.scan_all(&keys.keyword_segments()).await? {
+        for key in read_parts(ports, &keys.keyword_parts()).await?.into_keys() {
             if !named.contains(&key) {
                 batch.delete(key);
             }
