@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use lore_base::storage::{
-    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, page_from_rows, scan_bounds,
-    scan_sql, validate_key,
+    Batch, Check, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, get_many_sql,
+    in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
 };
 
 /// The journal mode every lore connection runs in (stored in the file once set).
@@ -84,6 +84,28 @@ impl Storage for SqliteStorage {
         stmt.query_row(params![key], |r| r.get(0))
             .optional()
             .map_err(backend)
+    }
+
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let mut rows = Vec::new();
+        for chunk in keys.chunks(GET_MANY_CHUNK) {
+            for key in chunk {
+                validate_key(key)?;
+            }
+            let mut stmt = self
+                .conn
+                .prepare_cached(&get_many_sql(chunk.len()))
+                .map_err(backend)?;
+            let found = stmt
+                .query_map(rusqlite::params_from_iter(chunk), |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+                })
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)?;
+            rows.extend(found);
+        }
+        Ok(in_key_order(keys, rows))
     }
 
     async fn scan(

@@ -134,6 +134,14 @@ impl Storage for FaultyStorage {
         self.inner.get(key).await
     }
 
+    /// One read, as the SQL backends make it.
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        if self.reads.hit(1) {
+            return Err(self.fail(&format!("get_many of {} keys", keys.len())));
+        }
+        self.inner.get_many(keys).await
+    }
+
     async fn scan(
         &self,
         prefix: &str,

@@ -181,6 +181,52 @@ pub async fn invalid_keys_are_refused(s: &dyn Storage) {
     assert_eq!(s.get("ok/key").await.unwrap(), None);
 }
 
+pub async fn get_many_answers_in_key_order(s: &dyn Storage) {
+    assert_eq!(
+        s.get_many(&[]).await.unwrap(),
+        Vec::<Option<Vec<u8>>>::new()
+    );
+    let mut batch = Batch::new();
+    let all_bytes: Vec<u8> = (0..=255u8).collect();
+    batch
+        .put("gm/b", b("bee"))
+        .put("gm/a", b("ay"))
+        .put("gm/bin", all_bytes.clone());
+    for i in 0..250 {
+        batch.put(format!("gm/n/{i:03}"), format!("v{i}").into_bytes());
+    }
+    s.commit(batch).await.unwrap();
+    let keys: Vec<String> = ["gm/b", "gm/missing", "gm/a", "gm/b", "gm/bin"]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(
+        s.get_many(&keys).await.unwrap(),
+        vec![
+            Some(b("bee")),
+            None,
+            Some(b("ay")),
+            Some(b("bee")),
+            Some(all_bytes)
+        ]
+    );
+    // More keys than one query takes, in reverse order, some missing.
+    let keys: Vec<String> = (0..300).rev().map(|i| format!("gm/n/{i:03}")).collect();
+    let values = s.get_many(&keys).await.unwrap();
+    for (i, v) in (0..300).rev().zip(values) {
+        assert_eq!(
+            v,
+            (i < 250).then(|| format!("v{i}").into_bytes()),
+            "gm/n/{i:03}"
+        );
+    }
+    let bad = vec!["gm/a".to_string(), "has space".to_string()];
+    assert!(matches!(
+        s.get_many(&bad).await,
+        Err(StorageError::InvalidKey { .. })
+    ));
+}
+
 /// Every case in one list: [`CASES`] names them and [`run_case`] runs one by name, for hosts
 /// that drive the suite from outside a Rust test runner (the Workers adapter on D1).
 macro_rules! by_name {
@@ -210,6 +256,7 @@ by_name!(
     batch_applies_all_writes_together,
     failed_check_writes_nothing,
     invalid_keys_are_refused,
+    get_many_answers_in_key_order,
 );
 
 /// Runs one case per `#[test]` against a fresh store from `$make`.
@@ -227,6 +274,7 @@ macro_rules! storage_suite {
             batch_applies_all_writes_together,
             failed_check_writes_nothing,
             invalid_keys_are_refused,
+            get_many_answers_in_key_order,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

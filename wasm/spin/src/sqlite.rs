@@ -12,8 +12,8 @@ use std::cell::Cell;
 
 use async_trait::async_trait;
 use lore_base::storage::{
-    Batch, Check, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, failing_check,
-    page_from_rows, scan_bounds, scan_sql, validate_key,
+    Batch, Check, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, Write,
+    failing_check, get_many_sql, in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
 };
 use spin_sdk::sqlite::{Connection, Value};
 
@@ -140,6 +140,28 @@ impl Storage for SpinSqliteStorage {
             Some(v) => Ok(Some(bytes_of(v)?)),
             None => Ok(None),
         }
+    }
+
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        self.ensure_schema().await?;
+        let mut found = Vec::new();
+        for chunk in keys.chunks(GET_MANY_CHUNK) {
+            for key in chunk {
+                validate_key(key)?;
+            }
+            let params = chunk.iter().map(|k| text(k)).collect();
+            for row in self.rows(&get_many_sql(chunk.len()), params).await? {
+                let key = match row.first() {
+                    Some(Value::Text(k)) => k.clone(),
+                    _ => return Err(backend("a key column is not text")),
+                };
+                let value = row
+                    .get(1)
+                    .ok_or_else(|| backend("a row has no value column"))?;
+                found.push((key, bytes_of(value)?));
+            }
+        }
+        Ok(in_key_order(keys, found))
     }
 
     async fn scan(

@@ -8,8 +8,8 @@
 use async_trait::async_trait;
 use js_sys::{Array, ArrayBuffer, Uint8Array};
 use lore_base::storage::{
-    Batch, Check, ScanPage, Storage, StorageError, Write, failing_check, page_from_rows,
-    scan_bounds, scan_sql, validate_key,
+    Batch, Check, GET_MANY_CHUNK, ScanPage, Storage, StorageError, Write, failing_check,
+    get_many_sql, in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{D1Database, D1PreparedStatement};
@@ -48,7 +48,7 @@ fn blob(bytes: &[u8]) -> JsValue {
     Uint8Array::from(bytes).into()
 }
 
-/// A value column as read by [`GET`] and [`scan_hex_sql`]: the hex of the stored bytes.
+/// A value column as read by [`GET`] and [`hex_values`] queries: the hex of the stored bytes.
 fn bytes_of_hex(value: &JsValue) -> Result<Vec<u8>, StorageError> {
     match value.as_string() {
         Some(s) => {
@@ -90,11 +90,24 @@ fn unhex(text: &[u8]) -> Option<Vec<u8>> {
     (bad == 0).then_some(out)
 }
 
-/// The shared scan query (`scan_sql`) reading each value as `hex(v)`.
-fn scan_hex_sql(after_cursor: bool) -> String {
-    let sql = scan_sql(after_cursor);
+/// A shared query (`scan_sql`, `get_many_sql`) reading each value as `hex(v)`.
+fn hex_values(sql: &str) -> String {
     debug_assert!(sql.starts_with("SELECT k, v FROM"));
     sql.replacen("SELECT k, v FROM", "SELECT k, hex(v) FROM", 1)
+}
+
+/// `(key, value)` rows of a query selecting `k, hex(v)`.
+fn key_value_rows(rows: Vec<JsValue>) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        let row: Array = row.unchecked_into();
+        let key = row
+            .get(0)
+            .as_string()
+            .ok_or_else(|| backend("a key column is not text"))?;
+        entries.push((key, bytes_of_hex(&row.get(1))?));
+    }
+    Ok(entries)
 }
 
 /// A BLOB column as D1 returns it: an array of numbers, or an `ArrayBuffer`/typed array.
@@ -145,6 +158,24 @@ impl Storage for D1Storage {
         }
     }
 
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let mut found = Vec::new();
+        for chunk in keys.chunks(GET_MANY_CHUNK) {
+            let mut args = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                validate_key(key)?;
+                args.push(text(key));
+            }
+            let rows = self
+                .statement(&hex_values(&get_many_sql(chunk.len())), &args)?
+                .raw_js_value()
+                .await
+                .map_err(backend)?;
+            found.extend(key_value_rows(rows)?);
+        }
+        Ok(in_key_order(keys, found))
+    }
+
     async fn scan(
         &self,
         prefix: &str,
@@ -157,22 +188,13 @@ impl Storage for D1Storage {
         let fetch = f64::from(u32::try_from(limit.saturating_add(1)).unwrap_or(u32::MAX));
         let rows = self
             .statement(
-                &scan_hex_sql(after_cursor),
+                &hex_values(scan_sql(after_cursor)),
                 &[text(lower), text(&upper), JsValue::from_f64(fetch)],
             )?
             .raw_js_value()
             .await
             .map_err(backend)?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for row in rows {
-            let row: Array = row.unchecked_into();
-            let key = row
-                .get(0)
-                .as_string()
-                .ok_or_else(|| backend("a key column is not text"))?;
-            entries.push((key, bytes_of_hex(&row.get(1))?));
-        }
-        Ok(page_from_rows(entries, limit))
+        Ok(page_from_rows(key_value_rows(rows)?, limit))
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {

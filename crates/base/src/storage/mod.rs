@@ -95,6 +95,16 @@ pub struct ScanPage {
 pub trait Storage {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
 
+    /// The values of `keys`, in their order (`None` where a key is absent). The SQL backends
+    /// read them in one query per [`GET_MANY_CHUNK`] keys; this default reads one by one.
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.get(key).await?);
+        }
+        Ok(out)
+    }
+
     /// Entries whose key starts with `prefix` and sorts strictly after `after`, ascending,
     /// at most `limit` of them.
     async fn scan(
@@ -132,6 +142,26 @@ pub trait Storage {
             }
         }
     }
+}
+
+/// Keys per query of [`Storage::get_many`] on the SQL backends (D1 binds at most 100
+/// parameters per statement).
+pub const GET_MANY_CHUNK: usize = 100;
+
+/// The query of a [`Storage::get_many`] chunk of `n` keys on the SQL backends (`?1` … `?n`).
+pub fn get_many_sql(n: usize) -> String {
+    let params: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
+    format!(
+        "SELECT k, v FROM lore_kv WHERE k IN ({})",
+        params.join(", ")
+    )
+}
+
+/// The rows of a [`get_many_sql`] query as [`Storage::get_many`] answers: `keys`' values in
+/// their order.
+pub fn in_key_order(keys: &[String], rows: Vec<(String, Vec<u8>)>) -> Vec<Option<Vec<u8>>> {
+    let found: std::collections::HashMap<String, Vec<u8>> = rows.into_iter().collect();
+    keys.iter().map(|k| found.get(k).cloned()).collect()
 }
 
 /// Checks a key against the rules every backend enforces.

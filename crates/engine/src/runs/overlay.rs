@@ -89,6 +89,21 @@ impl Storage for Overlay {
         }
     }
 
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let mut out: Vec<Option<Option<Vec<u8>>>> = keys.iter().map(|k| self.buffered(k)).collect();
+        let missing: Vec<String> = keys
+            .iter()
+            .zip(&out)
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut base = self.base.get_many(&missing).await?.into_iter();
+        for slot in out.iter_mut().filter(|v| v.is_none()) {
+            *slot = Some(base.next().flatten());
+        }
+        Ok(out.into_iter().map(Option::flatten).collect())
+    }
+
     async fn scan(
         &self,
         prefix: &str,
