@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
-use lore_base::ports::{Clock, Ports};
+use lore_base::ports::{Clock, Embedder, Ports};
 use lore_base::storage::Storage;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::Caller;
@@ -32,13 +32,22 @@ impl Clock for StillClock {
 
 /// A fresh instance (empty caches) over `store`, counting what it reads.
 fn instance(store: Rc<dyn Storage>, seed: u64) -> (Lore, Rc<FaultyStorage>) {
+    instance_with(store, seed, None)
+}
+
+/// [`instance`] with an embedder.
+fn instance_with(
+    store: Rc<dyn Storage>,
+    seed: u64,
+    embedder: Option<Rc<dyn Embedder>>,
+) -> (Lore, Rc<FaultyStorage>) {
     let counted = Rc::new(FaultyStorage::new(store));
     let ports = Ports {
         storage: counted.clone(),
         clock: Rc::new(StillClock),
         random: Rc::new(SeqRandom::seeded(seed)),
         http: None,
-        embedder: None,
+        embedder,
         cache: None,
         background: None,
     };
@@ -55,8 +64,13 @@ fn call(lore: &Lore, caller: &Caller, tool: &str, args: Value) -> Value {
 
 /// A store with org `acme` holding `n` memories that all mention "heron".
 fn org_with(n: usize) -> Rc<MemoryStorage> {
+    org_with_embedder(n, None)
+}
+
+/// [`org_with`], the memories saved with `embedder` (so each has its vector stored).
+fn org_with_embedder(n: usize, embedder: Option<Rc<dyn Embedder>>) -> Rc<MemoryStorage> {
     let store = Rc::new(MemoryStorage::new());
-    let (lore, _) = instance(store.clone(), 1);
+    let (lore, _) = instance_with(store.clone(), 1, embedder);
     block_on(admin::init(lore.ports(), "acme")).unwrap();
     let caller = owner(&lore);
     let topics = [
@@ -111,8 +125,13 @@ fn manifest(store: &MemoryStorage) -> Option<Manifest> {
 
 /// Writes the segments the warm instance owes and leaves `tail` more memories past them.
 fn settled(n: usize, tail: usize) -> Rc<MemoryStorage> {
-    let store = org_with(n);
-    let (lore, _) = instance(store.clone(), 2);
+    settled_with(n, tail, None)
+}
+
+/// [`settled`] with an embedder (the segments then carry vector sketches).
+fn settled_with(n: usize, tail: usize, embedder: Option<Rc<dyn Embedder>>) -> Rc<MemoryStorage> {
+    let store = org_with_embedder(n, embedder.clone());
+    let (lore, _) = instance_with(store.clone(), 2, embedder);
     let caller = owner(&lore);
     // A search loads (or builds) the index; the call's end writes what is due.
     search(&lore, &caller, "heron");
@@ -357,4 +376,151 @@ fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
     // An unknown org is a clear error, not an empty report.
     let err = block_on(doctor.memory_index(Some("nope"), false)).unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
+}
+
+/// A fresh per-request instance (as Spin makes one per request) over `store`.
+fn per_request(
+    store: Rc<dyn Storage>,
+    seed: u64,
+    embedder: Option<Rc<dyn Embedder>>,
+) -> (Lore, Rc<FaultyStorage>) {
+    let (lore, counted) = instance_with(store, seed, embedder);
+    (lore.serving_one_request(), counted)
+}
+
+/// `search_memory`'s whole answer (ids, scores, supersession) and the reads it took.
+fn answer(lore: &Lore, counted: &FaultyStorage, args: Value) -> (Value, u64) {
+    let caller = owner(lore);
+    let (before, _, _) = counted.counts();
+    let out = call(lore, &caller, "search_memory", args);
+    let (after, _, _) = counted.counts();
+    (out["results"].clone(), after - before)
+}
+
+const QUERIES: &[&str] = &[
+    "heron kafka",
+    "billing renewal",
+    "note 17",
+    "postgres deploy oncall runbook",
+    "memory 1999",
+    "late heron note",
+    "nothing matches this",
+    "the and of",
+];
+
+#[test]
+fn a_per_request_search_answers_as_the_loaded_index_and_reads_the_same_at_any_size() {
+    let mut reads = Vec::new();
+    for n in [1_000, 100_000] {
+        let store = settled(n, SEGMENT_EVENTS as usize / 2);
+        // Supersede a few memories the queries find, so markers are read and honoured.
+        let (lore, _) = instance(store.clone(), 20);
+        let caller = owner(&lore);
+        let found = search(&lore, &caller, "heron kafka");
+        for old in &found[..3] {
+            call(
+                &lore,
+                &caller,
+                "save_memory",
+                json!({"content": "a heron corrected this kafka note", "supersedes_event_id": old}),
+            );
+        }
+        for query in QUERIES {
+            for include in [false, true] {
+                let args = json!({"query": query, "limit": 10, "include_superseded": include});
+                let (loaded, counted) = instance(store.clone(), 21);
+                let (expected, _) = answer(&loaded, &counted, args.clone());
+                let (probe, counted) = per_request(store.clone(), 22, None);
+                let (got, r) = answer(&probe, &counted, args.clone());
+                assert_eq!(got, expected, "n = {n}, {args}");
+                if query == &"heron kafka" && !include {
+                    reads.push(r);
+                }
+            }
+        }
+    }
+    eprintln!(
+        "a per-request search_memory: {} reads at 1,000 memories, {} at 100,000",
+        reads[0], reads[1]
+    );
+    assert_eq!(
+        reads[0], reads[1],
+        "reads at 1,000 and at 100,000: {reads:?}"
+    );
+    assert!(reads[0] <= 12, "{reads:?}");
+}
+
+#[test]
+fn a_per_request_search_falls_back_to_the_index_when_a_part_does_not_open() {
+    let store = settled(600, 3);
+    let args = json!({"query": "heron postgres", "limit": 10});
+    let (loaded, counted) = instance(store.clone(), 30);
+    let (expected, _) = answer(&loaded, &counted, args.clone());
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    // Every bucket part of the query's terms, one byte changed.
+    for (key, mut bytes) in block_on(store.scan_all(&keys.keyword_parts())).unwrap() {
+        if key.contains("/t/") {
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0x20;
+            block_on(store.put(&key, bytes)).unwrap();
+        }
+    }
+    let (probe, counted) = per_request(store.clone(), 31, None);
+    let (got, _) = answer(&probe, &counted, args);
+    assert_eq!(got, expected);
+    // Filters need the loaded index; a per-request instance answers them the same.
+    let args = json!({"query": "heron", "kinds": ["note"], "limit": 5});
+    let (loaded, counted) = instance(store.clone(), 32);
+    let (expected, _) = answer(&loaded, &counted, args.clone());
+    let (probe, counted) = per_request(store, 33, None);
+    assert_eq!(answer(&probe, &counted, args).0, expected);
+}
+
+#[test]
+fn a_per_request_search_with_vectors_reads_sketches_not_the_index() {
+    let embedder: Rc<dyn Embedder> = Rc::new(lore_embed::builtin::BuiltinEmbedder::new());
+    let mut reads = Vec::new();
+    let mut overlap = 0usize;
+    let mut wanted = 0usize;
+    for n in [1_000, 8_000] {
+        let store = settled_with(n, 5, Some(embedder.clone()));
+        let m = manifest(&store).unwrap();
+        assert!(
+            m.segments.iter().all(|s| !s.sketches.is_empty()),
+            "every segment has a vector sketch"
+        );
+        for (i, query) in ["heron kafka", "who watched billing", "postgres work notes"]
+            .iter()
+            .enumerate()
+        {
+            let args = json!({"query": query, "limit": 10});
+            let (loaded, counted) = instance_with(store.clone(), 40, Some(embedder.clone()));
+            let (expected, _) = answer(&loaded, &counted, args.clone());
+            let (probe, counted) = per_request(store.clone(), 41, Some(embedder.clone()));
+            let (got, r) = answer(&probe, &counted, args);
+            let ids = |v: &Value| -> Vec<String> {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["id"].as_str().unwrap().to_string())
+                    .collect()
+            };
+            let (expected, got) = (ids(&expected), ids(&got));
+            assert_eq!(got.len(), expected.len(), "{query}");
+            overlap += got.iter().filter(|id| expected.contains(id)).count();
+            wanted += expected.len();
+            if i == 0 {
+                reads.push(r);
+            }
+        }
+    }
+    eprintln!(
+        "per-request search with vectors: {} reads at 1,000 memories, {} at 8,000; {overlap} of {wanted} loaded-index hits found",
+        reads[0], reads[1]
+    );
+    assert_eq!(reads[0], reads[1], "{reads:?}");
+    assert!(
+        overlap * 10 >= wanted * 8,
+        "the sketch search finds {overlap} of the loaded index's {wanted} hits"
+    );
 }

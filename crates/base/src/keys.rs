@@ -230,6 +230,15 @@ impl OrgKeys {
     pub fn keyword_bucket(&self, bucket: u32, segment: &str, chunk: u32) -> String {
         format!("{}kidx/p/t/{bucket:02}/{segment}/{chunk:03}", self.root)
     }
+    /// Chunk `chunk` of segment `segment`'s binary sketches of its documents' vectors under
+    /// model `model`.
+    pub fn keyword_sketch(&self, model: &str, segment: &str, chunk: u32) -> String {
+        format!("{}kidx/p/v/{model}/{segment}/{chunk:03}", self.root)
+    }
+    /// Every segment's sketches under model `model` (one scan reads them all).
+    pub fn keyword_sketches(&self, model: &str) -> String {
+        format!("{}kidx/p/v/{model}/", self.root)
+    }
     /// Every segment's postings in bucket `bucket` (one scan reads a term's lists).
     pub fn keyword_bucket_parts(&self, bucket: u32) -> String {
         format!("{}kidx/p/t/{bucket:02}/", self.root)

@@ -84,6 +84,13 @@ impl Lore {
             .await
     }
 
+    /// Marks this instance as serving one request and ending (Spin): memory searches answer
+    /// from the org's stored index segments instead of loading its index.
+    pub fn serving_one_request(self) -> Self {
+        self.engine.memory.set_per_request(true);
+        self
+    }
+
     /// Each org's stored memory index as a fresh instance finds it (`lore doctor`, the
     /// operator route `doctor`), or one org's. With `reindex`, rebuilds them from the events
     /// first (`lore reindex`). An org whose owner is gone is reported, not skipped silently.

@@ -133,7 +133,9 @@ async fn instance() -> Result<Lore, String> {
     ports.random.fill(&mut slot);
     let instance = format!("spin{}", slot[0] % USAGE_SLOTS);
     let limiter = Rc::new(kv::SpinKvLimiter::new(KV_STORE, clock));
-    Ok(Lore::with_usage_instance(ports, config, instance).with_rate_limiter(limiter))
+    Ok(Lore::with_usage_instance(ports, config, instance)
+        .with_rate_limiter(limiter)
+        .serving_one_request())
 }
 
 #[http_service]

@@ -26,6 +26,31 @@ pub struct DocMeta {
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
+/// BM25's inverse document frequency of a term in `df` of `n` documents.
+pub fn idf(n: f64, df: f64) -> f64 {
+    ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
+
+/// BM25's score of one term occurring `tf` times in a document of `len` terms.
+pub fn term_score(idf: f64, tf: f64, len: f64, avg_len: f64) -> f64 {
+    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg_len))
+}
+
+/// The average document length BM25 normalizes by.
+pub fn average_len(total_len: u64, docs: usize) -> f64 {
+    if docs == 0 {
+        1.0
+    } else {
+        (total_len as f64 / docs as f64).max(1.0)
+    }
+}
+
+/// Best first; ties to the newer (higher-numbered) document, so results are stable and fresh
+/// facts win.
+pub fn best_first(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(b.0.cmp(&a.0))
+}
+
 const STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has", "have",
     "how", "i", "in", "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was",
@@ -207,22 +232,18 @@ impl KeywordIndex {
             return Vec::new();
         }
         let n = self.docs.len() as f64;
-        let avg_len = if self.docs.is_empty() {
-            1.0
-        } else {
-            (self.total_len as f64 / n).max(1.0)
-        };
+        let avg_len = average_len(self.total_len, self.docs.len());
         let mut scores: HashMap<u32, f64> = HashMap::new();
         for term in &terms {
             let Some(postings) = self.postings.get(term) else {
                 continue;
             };
             let df = postings.len() as f64;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            let idf = idf(n, df);
             for &(doc, tf) in postings {
                 let len = f64::from(self.docs[doc as usize].len);
                 let tf = f64::from(tf);
-                let s = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg_len));
+                let s = term_score(idf, tf, len, avg_len);
                 *scores.entry(doc).or_default() += s;
             }
         }
@@ -230,8 +251,7 @@ impl KeywordIndex {
             .into_iter()
             .filter(|&(doc, _)| self.passes_doc(doc, filters))
             .collect();
-        // Best first; ties go to the newer event, so results are stable and fresh facts win.
-        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        let order = best_first;
         // Only the top `limit` need ordering: select them, then sort just those.
         if ranked.len() > limit {
             ranked.select_nth_unstable_by(limit - 1, order);

@@ -13,6 +13,7 @@ pub mod event;
 mod health;
 mod inputs;
 pub mod keyword;
+mod probe;
 mod refresh;
 mod save;
 pub mod schemas;
@@ -20,6 +21,7 @@ mod search;
 pub mod segments;
 pub mod semantic;
 mod service;
+mod sketch;
 pub mod vector;
 
 pub use inputs::{MemoryBatch, MemoryInput, SaveInput, SearchInput};

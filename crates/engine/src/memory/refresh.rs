@@ -37,8 +37,12 @@ pub(super) async fn stored_seq(ports: &Ports, keys: &OrgKeys) -> Result<(u64, Op
 }
 
 /// The events past sequence number `known`, in commit order, and the last sequence number
-/// read: one scan of the sequence entries, then each event.
-async fn events_after(ports: &Ports, keys: &OrgKeys, known: u64) -> Result<(Vec<Event>, u64)> {
+/// read: one scan of the sequence entries, then one read of their events.
+pub(super) async fn events_after(
+    ports: &Ports,
+    keys: &OrgKeys,
+    known: u64,
+) -> Result<(Vec<Event>, u64)> {
     let mut out = Vec::new();
     let mut after = Some(keys.event_seq(known));
     let mut last = known;
@@ -47,16 +51,17 @@ async fn events_after(ports: &Ports, keys: &OrgKeys, known: u64) -> Result<(Vec<
             .storage
             .scan(&keys.event_seqs(), after.as_deref(), 1000)
             .await?;
+        let mut wanted = Vec::with_capacity(page.entries.len());
         for (key, ulid) in &page.entries {
             last = key
                 .rsplit('/')
                 .next()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(last);
-            let ulid = String::from_utf8_lossy(ulid);
-            if let Some(bytes) = ports.storage.get(&keys.event(&ulid)).await? {
-                out.push(serde_json::from_slice(&bytes)?);
-            }
+            wanted.push(keys.event(&String::from_utf8_lossy(ulid)));
+        }
+        for bytes in ports.storage.get_many(&wanted).await?.into_iter().flatten() {
+            out.push(serde_json::from_slice(&bytes)?);
         }
         match page.cursor {
             Some(c) => after = Some(c),
@@ -175,8 +180,20 @@ impl MemoryService {
             let Some(cached) = indexes.get(org) else {
                 return;
             };
-            segments::plan(&cached.index, &cached.persisted, keys, &id)
-                .map(|plan| (plan, cached.generation))
+            let bits = |doc: u32| cached.semantic.as_ref().and_then(|s| s.sign_bits(doc));
+            let vectors = cached.semantic.as_ref().map(|s| segments::Vectors {
+                model_key: &s.model_key,
+                dims: s.dims,
+                bits: &bits,
+            });
+            segments::plan(
+                &cached.index,
+                &cached.persisted,
+                keys,
+                &id,
+                vectors.as_ref(),
+            )
+            .map(|plan| (plan, cached.generation))
         };
         let Some((plan, generation)) = planned else {
             return;

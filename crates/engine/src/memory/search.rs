@@ -34,7 +34,18 @@ fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
 
 /// Reciprocal rank fusion constant: a document's fused score is the sum over the rankings of
 /// 1 / (RRF_K + rank). 60 is the value from the original paper and works without tuning.
-const RRF_K: f64 = 60.0;
+pub(super) const RRF_K: f64 = 60.0;
+
+/// How deep each ranking's list goes before fusion: deeper than the page, so fusion can
+/// promote a document that is good in both but best in neither.
+pub(super) fn depth_for(limit: usize) -> usize {
+    (limit * 3).clamp(30, 300)
+}
+
+/// `x` rounded to `1 / places`.
+pub(super) fn rounded(x: f64, places: f64) -> f64 {
+    (x * places).round() / places
+}
 
 impl MemoryService {
     /// Chooses the rankings searches fuse (for evaluation; the default is `Hybrid`).
@@ -80,9 +91,7 @@ impl MemoryService {
     ) -> Vec<(u32, f64)> {
         let index = &cached.index;
         let ranking = self.ranking.get();
-        // Each ranking contributes a deeper list than the page, so fusion can promote a
-        // document that is good in both but best in neither.
-        let depth = (limit * 3).clamp(30, 300);
+        let depth = depth_for(limit);
         let keyword = if ranking == Ranking::Vector {
             Vec::new()
         } else {
@@ -100,7 +109,7 @@ impl MemoryService {
                 .collect(),
             _ => Vec::new(),
         };
-        let round = |x: f64, places: f64| (x * places).round() / places;
+        let round = rounded;
         match (keyword.is_empty(), vector.is_empty()) {
             (true, true) => {
                 if self.tokenizer.terms(query).is_empty() && query_vector.is_none() {
@@ -138,19 +147,20 @@ impl MemoryService {
         }
     }
 
-    /// Ranked memories of the caller's org.
-    pub async fn search(
+    /// The hits of a search over the loaded index (loaded, or brought up to date, first).
+    async fn search_loaded(
         &self,
         ports: &Ports,
         caller: &Caller,
-        input: SearchInput,
-    ) -> Result<Value> {
-        let since_ms = time("since", &input.since)?;
-        let until_ms = time("until", &input.until)?;
-        let limit = input.limit.unwrap_or(10).clamp(1, 100);
+        input: &SearchInput,
+        since_ms: Option<i64>,
+        until_ms: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<super::probe::Hit>> {
         self.refresh(ports, caller).await?;
-        let kinds: Option<HashSet<String>> = input.kinds.map(|k| k.into_iter().collect());
-        let entity_ids: Option<HashSet<String>> = input.entity_ids.map(|k| k.into_iter().collect());
+        let kinds: Option<HashSet<String>> = input.kinds.clone().map(|k| k.into_iter().collect());
+        let entity_ids: Option<HashSet<String>> =
+            input.entity_ids.clone().map(|k| k.into_iter().collect());
         let filters = Filters {
             kinds: kinds.as_ref(),
             entity_ids: entity_ids.as_ref(),
@@ -161,43 +171,77 @@ impl MemoryService {
         };
         // The query's vector, when the org's memories have vectors to compare it with.
         let query_vector = self.query_vector(ports, caller, &input.query).await;
-        // Rank under a short borrow; the reads below await.
-        let hits: Vec<(String, f64, Option<String>)> = match self.indexes.borrow().get(caller.org())
-        {
-            Some(cached) => self
-                .rank(
-                    cached,
-                    &input.query,
-                    query_vector.as_deref(),
-                    &filters,
-                    limit,
-                )
-                .into_iter()
-                .map(|(doc, score)| {
-                    let h = cached.index.hit(doc, score);
-                    (
-                        h.meta.id.clone(),
-                        h.score,
-                        h.superseded_by.map(str::to_string),
-                    )
-                })
-                .collect(),
-            None => Vec::new(),
+        let indexes = self.indexes.borrow();
+        let Some(cached) = indexes.get(caller.org()) else {
+            return Ok(Vec::new());
         };
+        Ok(self
+            .rank(
+                cached,
+                &input.query,
+                query_vector.as_deref(),
+                &filters,
+                limit,
+            )
+            .into_iter()
+            .map(|(doc, score)| {
+                let h = cached.index.hit(doc, score);
+                (
+                    h.meta.id.clone(),
+                    h.score,
+                    h.superseded_by.map(str::to_string),
+                )
+            })
+            .collect())
+    }
+
+    /// Ranked memories of the caller's org.
+    pub async fn search(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: SearchInput,
+    ) -> Result<Value> {
+        let since_ms = time("since", &input.since)?;
+        let until_ms = time("until", &input.until)?;
+        let limit = input.limit.unwrap_or(10).clamp(1, 100);
+        // An instance that serves one request answers from the stored segments when it can.
+        let probed = if self.per_request.get() {
+            self.search_probe(ports, caller, &input, limit).await?
+        } else {
+            None
+        };
+        let hits = match probed {
+            Some(hits) => hits,
+            None => {
+                self.search_loaded(ports, caller, &input, since_ms, until_ms, limit)
+                    .await?
+            }
+        };
+        // The hits' events: from this instance's cache, the rest in one read.
+        let mut events: Vec<Option<Rc<Event>>> = hits
+            .iter()
+            .map(|(id, _, _)| self.events.borrow_mut().get(id))
+            .collect();
+        let mut wanted = Vec::new();
+        for ((id, _, _), e) in hits.iter().zip(&events) {
+            if e.is_none() {
+                let ulid = parse_record_id(id, "evt", "id")?;
+                wanted.push(caller.keys().event(ulid));
+            }
+        }
+        let mut read = ports.storage.get_many(&wanted).await?.into_iter();
+        for slot in events.iter_mut().filter(|e| e.is_none()) {
+            if let Some(bytes) = read.next().flatten() {
+                let e = Rc::new(serde_json::from_slice::<Event>(&bytes)?);
+                self.events.borrow_mut().insert(e.clone());
+                *slot = Some(e);
+            }
+        }
         let mut results = Vec::with_capacity(hits.len());
-        for (id, score, superseded_by) in hits {
-            let cached = self.events.borrow_mut().get(&id);
-            let e = match cached {
-                Some(e) => e,
-                None => {
-                    let ulid = parse_record_id(&id, "evt", "id")?;
-                    let Some(e) = ports.record::<Event>(&caller.keys().event(ulid)).await? else {
-                        continue;
-                    };
-                    let e = Rc::new(e);
-                    self.events.borrow_mut().insert(e.clone());
-                    e
-                }
+        for ((_, score, superseded_by), e) in hits.into_iter().zip(events) {
+            let Some(e) = e else {
+                continue;
             };
             let mut v = event_json(&e);
             v["score"] = json!(score);

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codec::{self, TermList};
 use super::keyword::KeywordIndex;
+use super::sketch;
 use lore_base::error::Result;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
@@ -72,9 +73,67 @@ pub struct SegmentHead {
     pub buckets: Vec<(u32, u32)>,
     /// Stored bytes of all its parts.
     pub bytes: u64,
+    /// The models whose vector sketches it has (`sketch.rs`), each with its chunk count.
+    #[serde(default)]
+    pub sketches: Vec<(String, u32)>,
+}
+
+/// The vectors of an index's documents under one model, for the segments' sketches.
+pub struct Vectors<'a> {
+    pub model_key: &'a str,
+    pub dims: usize,
+    /// The sketch of a document's vector, if it has one.
+    pub bits: &'a dyn Fn(u32) -> Option<Vec<u8>>,
+}
+
+/// Joins the chunks of a stored value and opens it: `part` looks a stored part up by key,
+/// `key(c)` names chunk `c`; the whole was sealed under chunk 0's key.
+fn joined<'a>(
+    chunks: u32,
+    key: impl Fn(u32) -> String,
+    part: impl Fn(&str) -> Option<&'a [u8]>,
+) -> std::result::Result<Vec<u8>, String> {
+    let mut sealed = Vec::new();
+    for c in 0..chunks {
+        match part(&key(c)) {
+            Some(bytes) => sealed.extend_from_slice(bytes),
+            None => return Err("a segment part is missing".into()),
+        }
+    }
+    codec::unseal(&key(0), &sealed).map(<[u8]>::to_vec)
+}
+
+/// Seals `body` under chunk 0's key and puts it in chunks of at most [`PART_BYTES`]; the
+/// number of chunks and the bytes stored.
+fn put_chunked(batch: &mut Batch, body: &[u8], key: impl Fn(u32) -> String) -> (u32, u64) {
+    let sealed = codec::seal(&key(0), body);
+    let mut n = 0;
+    for (c, chunk) in sealed.chunks(PART_BYTES).enumerate() {
+        batch.put(key(c as u32), chunk.to_vec());
+        n += 1;
+    }
+    (n, sealed.len() as u64)
 }
 
 impl SegmentHead {
+    /// The body of this segment's vector sketch under `model_key`, `None` when it has none.
+    pub fn sketch<'a>(
+        &self,
+        keys: &OrgKeys,
+        model_key: &str,
+        part: impl Fn(&str) -> Option<&'a [u8]>,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let Some((_, chunks)) = self.sketches.iter().find(|(m, _)| m == model_key) else {
+            return Ok(None);
+        };
+        joined(
+            *chunks,
+            |c| keys.keyword_sketch(model_key, &self.id, c),
+            part,
+        )
+        .map(Some)
+    }
+
     /// The storage keys of every part of this segment.
     pub fn part_keys(&self, keys: &OrgKeys) -> Vec<String> {
         let pages = (0..self.pages).map(|p| keys.keyword_doc_page(&self.id, p));
@@ -83,7 +142,11 @@ impl SegmentHead {
             .iter()
             .flat_map(|&(b, chunks)| (0..chunks).map(move |c| (b, c)))
             .map(|(b, c)| keys.keyword_bucket(b, &self.id, c));
-        pages.chain(buckets).collect()
+        let sketches = self
+            .sketches
+            .iter()
+            .flat_map(|(m, chunks)| (0..*chunks).map(move |c| keys.keyword_sketch(m, &self.id, c)));
+        pages.chain(buckets).chain(sketches).collect()
     }
 
     /// The chunks of bucket `bucket` joined and opened: its body, `None` when the segment has
@@ -97,15 +160,7 @@ impl SegmentHead {
         let Some(&(_, chunks)) = self.buckets.iter().find(|(b, _)| *b == bucket) else {
             return Ok(None);
         };
-        let mut sealed = Vec::new();
-        for c in 0..chunks {
-            match part(&keys.keyword_bucket(bucket, &self.id, c)) {
-                Some(bytes) => sealed.extend_from_slice(bytes),
-                None => return Err("a segment part is missing".into()),
-            }
-        }
-        let key = keys.keyword_bucket(bucket, &self.id, 0);
-        codec::unseal(&key, &sealed).map(|body| Some(body.to_vec()))
+        joined(chunks, |c| keys.keyword_bucket(bucket, &self.id, c), part).map(Some)
     }
 
     /// The term lists of bucket `bucket` (only `only`'s, when given).
@@ -385,7 +440,13 @@ pub struct Plan {
 /// the documents past the stored ones (at least [`SEGMENT_EVENTS`] of them), merged with the
 /// newest segments of its size tier; or, when the index was built over unusable segments,
 /// segments of the whole index replacing them. `id` names the new segment.
-pub fn plan(index: &KeywordIndex, persisted: &Persisted, keys: &OrgKeys, id: &str) -> Option<Plan> {
+pub fn plan(
+    index: &KeywordIndex,
+    persisted: &Persisted,
+    keys: &OrgKeys,
+    id: &str,
+    vectors: Option<&Vectors<'_>>,
+) -> Option<Plan> {
     if !due(index, persisted) {
         return None;
     }
@@ -427,13 +488,23 @@ pub fn plan(index: &KeywordIndex, persisted: &Persisted, keys: &OrgKeys, id: &st
     }
     let mut buckets = Vec::new();
     for (bucket, body) in index.encode_buckets(start, len) {
-        let sealed = codec::seal(&keys.keyword_bucket(bucket, id, 0), &body);
-        bytes += sealed.len() as u64;
-        let chunks = sealed.chunks(PART_BYTES);
-        buckets.push((bucket, chunks.len() as u32));
-        for (c, chunk) in chunks.enumerate() {
-            batch.put(keys.keyword_bucket(bucket, id, c as u32), chunk.to_vec());
-        }
+        let (chunks, stored) =
+            put_chunked(&mut batch, &body, |c| keys.keyword_bucket(bucket, id, c));
+        bytes += stored;
+        buckets.push((bucket, chunks));
+    }
+    let mut sketches = Vec::new();
+    if let Some(v) = vectors {
+        let docs = index.docs[start as usize..len as usize]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.meta.id.as_str(), (v.bits)(start + i as u32)));
+        let body = sketch::encode(v.dims, docs);
+        let (chunks, stored) = put_chunked(&mut batch, &body, |c| {
+            keys.keyword_sketch(v.model_key, id, c)
+        });
+        bytes += stored;
+        sketches.push((v.model_key.to_string(), chunks));
     }
     let total_len = index.docs[start as usize..len as usize]
         .iter()
@@ -447,6 +518,7 @@ pub fn plan(index: &KeywordIndex, persisted: &Persisted, keys: &OrgKeys, id: &st
         pages: pages.len() as u32,
         buckets,
         bytes,
+        sketches,
     };
     for old in &merged {
         for key in old.part_keys(keys) {

@@ -120,8 +120,8 @@ pub struct Semantic {
     pub index: VectorIndex,
     /// The keyword index's document number of each vector.
     pub doc_of: Vec<u32>,
-    /// Per keyword document: whether it has a vector in `index`.
-    has_vector: Vec<bool>,
+    /// Per keyword document: its vector's id in `index` (`u32::MAX`: none yet).
+    vector_of: Vec<u32>,
     /// When this instance may next try to embed the backlog (after a failure).
     pub retry_after_ms: i64,
     /// Whether the stored snapshot was looked for yet.
@@ -146,7 +146,7 @@ impl Semantic {
             dims,
             index,
             doc_of: Vec::new(),
-            has_vector: Vec::new(),
+            vector_of: Vec::new(),
             retry_after_ms: 0,
             snapshot_checked: false,
             snapshot_len: 0,
@@ -162,7 +162,15 @@ impl Semantic {
     }
 
     pub fn has(&self, doc: u32) -> bool {
-        self.has_vector.get(doc as usize).copied().unwrap_or(false)
+        self.vector_of
+            .get(doc as usize)
+            .is_some_and(|&v| v != u32::MAX)
+    }
+
+    /// The binary sketch of document `doc`'s vector, if it has one (`sketch.rs`).
+    pub fn sign_bits(&self, doc: u32) -> Option<Vec<u8>> {
+        let id = *self.vector_of.get(doc as usize)?;
+        self.index.sign_bits(id)
     }
 
     /// Documents of `keyword` that have no vector yet, oldest first.
@@ -183,10 +191,10 @@ impl Semantic {
         }
         self.doc_of.push(doc);
         let slot = doc as usize;
-        if self.has_vector.len() <= slot {
-            self.has_vector.resize(slot + 1, false);
+        if self.vector_of.len() <= slot {
+            self.vector_of.resize(slot + 1, u32::MAX);
         }
-        self.has_vector[slot] = true;
+        self.vector_of[slot] = id;
     }
 
     /// Whether enough vectors arrived since the last snapshot to write a new one.
@@ -238,13 +246,13 @@ impl Semantic {
         if index.len() != n || index.dims() != self.dims {
             return Err(bad());
         }
-        let mut has_vector = vec![false; keyword.len()];
-        for &doc in &doc_of {
-            has_vector[doc as usize] = true;
+        let mut vector_of = vec![u32::MAX; keyword.len()];
+        for (id, &doc) in doc_of.iter().enumerate() {
+            vector_of[doc as usize] = id as u32;
         }
         self.index = index;
         self.doc_of = doc_of;
-        self.has_vector = has_vector;
+        self.vector_of = vector_of;
         self.snapshot_len = n;
         Ok(())
     }

@@ -41,6 +41,9 @@ pub struct MemoryService {
     pub(super) events: RefCell<EventCache>,
     pub(super) recent_vectors: RefCell<HashMap<String, Vec<f32>>>,
     pub(super) ranking: Cell<Ranking>,
+    /// Whether this instance serves one request and ends (Spin): searches then answer from
+    /// the stored segments where they can instead of loading the index (`probe.rs`).
+    pub(super) per_request: Cell<bool>,
 }
 
 impl Default for MemoryService {
@@ -52,7 +55,15 @@ impl Default for MemoryService {
             events: RefCell::new(EventCache::new(EVENT_CACHE_BYTES)),
             recent_vectors: RefCell::default(),
             ranking: Cell::default(),
+            per_request: Cell::default(),
         }
+    }
+}
+
+impl MemoryService {
+    /// Marks this instance as serving one request (Spin; tests of that path).
+    pub fn set_per_request(&self, per_request: bool) {
+        self.per_request.set(per_request);
     }
 }
 

@@ -231,6 +231,21 @@ impl VectorIndex {
             + self.upper.capacity() * 4
     }
 
+    /// The signs of node `id`'s components, one bit each (bit `i % 8` of byte `i / 8` set when
+    /// component `i` is positive): the binary sketch per-request searches rank by.
+    pub fn sign_bits(&self, id: u32) -> Option<Vec<u8>> {
+        if id as usize >= self.len() {
+            return None;
+        }
+        let mut out = vec![0u8; self.dims.div_ceil(8)];
+        for (i, &q) in self.vectors.get(id as usize).iter().enumerate() {
+            if q > 0 {
+                out[i / 8] |= 1 << (i % 8);
+            }
+        }
+        Some(out)
+    }
+
     /// Adds the vector with the next id, which must be `len()`.
     pub fn insert(&mut self, id: u32, vector: &[f32]) -> Result<(), VectorError> {
         self.check(vector)?;

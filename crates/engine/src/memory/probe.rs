@@ -1,0 +1,487 @@
+//! `search_memory` for an instance that lives for one request (Spin makes a new one for every
+//! request): it answers from the stored segments without loading the org's index, reading only
+//! what its query uses, so its cost does not grow with the org's size beyond the sketches.
+//!
+//! What one probe reads (see ARCHITECTURE.md, "What one Spin request reads"):
+//! 1. the org's event sequence number and the segment manifest (two point reads);
+//! 2. the events past the last segment (one scan, one read; fewer than [`SEGMENT_EVENTS`], else
+//!    the request loads the index instead and its end writes the segment that is due);
+//! 3. per bucket of the query's terms, one scan of that bucket's parts in every segment (a
+//!    few kilobytes per segment; only the query's terms are decoded);
+//! 4. with an embedder: the segments' vector sketches under its model (one scan, about 50 bytes
+//!    per memory: the event's ULID and one bit per dimension), the query's embedding, and one
+//!    read of the int8 vectors of the best [`RERANK_PER_RESULT`] × depth candidates by Hamming
+//!    distance, ranked exactly;
+//! 5. the ids of keyword candidates (from the sketches, or one read of their document pages),
+//!    and one read of their supersession markers;
+//! 6. the hits' events (one read).
+//!
+//! The keyword ranking is the loaded index's exactly (the same BM25 statistics over every
+//! segment and the tail, the same order and ties); the vector ranking is a binary-sketch
+//! search reranked on the stored int8 vectors instead of the graph. Filtered queries (kinds,
+//! entities, author, time) load the index: their filters need every document's metadata.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::codec::{self, DOC_PAGE};
+use super::event::Event;
+use super::inputs::SearchInput;
+use super::keyword::{KeywordIndex, average_len, best_first, idf, term_score};
+use super::refresh::{events_after, stored_seq};
+use super::search::{RRF_K, depth_for, rounded};
+use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
+use super::semantic::{decode as decode_vector, embed_all, model_key};
+use super::service::{MemoryService, Ranking};
+use super::sketch::{self, Sketch};
+use lore_base::error::Result;
+use lore_base::keys::OrgKeys;
+use lore_base::ports::Ports;
+use lore_directory::Caller;
+
+/// Sketch candidates whose int8 vectors are read and ranked exactly, per ranked result wanted.
+const RERANK_PER_RESULT: usize = 4;
+/// Rounds of reading more candidates when the first ones were superseded; past them the
+/// request loads the index.
+const MAX_ROUNDS: usize = 8;
+
+/// A hit: event id, score, the event that superseded it.
+pub(super) type Hit = (String, f64, Option<String>);
+
+/// An org's stored segments as one probe sees them.
+struct Stored<'a> {
+    keys: &'a OrgKeys,
+    segments: &'a [SegmentHead],
+    /// The global number of each segment's first document.
+    starts: Vec<u32>,
+    /// Documents in segments; the tail's are numbered from here on.
+    covered: u32,
+    tail: KeywordIndex,
+    /// Each segment's sketch under the embedder's model, when read.
+    sketches: Vec<Sketch>,
+    /// Document pages read so far, by key.
+    pages: HashMap<String, Vec<String>>,
+}
+
+impl Stored<'_> {
+    /// The segment of global document `doc` and its number inside it.
+    fn locate(&self, doc: u32) -> (usize, u32) {
+        let s = self.starts.partition_point(|&start| start <= doc) - 1;
+        (s, doc - self.starts[s])
+    }
+
+    /// The event ids of `docs`, reading the document pages the sketches do not answer for
+    /// (one read). `None` when a page is missing or corrupt.
+    async fn ids(&mut self, ports: &Ports, docs: &[u32]) -> Result<Option<Vec<String>>> {
+        let mut wanted: Vec<String> = Vec::new();
+        for &doc in docs {
+            if doc >= self.covered || self.known_id(doc).is_some() {
+                continue;
+            }
+            let key = self.page_key(doc);
+            if !self.pages.contains_key(&key) && !wanted.contains(&key) {
+                wanted.push(key);
+            }
+        }
+        for (key, bytes) in wanted.iter().zip(ports.storage.get_many(&wanted).await?) {
+            let Some(bytes) = bytes else {
+                return Ok(None);
+            };
+            match codec::unseal(key, &bytes).and_then(codec::decode_doc_page) {
+                Ok(page) => {
+                    let ids = page.into_iter().map(|d| d.meta.id).collect();
+                    self.pages.insert(key.clone(), ids);
+                }
+                Err(why) => {
+                    tracing::warn!(why, "a keyword index page is unusable; loading the index");
+                    return Ok(None);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(docs.len());
+        for &doc in docs {
+            let id = if doc >= self.covered {
+                self.tail.doc_id(doc - self.covered).to_string()
+            } else if let Some(id) = self.known_id(doc) {
+                id
+            } else {
+                let (_, local) = self.locate(doc);
+                let page = &self.pages[&self.page_key(doc)];
+                match page.get((local % DOC_PAGE) as usize) {
+                    Some(id) => id.clone(),
+                    None => return Ok(None),
+                }
+            };
+            out.push(id);
+        }
+        Ok(Some(out))
+    }
+
+    fn known_id(&self, doc: u32) -> Option<String> {
+        let (s, local) = self.locate(doc);
+        self.sketches
+            .get(s)
+            .and_then(|sk| sk.ids.get(local as usize).cloned().flatten())
+    }
+
+    fn page_key(&self, doc: u32) -> String {
+        let (s, local) = self.locate(doc);
+        self.keys
+            .keyword_doc_page(&self.segments[s].id, local / DOC_PAGE)
+    }
+}
+
+impl MemoryService {
+    /// The hits of a search answered from the stored segments, or `None` when this search
+    /// needs the loaded index (filters, no usable segments, a long tail, a part that does not
+    /// open), which the caller then loads.
+    pub(super) async fn search_probe(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: &SearchInput,
+        limit: usize,
+    ) -> Result<Option<Vec<Hit>>> {
+        let filtered = input.kinds.is_some()
+            || input.entity_ids.is_some()
+            || input.author.is_some()
+            || input.since.is_some()
+            || input.until.is_some();
+        if filtered {
+            return Ok(None);
+        }
+        let keys = caller.keys();
+        let (seq, _) = stored_seq(ports, keys).await?;
+        let Ok((manifest, _)) = segments::read_manifest(ports, keys, seq).await? else {
+            return Ok(None);
+        };
+        let last_seq = manifest.segments.last().map_or(0, |s| s.to_seq);
+        let tail_events: Vec<Event> = if last_seq == seq {
+            Vec::new()
+        } else {
+            events_after(ports, keys, last_seq).await?.0
+        };
+        if tail_events.len() >= SEGMENT_EVENTS as usize {
+            return Ok(None);
+        }
+        let mut tail = KeywordIndex::default();
+        for e in &tail_events {
+            tail.insert(&self.tokenizer, e);
+        }
+        let mut starts = Vec::with_capacity(manifest.segments.len());
+        let mut covered = 0u32;
+        for s in &manifest.segments {
+            starts.push(covered);
+            covered += s.docs;
+        }
+        let mut stored = Stored {
+            keys,
+            segments: &manifest.segments,
+            starts,
+            covered,
+            tail,
+            sketches: Vec::new(),
+            pages: HashMap::new(),
+        };
+        let ranking = self.ranking.get();
+        let depth = depth_for(limit);
+        let mut terms = self.tokenizer.terms(&input.query);
+        terms.sort();
+        terms.dedup();
+
+        let keyword = if ranking == Ranking::Vector || terms.is_empty() {
+            Vec::new()
+        } else {
+            match self.probe_keyword(ports, &stored, &terms).await? {
+                Some(k) => k,
+                None => return Ok(None),
+            }
+        };
+        let (vector, embedded) = if ranking == Ranking::Keyword || input.query.trim().is_empty() {
+            (Vec::new(), false)
+        } else {
+            match self
+                .probe_vectors(ports, &mut stored, &tail_events, &input.query, depth)
+                .await?
+            {
+                Some(v) => v,
+                None => return Ok(None),
+            }
+        };
+        let include = input.include_superseded;
+        let hits = match (keyword.is_empty(), vector.is_empty()) {
+            (true, true) => {
+                if terms.is_empty() && !embedded {
+                    // No words: the newest memories.
+                    let total = stored.covered + stored.tail.len() as u32;
+                    let newest: Vec<(u32, f64)> = (0..total).rev().map(|d| (d, 0.0)).collect();
+                    match resolve(ports, &mut stored, &newest, limit, include).await? {
+                        Some(r) => r,
+                        None => return Ok(None),
+                    }
+                } else {
+                    Vec::new()
+                }
+            }
+            (false, true) | (true, false) => {
+                let list = if vector.is_empty() { &keyword } else { &vector };
+                let Some(mut r) = resolve(ports, &mut stored, list, limit, include).await? else {
+                    return Ok(None);
+                };
+                for hit in &mut r {
+                    hit.1 = rounded(hit.1, 1e4);
+                }
+                r
+            }
+            (false, false) => {
+                let Some(k) = resolve(ports, &mut stored, &keyword, depth, include).await? else {
+                    return Ok(None);
+                };
+                let Some(v) = resolve(ports, &mut stored, &vector, depth, include).await? else {
+                    return Ok(None);
+                };
+                fuse(&k, &v, limit)
+            }
+        };
+        Ok(Some(
+            hits.into_iter().map(|(_, s, id, by)| (id, s, by)).collect(),
+        ))
+    }
+
+    /// Every document the query's terms occur in, with its BM25 score over the whole org,
+    /// best first. `None`: a bucket does not open.
+    async fn probe_keyword(
+        &self,
+        ports: &Ports,
+        stored: &Stored<'_>,
+        terms: &[String],
+    ) -> Result<Option<Vec<(u32, f64)>>> {
+        let mut by_bucket: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for t in terms {
+            by_bucket
+                .entry(codec::bucket_of(t))
+                .or_default()
+                .push(t.clone());
+        }
+        // Per term: (document, count, length).
+        let mut lists: HashMap<&str, Vec<(u32, u32, u32)>> = HashMap::new();
+        for (bucket, wanted) in &by_bucket {
+            let parts = read_parts(ports, &stored.keys.keyword_bucket_parts(*bucket)).await?;
+            let part = |k: &str| parts.get(k).map(Vec::as_slice);
+            for (s, segment) in stored.segments.iter().enumerate() {
+                let found = match segment.bucket_lists(stored.keys, *bucket, Some(wanted), part) {
+                    Ok(found) => found,
+                    Err(why) => {
+                        tracing::warn!(
+                            why,
+                            "a keyword index bucket is unusable; loading the index"
+                        );
+                        return Ok(None);
+                    }
+                };
+                for (term, postings) in found {
+                    let Some(t) = terms.iter().find(|t| **t == term) else {
+                        continue;
+                    };
+                    let base = stored.starts[s];
+                    lists
+                        .entry(t.as_str())
+                        .or_default()
+                        .extend(postings.into_iter().map(|p| (base + p.doc, p.tf, p.len)));
+                }
+            }
+        }
+        let tail = &stored.tail;
+        for t in terms {
+            if let Some(postings) = tail.postings.get(t) {
+                let list = lists.entry(t.as_str()).or_default();
+                for &(doc, tf) in postings {
+                    list.push((stored.covered + doc, tf, tail.docs[doc as usize].len));
+                }
+            }
+        }
+        let docs = stored.covered as usize + tail.len();
+        let total_len: u64 =
+            stored.segments.iter().map(|s| s.total_len).sum::<u64>() + tail.total_len;
+        let avg_len = average_len(total_len, docs);
+        let mut scores: HashMap<u32, f64> = HashMap::new();
+        // In the query's term order, as the loaded index adds them (equal sums, equal bits).
+        for t in terms {
+            let Some(list) = lists.get(t.as_str()) else {
+                continue;
+            };
+            let idf = idf(docs as f64, list.len() as f64);
+            for &(doc, tf, len) in list {
+                *scores.entry(doc).or_default() +=
+                    term_score(idf, f64::from(tf), f64::from(len), avg_len);
+            }
+        }
+        let mut ranked: Vec<(u32, f64)> = scores.into_iter().collect();
+        ranked.sort_by(best_first);
+        Ok(Some(ranked))
+    }
+
+    /// The documents nearest the query's embedding, best first: every sketch ranked by Hamming
+    /// distance, the best few read and ranked exactly, with the tail's vectors; and whether the
+    /// query was embedded. Empty without an embedder or when it fails (keyword ranking
+    /// answers); `None` when a segment has no sketch under the model or one does not open.
+    async fn probe_vectors(
+        &self,
+        ports: &Ports,
+        stored: &mut Stored<'_>,
+        tail_events: &[Event],
+        query: &str,
+        depth: usize,
+    ) -> Result<Option<(Vec<(u32, f64)>, bool)>> {
+        let Some(embedder) = ports.embedder.clone() else {
+            return Ok(Some((Vec::new(), false)));
+        };
+        let (mkey, dims) = (model_key(embedder.model_id()), embedder.dimensions());
+        if stored
+            .segments
+            .iter()
+            .any(|s| !s.sketches.iter().any(|(m, _)| *m == mkey))
+        {
+            return Ok(None);
+        }
+        let parts = read_parts(ports, &stored.keys.keyword_sketches(&mkey)).await?;
+        let part = |k: &str| parts.get(k).map(Vec::as_slice);
+        for segment in stored.segments {
+            let sketch = segment
+                .sketch(stored.keys, &mkey, part)
+                .and_then(|body| sketch::decode(&body.unwrap_or_default(), segment.docs, dims));
+            match sketch {
+                Ok(s) => stored.sketches.push(s),
+                Err(why) => {
+                    tracing::warn!(why, "a vector sketch is unusable; loading the index");
+                    return Ok(None);
+                }
+            }
+        }
+        drop(parts);
+        let query_vector = match embed_all(embedder.as_ref(), &[query.to_string()]).await {
+            Ok(mut v) => match v.pop() {
+                Some(v) => v,
+                None => return Ok(Some((Vec::new(), false))),
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "could not embed the query; keyword ranking only");
+                return Ok(Some((Vec::new(), false)));
+            }
+        };
+        let bits = sketch::sign_bits(&query_vector);
+        let mut near: Vec<(u32, u32)> = Vec::new();
+        for (s, sk) in stored.sketches.iter().enumerate() {
+            for local in 0..sk.ids.len() as u32 {
+                if let Some(code) = sk.code(local) {
+                    near.push((sketch::hamming(&bits, code), stored.starts[s] + local));
+                }
+            }
+        }
+        let keep = depth * RERANK_PER_RESULT;
+        // Nearest first; ties to the newer document.
+        let order = |a: &(u32, u32), b: &(u32, u32)| a.0.cmp(&b.0).then(b.1.cmp(&a.1));
+        if near.len() > keep {
+            near.select_nth_unstable_by(keep - 1, order);
+            near.truncate(keep);
+        }
+        let near: Vec<u32> = near.into_iter().map(|(_, doc)| doc).collect();
+        let Some(ids) = stored.ids(ports, &near).await? else {
+            return Ok(None);
+        };
+        let mut candidates: Vec<(u32, String)> = near.into_iter().zip(ids).collect();
+        for (i, e) in tail_events.iter().enumerate() {
+            if let Some(doc) = stored.tail.doc_of(&e.id) {
+                debug_assert_eq!(doc as usize, i);
+                candidates.push((stored.covered + doc, e.id.clone()));
+            }
+        }
+        let vector_keys: Vec<String> = candidates
+            .iter()
+            .map(|(_, id)| {
+                stored
+                    .keys
+                    .vector(&mkey, id.strip_prefix("evt_").unwrap_or(id))
+            })
+            .collect();
+        let vectors = ports.storage.get_many(&vector_keys).await?;
+        let mut ranked: Vec<(u32, f64)> = Vec::with_capacity(candidates.len());
+        for ((doc, _), bytes) in candidates.iter().zip(vectors) {
+            if let Some(v) = bytes.and_then(|b| decode_vector(&b, dims)) {
+                let sim: f32 = v.iter().zip(&query_vector).map(|(a, b)| a * b).sum();
+                ranked.push((*doc, f64::from(sim)));
+            }
+        }
+        ranked.sort_by(best_first);
+        Ok(Some((ranked, true)))
+    }
+}
+
+/// A ranked document with its id and the event that superseded it.
+type Resolved = (u32, f64, String, Option<String>);
+
+/// The first `want` of `ranked` that are not superseded (or all, with `include`), with their
+/// ids and supersession: candidates are read in rounds (their ids, then their markers, one
+/// read each). `None` when a page does not open or the rounds run out.
+async fn resolve(
+    ports: &Ports,
+    stored: &mut Stored<'_>,
+    ranked: &[(u32, f64)],
+    want: usize,
+    include: bool,
+) -> Result<Option<Vec<Resolved>>> {
+    let mut out: Vec<Resolved> = Vec::with_capacity(want);
+    let mut next = 0;
+    for _ in 0..MAX_ROUNDS {
+        if out.len() >= want || next >= ranked.len() {
+            return Ok(Some(out));
+        }
+        let take = ((want - out.len()) * 2).max(16);
+        let batch = &ranked[next..(next + take).min(ranked.len())];
+        next += batch.len();
+        let docs: Vec<u32> = batch.iter().map(|(d, _)| *d).collect();
+        let Some(ids) = stored.ids(ports, &docs).await? else {
+            return Ok(None);
+        };
+        let markers: Vec<String> = ids
+            .iter()
+            .map(|id| {
+                stored
+                    .keys
+                    .superseded(id.strip_prefix("evt_").unwrap_or(id))
+            })
+            .collect();
+        let superseded = ports.storage.get_many(&markers).await?;
+        for (((doc, score), id), by) in batch.iter().zip(ids).zip(superseded) {
+            let by = by.map(|b| String::from_utf8_lossy(&b).into_owned());
+            if by.is_some() && !include {
+                continue;
+            }
+            out.push((*doc, *score, id, by));
+            if out.len() == want {
+                break;
+            }
+        }
+    }
+    Ok((out.len() >= want || next >= ranked.len()).then_some(out))
+}
+
+/// Reciprocal rank fusion of two resolved lists, as the loaded index fuses (`search.rs`).
+fn fuse(keyword: &[Resolved], vector: &[Resolved], limit: usize) -> Vec<Resolved> {
+    let mut fused: HashMap<u32, (f64, &Resolved)> = HashMap::new();
+    for list in [keyword, vector] {
+        for (rank, r) in list.iter().enumerate() {
+            fused.entry(r.0).or_insert((0.0, r)).0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+    }
+    let mut out: Vec<(u32, f64)> = fused.iter().map(|(d, (s, _))| (*d, *s)).collect();
+    out.sort_by(best_first);
+    out.truncate(limit);
+    let seen: HashSet<u32> = out.iter().map(|(d, _)| *d).collect();
+    debug_assert_eq!(seen.len(), out.len());
+    out.into_iter()
+        .map(|(d, s)| {
+            let r = fused[&d].1;
+            (d, rounded(s, 1e6), r.2.clone(), r.3.clone())
+        })
+        .collect()
+}
