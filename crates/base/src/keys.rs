@@ -228,12 +228,12 @@ impl OrgKeys {
     /// Chunk `chunk` of segment `segment`'s postings of the terms in bucket `bucket` (a
     /// bucket of a large segment is stored in several).
     pub fn keyword_bucket(&self, bucket: u32, segment: &str, chunk: u32) -> String {
-        format!("{}kidx/p/t/{bucket:02}/{segment}/{chunk:03}", self.root)
+        format!("{}kidx/p/t/{bucket:02}/{segment}/{chunk:05}", self.root)
     }
     /// Chunk `chunk` of segment `segment`'s binary sketches of its documents' vectors under
     /// model `model`.
     pub fn keyword_sketch(&self, model: &str, segment: &str, chunk: u32) -> String {
-        format!("{}kidx/p/v/{model}/{segment}/{chunk:03}", self.root)
+        format!("{}kidx/p/v/{model}/{segment}/{chunk:05}", self.root)
     }
     /// Every segment's sketches under model `model` (one scan reads them all).
     pub fn keyword_sketches(&self, model: &str) -> String {

@@ -144,6 +144,12 @@ pub trait Storage {
     }
 }
 
+/// The largest value lore stores in one key: larger ones (index segments, snapshots) are cut
+/// into chunks of this size. The SQL backends keep `lore_kv` as a `WITHOUT ROWID` table, whose
+/// b-tree compares whole records: a lookup that lands beside a 500 KB value read all of it
+/// (measured: 60 absent keys next to one cost 1.6 ms in SQLite against 0.06 ms elsewhere).
+pub const VALUE_CHUNK: usize = 32 * 1024;
+
 /// Keys per query of [`Storage::get_many`] on the SQL backends (D1 binds at most 100
 /// parameters per statement).
 pub const GET_MANY_CHUNK: usize = 100;

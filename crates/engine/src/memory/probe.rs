@@ -60,6 +60,8 @@ struct Stored<'a> {
     sketches: Vec<Sketch>,
     /// Document pages read so far, by key.
     pages: HashMap<String, Vec<String>>,
+    /// Whether any stored document supersedes another (else no marker needs reading).
+    supersessions: bool,
 }
 
 impl Stored<'_> {
@@ -118,9 +120,7 @@ impl Stored<'_> {
 
     fn known_id(&self, doc: u32) -> Option<String> {
         let (s, local) = self.locate(doc);
-        self.sketches
-            .get(s)
-            .and_then(|sk| sk.ids.get(local as usize).cloned().flatten())
+        self.sketches.get(s).and_then(|sk| sk.id(local))
     }
 
     fn page_key(&self, doc: u32) -> String {
@@ -181,6 +181,8 @@ impl MemoryService {
             tail,
             sketches: Vec::new(),
             pages: HashMap::new(),
+            supersessions: manifest.segments.iter().any(|s| s.supersedes > 0)
+                || tail_events.iter().any(|e| e.supersedes_event_id.is_some()),
         };
         let ranking = self.ranking.get();
         let depth = depth_for(limit);
@@ -371,7 +373,7 @@ impl MemoryService {
         let bits = sketch::sign_bits(&query_vector);
         let mut near: Vec<(u32, u32)> = Vec::new();
         for (s, sk) in stored.sketches.iter().enumerate() {
-            for local in 0..sk.ids.len() as u32 {
+            for local in 0..sk.len() as u32 {
                 if let Some(code) = sk.code(local) {
                     near.push((sketch::hamming(&bits, code), stored.starts[s] + local));
                 }
@@ -442,15 +444,19 @@ async fn resolve(
         let Some(ids) = stored.ids(ports, &docs).await? else {
             return Ok(None);
         };
-        let markers: Vec<String> = ids
-            .iter()
-            .map(|id| {
-                stored
-                    .keys
-                    .superseded(id.strip_prefix("evt_").unwrap_or(id))
-            })
-            .collect();
-        let superseded = ports.storage.get_many(&markers).await?;
+        let superseded = if stored.supersessions {
+            let markers: Vec<String> = ids
+                .iter()
+                .map(|id| {
+                    stored
+                        .keys
+                        .superseded(id.strip_prefix("evt_").unwrap_or(id))
+                })
+                .collect();
+            ports.storage.get_many(&markers).await?
+        } else {
+            vec![None; ids.len()]
+        };
         for (((doc, score), id), by) in batch.iter().zip(ids).zip(superseded) {
             let by = by.map(|b| String::from_utf8_lossy(&b).into_owned());
             if by.is_some() && !include {

@@ -42,8 +42,8 @@ use lore_base::storage::{Batch, StorageError};
 pub const SEGMENT_EVENTS: u32 = 32;
 /// How many segments of one size tier merge into one.
 pub const TIER: usize = 4;
-/// The largest stored chunk of a bucket (every backend's values may be larger).
-pub const PART_BYTES: usize = 512 * 1024;
+/// The largest stored chunk of a part (see `lore_base::storage::VALUE_CHUNK`).
+pub const PART_BYTES: usize = lore_base::storage::VALUE_CHUNK;
 /// The manifest's format; every part carries its own magic.
 pub const FORMAT: u32 = 2;
 /// Rows per scan page when the parts are read (one round trip for most orgs).
@@ -76,6 +76,10 @@ pub struct SegmentHead {
     /// The models whose vector sketches it has (`sketch.rs`), each with its chunk count.
     #[serde(default)]
     pub sketches: Vec<(String, u32)>,
+    /// How many of its documents supersede another (none: a reader of it needs no
+    /// supersession markers).
+    #[serde(default)]
+    pub supersedes: u32,
 }
 
 /// The vectors of an index's documents under one model, for the segments' sketches.
@@ -506,10 +510,12 @@ pub fn plan(
         bytes += stored;
         sketches.push((v.model_key.to_string(), chunks));
     }
-    let total_len = index.docs[start as usize..len as usize]
+    let docs = &index.docs[start as usize..len as usize];
+    let total_len = docs.iter().map(|d| u64::from(d.len)).sum();
+    let supersedes = docs
         .iter()
-        .map(|d| u64::from(d.len))
-        .sum();
+        .filter(|d| d.meta.supersedes_event_id.is_some())
+        .count() as u32;
     let head = SegmentHead {
         id: id.to_string(),
         docs: len - start,
@@ -519,6 +525,7 @@ pub fn plan(
         buckets,
         bytes,
         sketches,
+        supersedes,
     };
     for old in &merged {
         for key in old.part_keys(keys) {

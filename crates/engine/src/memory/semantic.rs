@@ -32,7 +32,7 @@ pub(super) const MAX_EMBED_PER_REFRESH: usize = 4_096;
 /// Vectors an index needs before it is worth a stored snapshot.
 pub(super) const SNAPSHOT_MIN: usize = 1_000;
 /// Bytes per stored snapshot part (well under every backend's value limit).
-const SNAPSHOT_PART: usize = 512 * 1024;
+const SNAPSHOT_PART: usize = lore_base::storage::VALUE_CHUNK;
 const SNAPSHOT_MAGIC: &[u8; 4] = b"LVS1";
 const VECTOR_VERSION: u8 = 1;
 

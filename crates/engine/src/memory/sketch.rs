@@ -86,14 +86,27 @@ pub fn encode<'a>(
 /// A decoded sketch.
 pub struct Sketch {
     pub code_len: usize,
-    /// Per document, its event id (`None`: not an event ULID).
-    pub ids: Vec<Option<String>>,
+    /// Per document, its event's ULID (`None`: its id is not an event ULID).
+    pub ulids: Vec<Option<u128>>,
     /// Per document, where its sketch starts in `codes` (`u32::MAX`: none).
     pub code_at: Vec<u32>,
     pub codes: Vec<u8>,
 }
 
 impl Sketch {
+    /// Document `doc`'s event id, if it is an event ULID.
+    pub fn id(&self, doc: u32) -> Option<String> {
+        self.ulids
+            .get(doc as usize)
+            .copied()
+            .flatten()
+            .map(event_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.ulids.len()
+    }
+
     pub fn code(&self, doc: u32) -> Option<&[u8]> {
         let at = *self.code_at.get(doc as usize)?;
         (at != u32::MAX).then(|| &self.codes[at as usize..at as usize + self.code_len])
@@ -116,7 +129,7 @@ pub fn decode(body: &[u8], docs: u32, dims: usize) -> Result<Sketch, String> {
     let mut at = 6;
     let mut sketch = Sketch {
         code_len,
-        ids: Vec::with_capacity(docs as usize),
+        ulids: Vec::with_capacity(docs as usize),
         code_at: Vec::with_capacity(docs as usize),
         codes: Vec::new(),
     };
@@ -129,13 +142,11 @@ pub fn decode(body: &[u8], docs: u32, dims: usize) -> Result<Sketch, String> {
         let id = if flags & HAS_ULID != 0 {
             let raw = body.get(at..at + 16).ok_or_else(|| bad("is cut short"))?;
             at += 16;
-            Some(event_id(u128::from_be_bytes(
-                raw.try_into().expect("16 bytes"),
-            )))
+            Some(u128::from_be_bytes(raw.try_into().expect("16 bytes")))
         } else {
             None
         };
-        sketch.ids.push(id);
+        sketch.ulids.push(id);
         if flags & HAS_CODE != 0 {
             let code = body
                 .get(at..at + code_len)
@@ -179,9 +190,9 @@ mod tests {
             .into_iter(),
         );
         let s = decode(&body, 3, 9).unwrap();
-        assert_eq!(s.ids[0].as_deref(), Some(ids[0]));
-        assert_eq!(s.ids[1], None);
-        assert_eq!(s.ids[2].as_deref(), Some(ids[2]));
+        assert_eq!(s.id(0).as_deref(), Some(ids[0]));
+        assert_eq!(s.id(1), None);
+        assert_eq!(s.id(2).as_deref(), Some(ids[2]));
         assert_eq!(s.code(0), Some(&a[..]));
         assert_eq!(s.code(1), Some(&b[..]));
         assert_eq!(s.code(2), None);
