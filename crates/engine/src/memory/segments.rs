@@ -67,7 +67,7 @@ pub struct SegmentHead {
     pub to_seq: u64,
     /// The sum of its documents' lengths in terms.
     pub total_len: u64,
-    /// Pages of documents ([`codec::DOC_PAGE`] each).
+    /// Pages of documents (128 each, `codec::DOC_PAGE`).
     pub pages: u32,
     /// The buckets that hold postings, each with the number of chunks it is stored in.
     pub buckets: Vec<(u32, u32)>,
