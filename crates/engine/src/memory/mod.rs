@@ -10,6 +10,7 @@
 mod cache;
 mod codec;
 pub mod event;
+mod fusion;
 mod health;
 mod inputs;
 pub mod keyword;

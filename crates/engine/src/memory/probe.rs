@@ -25,10 +25,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::codec::{self, DOC_PAGE};
 use super::event::Event;
+use super::fusion::{Hit, RRF_K, depth_for, rounded};
 use super::inputs::SearchInput;
 use super::keyword::{KeywordIndex, average_len, best_first, idf, term_score};
 use super::refresh::{events_after, stored_seq};
-use super::search::{RRF_K, depth_for, rounded};
 use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{decode as decode_vector, embed_all, model_key};
 use super::service::{MemoryService, Ranking};
@@ -43,9 +43,6 @@ const RERANK_PER_RESULT: usize = 4;
 /// Rounds of reading more candidates when the first ones were superseded; past them the
 /// request loads the index.
 const MAX_ROUNDS: usize = 8;
-
-/// A hit: event id, score, the event that superseded it.
-pub(super) type Hit = (String, f64, Option<String>);
 
 /// An org's stored segments as one probe sees them.
 struct Stored<'a> {

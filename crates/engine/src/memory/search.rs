@@ -6,6 +6,7 @@ use std::rc::Rc;
 use serde_json::{Value, json};
 
 use super::event::Event;
+use super::fusion::{Hit, RRF_K, depth_for, rounded};
 use super::inputs::SearchInput;
 use super::keyword::Filters;
 use super::semantic;
@@ -30,21 +31,6 @@ fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
             })
         })
         .transpose()
-}
-
-/// Reciprocal rank fusion constant: a document's fused score is the sum over the rankings of
-/// 1 / (RRF_K + rank). 60 is the value from the original paper and works without tuning.
-pub(super) const RRF_K: f64 = 60.0;
-
-/// How deep each ranking's list goes before fusion: deeper than the page, so fusion can
-/// promote a document that is good in both but best in neither.
-pub(super) fn depth_for(limit: usize) -> usize {
-    (limit * 3).clamp(30, 300)
-}
-
-/// `x` rounded to `1 / places`.
-pub(super) fn rounded(x: f64, places: f64) -> f64 {
-    (x * places).round() / places
 }
 
 impl MemoryService {
@@ -156,7 +142,7 @@ impl MemoryService {
         since_ms: Option<i64>,
         until_ms: Option<i64>,
         limit: usize,
-    ) -> Result<Vec<super::probe::Hit>> {
+    ) -> Result<Vec<Hit>> {
         self.refresh(ports, caller).await?;
         let kinds: Option<HashSet<String>> = input.kinds.clone().map(|k| k.into_iter().collect());
         let entity_ids: Option<HashSet<String>> =
