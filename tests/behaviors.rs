@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
 use futures_executor::block_on;
@@ -19,17 +17,7 @@ use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin::{self, TokenRequest};
-use lore_testing::ports::{JumpClock, SeqRandom};
-
-/// A background port that keeps the tasks it is given until the test runs them.
-#[derive(Default)]
-struct Later(std::cell::RefCell<Vec<Pin<Box<dyn Future<Output = ()>>>>>);
-
-impl lore_base::ports::Background for Later {
-    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>) {
-        self.0.borrow_mut().push(task);
-    }
-}
+use lore_testing::ports::{JumpClock, Later, SeqRandom};
 
 fn harness() -> Harness {
     harness_with(None)

@@ -164,6 +164,10 @@ impl OrgKeys {
             root: format!("o/{org}/"),
         }
     }
+    /// The prefix of every key of the org (`o/{org}/`): names the org in per-org state.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
     pub fn member(&self, principal: &str) -> String {
         format!("{}member/{principal}", self.root)
     }

@@ -235,21 +235,51 @@ impl Engine {
     }
 
     /// Stores the caller's org memory index as segments when a write is due (so a fresh
-    /// instance loads it in a few reads): after the answer where the host has a background
-    /// port (natively), else now. Not from inside a script run, whose storage is its overlay.
+    /// instance loads it in a few reads): from this instance's loaded index, or from the
+    /// events past the stored segments when a commit marked the org (`memory/tail.rs`); and
+    /// loads the org's index when a search answered without it. After the answer where the
+    /// host has a background port (natively), else now. Not from inside a script run, whose
+    /// storage is its overlay.
     pub async fn persist_memory(&self, caller: &Caller) {
-        if self.script.is_some() || !self.memory.segments_due(caller.org()) {
+        self.persist_memory_of(caller.org(), caller.keys(), Some(caller))
+            .await;
+    }
+
+    /// [`Self::persist_memory`] for an org without a caller (a webhook delivery): only the
+    /// tail write, which needs none.
+    pub async fn persist_memory_of(
+        &self,
+        org: &OrgId,
+        keys: &keys::OrgKeys,
+        caller: Option<&Caller>,
+    ) {
+        if self.script.is_some() {
             return;
         }
-        match &self.ports.background {
-            Some(background) => {
-                let engine = self.script_copy(self.ports.clone(), false);
-                let caller = caller.clone();
-                background.spawn(Box::pin(async move {
-                    engine.memory.persist_segments(&engine.ports, &caller).await;
-                }));
+        let load = caller.filter(|_| self.memory.take_load_mark(org)).cloned();
+        let loaded = caller.filter(|_| self.memory.segments_due(org)).cloned();
+        let tail = loaded.is_none() && self.memory.take_tail_mark(keys);
+        if load.is_none() && loaded.is_none() && !tail {
+            return;
+        }
+        let engine = self.script_copy(self.ports.clone(), false);
+        let (org, keys) = (org.clone(), keys.clone());
+        let work = async move {
+            match loaded {
+                Some(caller) => engine.memory.persist_segments(&engine.ports, &caller).await,
+                None if tail => engine.memory.persist_tail(&engine.ports, &org, &keys).await,
+                None => {}
             }
-            None => self.memory.persist_segments(&self.ports, caller).await,
+            if let Some(caller) = load {
+                engine
+                    .memory
+                    .load_after_answer(&engine.ports, &caller)
+                    .await;
+            }
+        };
+        match &self.ports.background {
+            Some(background) => background.spawn(Box::pin(work)),
+            None => work.await,
         }
     }
 

@@ -143,6 +143,8 @@ impl Engine {
         let (delivered, events) =
             webhooks::deliver(&self.ports, &self.memory, &org, feed, delivery).await?;
         self.after_commit(&org, events).await;
+        self.persist_memory_of(&org, &lore_base::keys::OrgKeys::new(&org), None)
+            .await;
         Ok(delivered)
     }
 

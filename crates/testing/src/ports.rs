@@ -262,3 +262,31 @@ mod tests {
         futures_executor::block_on(cache_suite(&cache, clock.as_ref()));
     }
 }
+
+/// A background port that keeps the tasks it is given until the test runs them
+/// ([`Later::run_all`]), so a test sees what a request left for after its answer.
+#[derive(Default)]
+pub struct Later(pub RefCell<Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>>>);
+
+impl Later {
+    /// Runs every task kept so far (and those they leave in turn); how many ran.
+    pub fn run_all(&self) -> usize {
+        let mut ran = 0;
+        loop {
+            let tasks: Vec<_> = self.0.borrow_mut().drain(..).collect();
+            if tasks.is_empty() {
+                return ran;
+            }
+            for task in tasks {
+                futures_executor::block_on(task);
+                ran += 1;
+            }
+        }
+    }
+}
+
+impl lore_base::ports::Background for Later {
+    fn spawn(&self, task: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>) {
+        self.0.borrow_mut().push(task);
+    }
+}

@@ -77,7 +77,7 @@ fn unhex(text: &[u8]) -> Option<Vec<u8>> {
         t
     }
     const DIGIT: [u8; 256] = table();
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 2);

@@ -23,9 +23,11 @@ pub mod segments;
 pub mod semantic;
 mod service;
 mod sketch;
+mod tail;
 pub mod vector;
 
 pub use inputs::{MemoryBatch, MemoryInput, SaveInput, SearchInput};
 pub use save::FeedItem;
 pub use search::event_json;
 pub use service::{MemoryService, Ranking};
+pub use tail::MAX_TAIL_EVENTS;

@@ -43,14 +43,26 @@ pub(super) async fn events_after(
     keys: &OrgKeys,
     known: u64,
 ) -> Result<(Vec<Event>, u64)> {
+    events_after_at_most(ports, keys, known, usize::MAX).await
+}
+
+/// [`events_after`], stopping after `max` sequence entries.
+pub(super) async fn events_after_at_most(
+    ports: &Ports,
+    keys: &OrgKeys,
+    known: u64,
+    max: usize,
+) -> Result<(Vec<Event>, u64)> {
     let mut out = Vec::new();
     let mut after = Some(keys.event_seq(known));
     let mut last = known;
+    let mut left = max;
     loop {
         let page = ports
             .storage
-            .scan(&keys.event_seqs(), after.as_deref(), 1000)
+            .scan(&keys.event_seqs(), after.as_deref(), left.min(1000))
             .await?;
+        left -= page.entries.len();
         let mut wanted = Vec::with_capacity(page.entries.len());
         for (key, ulid) in &page.entries {
             last = key
@@ -64,8 +76,8 @@ pub(super) async fn events_after(
             out.push(serde_json::from_slice(&bytes)?);
         }
         match page.cursor {
-            Some(c) => after = Some(c),
-            None => return Ok((out, last)),
+            Some(c) if left > 0 => after = Some(c),
+            _ => return Ok((out, last)),
         }
     }
 }
@@ -78,10 +90,9 @@ impl MemoryService {
     /// Brings the caller's org index up to date with storage.
     ///
     /// A new index loads the org's stored segments (one read and one scan, `segments.rs`) and
-    /// then reads the events past them; without usable segments it loads every event with one
-    /// scan, starting from the sequence number read before the scan (events committed during
-    /// the scan are seen twice, and inserting is idempotent). A known index reads the sequence
-    /// entries past its own and loads those events.
+    /// then reads the events past them; without usable segments it reads every event, in
+    /// sequence order (a scan of the sequence entries, a `get_many` of their events per page).
+    /// A known index reads the sequence entries past its own and loads those events.
     pub(super) async fn refresh(&self, ports: &Ports, caller: &Caller) -> Result<()> {
         let org = caller.org();
         let keys = caller.keys();
@@ -104,18 +115,15 @@ impl MemoryService {
             },
         };
         let mut fresh: Vec<Event> = Vec::new();
-        let caught_up = match from {
-            Some(from) if from == seq => seq,
-            Some(from) => {
+        // Without segments, every event from the first sequence number on: the index then
+        // numbers its documents in commit order, as segments do, so that equal scores rank
+        // alike however the index was built.
+        let caught_up = match from.unwrap_or(0) {
+            from if from == seq => seq,
+            from => {
                 let (events, last) = events_after(ports, keys, from).await?;
                 fresh = events;
                 last
-            }
-            None => {
-                for (_, bytes) in ports.storage.scan_all(&keys.events()).await? {
-                    fresh.push(serde_json::from_slice(&bytes)?);
-                }
-                seq
             }
         };
         let tick = self.clock.get() + 1;
@@ -209,11 +217,38 @@ impl MemoryService {
                     cached.persisted = persisted;
                 }
             }
-            Ok(None) => {}
+            Ok(None) => {
+                if let Some(cached) = self
+                    .indexes
+                    .borrow_mut()
+                    .get_mut(org)
+                    .filter(|c| c.generation == generation)
+                {
+                    cached.persisted.gave_way = true;
+                }
+            }
             Err(e) => {
                 tracing::warn!(error = %e, org = %org, "could not store keyword index segments")
             }
         }
+    }
+
+    /// Whether a search marked `org`'s index to be loaded after its answer (taking the mark):
+    /// not when it is loaded, or being loaded, already.
+    pub fn take_load_mark(&self, org: &OrgId) -> bool {
+        self.load_due.borrow_mut().remove(org)
+            && !self.indexes.borrow().contains_key(org)
+            && self.loading.borrow_mut().insert(org.clone())
+    }
+
+    /// Loads the caller's org index (its segments, its vector snapshot, the events past them)
+    /// after a search answered without it. Never fails a request: a problem is logged, and the
+    /// next search loads it.
+    pub async fn load_after_answer(&self, ports: &Ports, caller: &Caller) {
+        if let Err(e) = self.refresh(ports, caller).await {
+            tracing::warn!(error = %e, org = %caller.org(), "could not load the memory index");
+        }
+        self.loading.borrow_mut().remove(caller.org());
     }
 
     /// Keeps vectors embedded at save time for this instance's next refresh.

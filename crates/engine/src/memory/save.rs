@@ -362,6 +362,7 @@ impl MemoryService {
         if !batch.is_empty() {
             ports.storage.commit(batch).await?;
         }
+        self.note_committed(keys, seq, next);
         self.remember_vectors(embedded);
         let mut out = json!({ "ids": ids, "deduplicated": !deduplicated.is_empty() });
         if !deduplicated.is_empty() {
@@ -439,6 +440,7 @@ impl MemoryService {
             };
             batch.put(keys.events_seq(), next.to_string().into_bytes());
             ports.storage.commit(batch).await?;
+            self.note_committed(keys, seq, next);
         }
         Ok(out)
     }

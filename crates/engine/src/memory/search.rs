@@ -191,8 +191,17 @@ impl MemoryService {
         let since_ms = time("since", &input.since)?;
         let until_ms = time("until", &input.until)?;
         let limit = input.limit.unwrap_or(10).clamp(1, 100);
-        // An instance that serves one request answers from the stored segments when it can.
-        let probed = if self.per_request.get() {
+        // An instance that serves one request answers from the stored segments when it can;
+        // so does a fresh instance that keeps its state (natively), whose index then loads
+        // after the answer (`Engine::persist_memory`): its first search costs what a Spin
+        // request's does, whatever the org's size, and not a load of the whole index.
+        let org = caller.org();
+        let cold = ports.background.is_some()
+            && (!self.indexes.borrow().contains_key(org) || self.loading.borrow().contains(org));
+        if cold {
+            self.load_due.borrow_mut().insert(org.clone());
+        }
+        let probed = if self.per_request.get() || cold {
             self.search_probe(ports, caller, &input, limit).await?
         } else {
             None

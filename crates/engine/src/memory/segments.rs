@@ -224,7 +224,7 @@ pub async fn read_manifest(
     Ok(Err(Unusable {
         persisted: Persisted {
             raw: Some(raw),
-            segments: Vec::new(),
+            ..Persisted::default()
         },
         why: Some(why.to_string()),
     }))
@@ -238,6 +238,10 @@ pub struct Persisted {
     /// The segments the index's first documents are, in order. Empty when the index was built
     /// from the events: the next write then replaces whatever is stored.
     pub segments: Vec<SegmentHead>,
+    /// Another instance changed the manifest after this one read it, so this instance's index
+    /// may hold its documents in another order than the stored segments: it writes no more
+    /// segments (tail writes, `tail.rs`, carry on from the events).
+    pub gave_way: bool,
 }
 
 impl Persisted {
@@ -303,7 +307,7 @@ pub async fn read(
         Ok(Err(Unusable {
             persisted: Persisted {
                 raw: Some(raw.clone()),
-                segments: Vec::new(),
+                ..Persisted::default()
             },
             why: Some(why.to_string()),
         }))
@@ -322,13 +326,14 @@ pub async fn read(
         persisted: Persisted {
             raw: Some(raw),
             segments: manifest.segments,
+            gave_way: false,
         },
     }))
 }
 
 /// Appends one stored segment to `index`, checking every part against its checksum and the
 /// manifest's counts.
-fn append_segment<'a>(
+pub(super) fn append_segment<'a>(
     index: &mut KeywordIndex,
     keys: &OrgKeys,
     segment: &SegmentHead,
@@ -423,6 +428,9 @@ pub fn due(index: &KeywordIndex, persisted: &Persisted) -> bool {
     let Ok(len) = u32::try_from(index.len()) else {
         return false;
     };
+    if persisted.gave_way {
+        return false;
+    }
     if persisted.replaces() {
         return len > 0;
     }
@@ -438,6 +446,125 @@ pub struct Plan {
     /// Whether every part under the org's segment prefix that the new manifest does not name
     /// must go (the write replaces segments this instance could not read).
     sweep: bool,
+}
+
+/// The newest of `kept` that merge with a new segment of `docs` documents (size-tiered: while
+/// the newest `TIER - 1` are of the new segment's tier, they join it), taken off `kept`, oldest
+/// first.
+pub fn merging(kept: &mut Vec<SegmentHead>, docs: u32) -> Vec<SegmentHead> {
+    let mut merged = Vec::new();
+    let mut docs = docs;
+    loop {
+        let t = tier(docs);
+        let same = kept
+            .iter()
+            .rev()
+            .take(TIER - 1)
+            .take_while(|s| tier(s.docs) == t)
+            .count();
+        if same < TIER - 1 {
+            break;
+        }
+        for _ in 0..same {
+            let s = kept.pop().expect("counted");
+            docs += s.docs;
+            merged.push(s);
+        }
+    }
+    merged.reverse();
+    merged
+}
+
+/// Puts the parts of a segment of `index`'s documents `start..len` (reaching event sequence
+/// number `to_seq`) into `batch`, named `id`; its head.
+fn put_segment(
+    batch: &mut Batch,
+    index: &KeywordIndex,
+    (start, len): (u32, u32),
+    keys: &OrgKeys,
+    id: &str,
+    vectors: Option<&Vectors<'_>>,
+) -> SegmentHead {
+    let mut bytes = 0u64;
+    let pages = index.encode_doc_pages(start, len);
+    for (page, body) in pages.iter().enumerate() {
+        let key = keys.keyword_doc_page(id, page as u32);
+        let sealed = codec::seal(&key, body);
+        bytes += sealed.len() as u64;
+        batch.put(key, sealed);
+    }
+    let mut buckets = Vec::new();
+    for (bucket, body) in index.encode_buckets(start, len) {
+        let (chunks, stored) = put_chunked(batch, &body, |c| keys.keyword_bucket(bucket, id, c));
+        bytes += stored;
+        buckets.push((bucket, chunks));
+    }
+    let mut sketches = Vec::new();
+    if let Some(v) = vectors {
+        let docs = index.docs[start as usize..len as usize]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.meta.id.as_str(), (v.bits)(start + i as u32)));
+        let body = sketch::encode(v.dims, docs);
+        let (chunks, stored) =
+            put_chunked(batch, &body, |c| keys.keyword_sketch(v.model_key, id, c));
+        bytes += stored;
+        sketches.push((v.model_key.to_string(), chunks));
+    }
+    let docs = &index.docs[start as usize..len as usize];
+    SegmentHead {
+        id: id.to_string(),
+        docs: len - start,
+        to_seq: index.seq,
+        total_len: docs.iter().map(|d| u64::from(d.len)).sum(),
+        pages: pages.len() as u32,
+        buckets,
+        bytes,
+        sketches,
+        supersedes: docs
+            .iter()
+            .filter(|d| d.meta.supersedes_event_id.is_some())
+            .count() as u32,
+    }
+}
+
+/// Completes a write: the merged segments' parts deleted, the manifest of `kept` and then
+/// `head` put, conditional on the manifest the writer read (`known`).
+fn finish(
+    mut batch: Batch,
+    keys: &OrgKeys,
+    mut kept: Vec<SegmentHead>,
+    head: SegmentHead,
+    merged: &[SegmentHead],
+    known: Option<&[u8]>,
+    sweep: bool,
+) -> Option<Plan> {
+    for old in merged {
+        for key in old.part_keys(keys) {
+            batch.delete(key);
+        }
+    }
+    kept.push(head);
+    let manifest = Manifest {
+        format: FORMAT,
+        segments: kept,
+    };
+    let raw = serde_json::to_vec(&manifest).ok()?;
+    let key = keys.keyword_manifest();
+    match known {
+        Some(old) => batch.require_equals(&key, old.to_vec()),
+        None => batch.require_absent(&key),
+    };
+    batch.put(&key, raw.clone());
+    Some(Plan {
+        batch,
+        persisted: Persisted {
+            raw: Some(raw),
+            segments: manifest.segments,
+            gave_way: false,
+        },
+        sweep,
+    })
 }
 
 /// The write that brings the stored segments up to `index`, if one is due: a new segment of
@@ -462,96 +589,29 @@ pub fn plan(
     } else {
         persisted.segments.clone()
     };
-    let mut merged: Vec<SegmentHead> = Vec::new();
-    let mut start = covered;
-    loop {
-        let t = tier(len - start);
-        let same = kept
-            .iter()
-            .rev()
-            .take(TIER - 1)
-            .take_while(|s| tier(s.docs) == t)
-            .count();
-        if same < TIER - 1 {
-            break;
-        }
-        for _ in 0..same {
-            let s = kept.pop().expect("counted");
-            start -= s.docs;
-            merged.push(s);
-        }
-    }
+    let merged = merging(&mut kept, len - covered);
+    let start = covered - merged.iter().map(|s| s.docs).sum::<u32>();
     let mut batch = Batch::new();
-    let mut bytes = 0u64;
-    let pages = index.encode_doc_pages(start, len);
-    for (page, body) in pages.iter().enumerate() {
-        let key = keys.keyword_doc_page(id, page as u32);
-        let sealed = codec::seal(&key, body);
-        bytes += sealed.len() as u64;
-        batch.put(key, sealed);
-    }
-    let mut buckets = Vec::new();
-    for (bucket, body) in index.encode_buckets(start, len) {
-        let (chunks, stored) =
-            put_chunked(&mut batch, &body, |c| keys.keyword_bucket(bucket, id, c));
-        bytes += stored;
-        buckets.push((bucket, chunks));
-    }
-    let mut sketches = Vec::new();
-    if let Some(v) = vectors {
-        let docs = index.docs[start as usize..len as usize]
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.meta.id.as_str(), (v.bits)(start + i as u32)));
-        let body = sketch::encode(v.dims, docs);
-        let (chunks, stored) = put_chunked(&mut batch, &body, |c| {
-            keys.keyword_sketch(v.model_key, id, c)
-        });
-        bytes += stored;
-        sketches.push((v.model_key.to_string(), chunks));
-    }
-    let docs = &index.docs[start as usize..len as usize];
-    let total_len = docs.iter().map(|d| u64::from(d.len)).sum();
-    let supersedes = docs
-        .iter()
-        .filter(|d| d.meta.supersedes_event_id.is_some())
-        .count() as u32;
-    let head = SegmentHead {
-        id: id.to_string(),
-        docs: len - start,
-        to_seq: index.seq,
-        total_len,
-        pages: pages.len() as u32,
-        buckets,
-        bytes,
-        sketches,
-        supersedes,
-    };
-    for old in &merged {
-        for key in old.part_keys(keys) {
-            batch.delete(key);
-        }
-    }
-    kept.push(head);
-    let manifest = Manifest {
-        format: FORMAT,
-        segments: kept,
-    };
-    let raw = serde_json::to_vec(&manifest).ok()?;
-    let key = keys.keyword_manifest();
-    match &persisted.raw {
-        Some(old) => batch.require_equals(&key, old.clone()),
-        None => batch.require_absent(&key),
-    };
-    batch.put(&key, raw.clone());
-    Some(Plan {
-        batch,
-        persisted: Persisted {
-            raw: Some(raw),
-            segments: manifest.segments,
-        },
-        sweep: replaces,
-    })
+    let head = put_segment(&mut batch, index, (start, len), keys, id, vectors);
+    let known = persisted.raw.as_deref();
+    finish(batch, keys, kept, head, &merged, known, replaces)
+}
+
+/// The write of a new segment built apart from any loaded index (`tail.rs`): `index` holds
+/// the documents of `merged` (the stored segments it replaces, in order) and then the new ones.
+pub fn plan_apart(
+    index: &KeywordIndex,
+    kept: Vec<SegmentHead>,
+    merged: &[SegmentHead],
+    known: Option<&[u8]>,
+    keys: &OrgKeys,
+    id: &str,
+    vectors: Option<&Vectors<'_>>,
+) -> Option<Plan> {
+    let len = u32::try_from(index.len()).ok()?;
+    let mut batch = Batch::new();
+    let head = put_segment(&mut batch, index, (0, len), keys, id, vectors);
+    finish(batch, keys, kept, head, merged, known, false)
 }
 
 /// Makes a planned write. `Ok(None)`: another instance changed the manifest first (its

@@ -3,7 +3,7 @@
 //! and catching up with storage (`refresh`) are its methods, in those files.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::cache::EventCache;
 use super::keyword::{KeywordIndex, Tokenizer};
@@ -44,6 +44,13 @@ pub struct MemoryService {
     /// Whether this instance serves one request and ends (Spin): searches then answer from
     /// the stored segments where they can instead of loading the index (`probe.rs`).
     pub(super) per_request: Cell<bool>,
+    /// Orgs (by key root) whose events past the stored segments may make a segment now
+    /// (`tail.rs`).
+    pub(super) tail_due: RefCell<HashSet<String>>,
+    /// Orgs a search answered from the stored segments for, whose index this instance loads
+    /// after the answer; and those it is loading.
+    pub(super) load_due: RefCell<HashSet<OrgId>>,
+    pub(super) loading: RefCell<HashSet<OrgId>>,
 }
 
 impl Default for MemoryService {
@@ -56,6 +63,9 @@ impl Default for MemoryService {
             recent_vectors: RefCell::default(),
             ranking: Cell::default(),
             per_request: Cell::default(),
+            tail_due: RefCell::default(),
+            load_due: RefCell::default(),
+            loading: RefCell::default(),
         }
     }
 }

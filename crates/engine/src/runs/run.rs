@@ -332,6 +332,10 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
                             d.flush().await;
                         }
                         let events = scope.events.take();
+                        if !events.is_empty() {
+                            // The run's saves counted the sequence in its overlay.
+                            engine.memory.mark_tail(caller.keys());
+                        }
                         engine.after_commit(caller.org(), events).await;
                     }
                     let receipts: Vec<Value> = sends
