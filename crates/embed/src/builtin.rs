@@ -25,9 +25,10 @@ const MAGIC: &[u8; 8] = b"LORESTE1";
 /// A parsed static embedding table: the tokenizer over its vocabulary, one scale per token
 /// and the int8 rows, read in place from the bytes.
 pub struct StaticModel<'a> {
-    tokenizer: WordPiece,
+    tokenizer: WordPiece<'a>,
     dims: usize,
-    scales: Vec<f32>,
+    /// One little-endian f32 per token, read where it is.
+    scales: &'a [u8],
     rows: &'a [u8],
 }
 
@@ -58,15 +59,12 @@ impl<'a> StaticModel<'a> {
         let vocab_bytes = u32_field()?;
         let vocab = std::str::from_utf8(take(vocab_bytes)?)
             .map_err(|_| FormatError("vocabulary is not UTF-8"))?;
-        let tokenizer =
-            WordPiece::new(vocab.split('\n')).ok_or(FormatError("vocabulary has no [UNK]"))?;
+        let tokenizer = WordPiece::new(vocab.split('\n'), vocab_size)
+            .ok_or(FormatError("vocabulary has no [UNK]"))?;
         if tokenizer.len() != vocab_size || dims == 0 {
             return Err(FormatError("header does not match the vocabulary"));
         }
-        let scales = take(4 * vocab_size)?
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let scales = take(4 * vocab_size)?;
         let rows = take(vocab_size * dims)?;
         if !rest.is_empty() {
             return Err(FormatError("trailing bytes"));
@@ -92,7 +90,8 @@ impl<'a> StaticModel<'a> {
         let unk = self.tokenizer.unk();
         for &id in ids.iter().filter(|&&id| id != unk) {
             let id = id as usize;
-            let scale = self.scales[id];
+            let b = &self.scales[4 * id..4 * id + 4];
+            let scale = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             let row = &self.rows[id * self.dims..(id + 1) * self.dims];
             for (acc, &q) in sum.iter_mut().zip(row) {
                 *acc += scale * f32::from(q as i8);
@@ -114,7 +113,7 @@ fn model() -> &'static StaticModel<'static> {
 }
 
 #[cfg(test)]
-pub(crate) fn tokenizer() -> &'static WordPiece {
+pub(crate) fn tokenizer() -> &'static WordPiece<'static> {
     &model().tokenizer
 }
 

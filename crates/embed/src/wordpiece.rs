@@ -9,27 +9,32 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxBuildHasher;
+
 use unicode_general_category::{GeneralCategory, get_general_category};
 use unicode_normalization::UnicodeNormalization;
 
 /// Words longer than this (in characters) become `[UNK]`, as in BERT.
 const MAX_WORD_CHARS: usize = 100;
 
-/// A WordPiece vocabulary and the rules that split text into its tokens.
-pub struct WordPiece {
-    ids: HashMap<Box<str>, u32>,
+/// A WordPiece vocabulary and the rules that split text into its tokens. The tokens are
+/// borrowed from the vocabulary's text and hashed with FxHash (the keys are the model's own
+/// tokens, not input an attacker chooses): a Spin request builds this table afresh for every
+/// query it embeds, so building it must cost little.
+pub struct WordPiece<'a> {
+    ids: HashMap<&'a str, u32, FxBuildHasher>,
     unk: u32,
 }
 
-impl WordPiece {
-    /// A tokenizer over `vocab` (tokens in id order, continuations spelled `##piece`), which
-    /// must contain `[UNK]`.
-    pub fn new<'a>(vocab: impl IntoIterator<Item = &'a str>) -> Option<Self> {
-        let ids: HashMap<Box<str>, u32> = vocab
-            .into_iter()
-            .enumerate()
-            .map(|(i, token)| (token.into(), i as u32))
-            .collect();
+impl<'a> WordPiece<'a> {
+    /// A tokenizer over `vocab` (tokens in id order, continuations spelled `##piece`, about
+    /// `size` of them), which must contain `[UNK]`.
+    pub fn new(vocab: impl IntoIterator<Item = &'a str>, size: usize) -> Option<Self> {
+        let mut ids: HashMap<&'a str, u32, FxBuildHasher> =
+            HashMap::with_capacity_and_hasher(size, FxBuildHasher);
+        for (i, token) in vocab.into_iter().enumerate() {
+            ids.insert(token, i as u32);
+        }
         let unk = *ids.get("[UNK]")?;
         Some(Self { ids, unk })
     }
