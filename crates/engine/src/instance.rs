@@ -201,7 +201,7 @@ impl Engine {
 
     /// What follows a commit of new events: inside a script run they wait for the run's own
     /// commit; otherwise the behaviors they trigger react, after the answer where the host
-    /// has a background port (natively), else now, before it (the edge). A reaction never
+    /// has a background port (natively, Workers), else now, before it (Spin). A reaction never
     /// fails the write that set it off.
     pub async fn after_commit(&self, org: &OrgId, events: Vec<Event>) {
         if events.is_empty() {
@@ -238,7 +238,7 @@ impl Engine {
     /// instance loads it in a few reads): from this instance's loaded index, or from the
     /// events past the stored segments when a commit marked the org (`memory/tail.rs`); and
     /// loads the org's index when a search answered without it. After the answer where the
-    /// host has a background port (natively), else now. Not from inside a script run, whose
+    /// host has a background port (natively, Workers), else now. Not from inside a script run, whose
     /// storage is its overlay.
     pub async fn persist_memory(&self, caller: &Caller) {
         self.persist_memory_of(caller.org(), caller.keys(), Some(caller))

@@ -58,7 +58,7 @@ fn ports(env: &Env) -> worker::Result<Ports> {
         // Workers KV is eventually consistent: a deleted entry may be served elsewhere for up
         // to 60 s, so revoked tokens would not stop at once. The isolate's memory is the cache.
         cache: None,
-        background: None,
+        background: Some(Rc::new(ports::AfterAnswer)),
     })
 }
 
@@ -129,14 +129,18 @@ fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
 }
 
 #[event(fetch)]
-async fn fetch(request: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let ctx = Rc::new(ctx);
     let lore = instance(&env)?;
     let request = to_http(request).await?;
     #[cfg(feature = "test-build")]
     if let Some(response) = test_routes::handle(&lore, &env, &request).await {
+        ports::hand_over(&ctx);
         return from_http(response);
     }
     let response = lore.handle(request).await;
+    // What the core left for after the answer runs under this request's `waitUntil`.
+    ports::hand_over(&ctx);
     // The request's structured log line, for `wrangler tail` and Workers Logs.
     if let Some(line) = lore_front::request_log::Line::of(&response) {
         worker::console_log!("{}", line.0);

@@ -1,18 +1,21 @@
-//! The clock, randomness, outbound HTTP and embedding ports on Workers: `Date.now()`,
-//! `crypto.getRandomValues`, `fetch`, and the Workers AI binding.
+//! The clock, randomness, outbound HTTP, embedding and background ports on Workers:
+//! `Date.now()`, `crypto.getRandomValues`, `fetch`, the Workers AI binding, and `waitUntil`.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use js_sys::Uint8Array;
 use lore_base::ports::{
-    Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Randomness,
+    Background, Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError,
+    Randomness,
 };
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::wasm_bindgen;
-use worker::{Ai, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{Ai, Context, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 /// `Date.now()` and `setTimeout`. Inside a request it is the time the request's I/O last completed (Workers
 /// freeze the clock during pure computation), which is all the core needs.
@@ -142,5 +145,37 @@ impl Embedder for WorkersAiEmbedder {
             )));
         }
         Ok(output.data)
+    }
+}
+
+type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+thread_local! {
+    /// Work the core left for after its answer, until a request hands it to `waitUntil`.
+    static AFTER_ANSWER: RefCell<Vec<Task>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The background port: what the core spawns (a memory index loaded after a search answered
+/// from the stored segments, segments written, behaviors' reactions) waits until the request
+/// being answered hands it to its context's `waitUntil` ([`hand_over`]), so it runs after the
+/// response and the isolate is kept until it ends.
+pub struct AfterAnswer;
+
+impl Background for AfterAnswer {
+    fn spawn(&self, task: Task) {
+        AFTER_ANSWER.with(|tasks| tasks.borrow_mut().push(task));
+    }
+}
+
+/// Hands the waiting tasks to `ctx.waitUntil`; each hands on, when it ends, what it left in
+/// turn (a reaction that saves leaves a segment write).
+pub fn hand_over(ctx: &Rc<Context>) {
+    let tasks = AFTER_ANSWER.with(|tasks| std::mem::take(&mut *tasks.borrow_mut()));
+    for task in tasks {
+        let next = ctx.clone();
+        ctx.wait_until(async move {
+            task.await;
+            hand_over(&next);
+        });
     }
 }

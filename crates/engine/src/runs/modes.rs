@@ -305,8 +305,8 @@ pub(crate) fn check_upstream(method: &str, result: Value) -> Result<Value, LoreE
     })
 }
 
-/// Makes the calls a committed `do` run queued in `send` mode: natively after the answer
-/// (the background port), elsewhere before it.
+/// Makes the calls a committed `do` run queued in `send` mode: after the answer where the
+/// host has a background port (natively, Workers), elsewhere (Spin) before it.
 pub(crate) async fn dispatch_sends_after(
     engine: &Engine,
     caller: &Caller,

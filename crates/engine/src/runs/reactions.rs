@@ -9,9 +9,9 @@
 //!   that fails triggers nothing.
 //! - *Never fails the write*: the reaction's outcome is only recorded.
 //! - *When*: where the host has a background port (`Ports::background`: `lore serve`, a local
-//!   task of the worker thread), after the triggering request is answered; elsewhere (Workers,
-//!   Spin, where work cannot outlive the request without a platform hook the core does not
-//!   have) inline, before the answer.
+//!   task of the worker thread; Workers, the request's `waitUntil`), after the triggering
+//!   request is answered; elsewhere (Spin, where work cannot outlive the request) inline,
+//!   before the answer.
 //! - *Bounded*: a reaction's own writes may trigger reactions, down to [`MAX_DEPTH`]; a
 //!   reaction that would go deeper is not run and is recorded as `skipped`
 //!   (`reaction_depth`), so a behavior that triggers itself runs twice, then stops.
