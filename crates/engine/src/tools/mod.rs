@@ -447,6 +447,11 @@ impl ToolSpec {
 
 /// Compiled validators, each built once per process on the first call of its tool: a Spin
 /// instance serves one request, so it compiles only the schema of the tool it runs.
+///
+/// Compiled as draft 7, which every keyword of lore's own tool schemas belongs to: the first
+/// compile in a process also compiles the draft's meta-schema to check the schema against,
+/// and 2020-12's (eight vocabularies) cost 1.9 ms natively against draft 7's 0.8 ms; the
+/// schema itself, ~15 µs. Tenants' schemas stay 2020-12 (`lore_base::schema::compile`).
 fn validator(spec: &ToolSpec) -> &'static jsonschema::Validator {
     static VALIDATORS: OnceLock<Vec<OnceLock<jsonschema::Validator>>> = OnceLock::new();
     let cells = VALIDATORS.get_or_init(|| TOOLS.iter().map(|_| OnceLock::new()).collect());
@@ -455,7 +460,9 @@ fn validator(spec: &ToolSpec) -> &'static jsonschema::Validator {
         .position(|t| std::ptr::eq(t, spec))
         .expect("spec is in the tool table");
     cells[idx].get_or_init(|| {
-        jsonschema::validator_for(&spec.input_schema())
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft7)
+            .build(&spec.input_schema())
             .expect("tool input schemas are valid JSON Schema")
     })
 }
