@@ -727,3 +727,38 @@ fn a_fresh_server_answers_its_first_search_from_the_segments_and_loads_the_index
     );
     assert_eq!(first[0], first[1], "{first:?}");
 }
+
+#[test]
+fn a_per_request_search_over_a_long_tail_answers_and_writes_it() {
+    let store = settled(1_000, 0);
+    let covered = |store: &MemoryStorage| -> u32 {
+        manifest(store)
+            .unwrap()
+            .segments
+            .iter()
+            .map(|s| s.docs)
+            .sum()
+    };
+    let before = covered(&store);
+    // A save whose segment write fails: 100 events stay past the segments.
+    let (lore, counted) = per_request(store.clone(), 80, None);
+    let caller = owner(&lore);
+    call(&lore, &caller, "search_sdk", json!({"query": "memory"}));
+    counted.fail_commit_at(2);
+    let batch: Vec<Value> = (0..100)
+        .map(|k| json!({"content": format!("a long tail heron {k}")}))
+        .collect();
+    call(&lore, &caller, "save_memory", json!({ "memories": batch }));
+    counted.heal();
+    assert_eq!(covered(&store), before, "the segment write failed");
+    let truth = without_segments(&store);
+    let args = json!({"query": "long tail heron", "limit": 10});
+    let (loaded, c) = instance(truth, 81);
+    let (expected, _) = answer(&loaded, &c, args.clone());
+    // The probe indexes the tail itself, and the request's end writes it as a segment.
+    let (probe, c) = per_request(store.clone(), 82, None);
+    let (got, _) = answer(&probe, &c, args.clone());
+    same_ranking(&got, &expected, &args);
+    assert_eq!(got.as_array().unwrap().len(), 10);
+    assert_eq!(covered(&store), before + 100, "the search wrote the tail");
+}

@@ -4,8 +4,9 @@
 //!
 //! What one probe reads (see ARCHITECTURE.md, "What one Spin request reads"):
 //! 1. the org's event sequence number and the segment manifest (two point reads);
-//! 2. the events past the last segment (one scan, one read; fewer than [`SEGMENT_EVENTS`], else
-//!    the request loads the index instead and its end writes the segment that is due);
+//! 2. the events past the last segment (one scan, one read; normally fewer than
+//!    [`SEGMENT_EVENTS`], as saves write segments; a longer tail is written as a segment at the
+//!    request's end, and past [`MAX_PROBE_TAIL`] the request loads the index instead);
 //! 3. per bucket of the query's terms, one scan of that bucket's parts in every segment (a
 //!    few kilobytes per segment; only the query's terms are decoded);
 //! 4. with an embedder: the segments' vector sketches under its model (one scan, about 50 bytes
@@ -28,7 +29,7 @@ use super::event::Event;
 use super::fusion::{Hit, RRF_K, depth_for, rounded};
 use super::inputs::SearchInput;
 use super::keyword::{KeywordIndex, average_len, best_first, idf, term_score};
-use super::refresh::{events_after, stored_seq};
+use super::refresh::{events_after_at_most, stored_seq};
 use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{decode as decode_vector, embed_all, model_key};
 use super::service::{MemoryService, Ranking};
@@ -38,6 +39,9 @@ use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
 use lore_directory::Caller;
 
+/// Events past the stored segments that a probe reads and indexes itself; past them the
+/// request loads the index.
+const MAX_PROBE_TAIL: usize = 256;
 /// Sketch candidates whose int8 vectors are read and ranked exactly, per ranked result wanted.
 const RERANK_PER_RESULT: usize = 4;
 /// Rounds of reading more candidates when the first ones were superseded; past them the
@@ -152,14 +156,21 @@ impl MemoryService {
             return Ok(None);
         };
         let last_seq = manifest.segments.last().map_or(0, |s| s.to_seq);
+        // A tail of a segment or more (its write lost a race, or failed) is written at this
+        // request's end; up to MAX_PROBE_TAIL events the probe indexes them itself.
+        if seq - last_seq >= u64::from(SEGMENT_EVENTS) {
+            self.mark_tail(keys);
+        }
+        if seq - last_seq > MAX_PROBE_TAIL as u64 {
+            return Ok(None);
+        }
         let tail_events: Vec<Event> = if last_seq == seq {
             Vec::new()
         } else {
-            events_after(ports, keys, last_seq).await?.0
+            events_after_at_most(ports, keys, last_seq, MAX_PROBE_TAIL)
+                .await?
+                .0
         };
-        if tail_events.len() >= SEGMENT_EVENTS as usize {
-            return Ok(None);
-        }
         let mut tail = KeywordIndex::default();
         for e in &tail_events {
             tail.insert(&self.tokenizer, e);
