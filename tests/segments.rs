@@ -281,21 +281,30 @@ fn foreign_and_stale_manifests_are_not_trusted() {
     }
 }
 
+/// Saves 100 memories (`{text} {k}`) in one call and fails the segment write after it. A
+/// first call flushes the usage counters (the clock stands still: never again), so the commits
+/// of the save are the save's and then the segment write: the second fails.
+fn save_failing_the_segment_write(
+    lore: &Lore,
+    counted: &FaultyStorage,
+    caller: &Caller,
+    text: &str,
+) {
+    call(lore, caller, "search_sdk", json!({"query": "memory"}));
+    counted.fail_commit_at(2);
+    let batch: Vec<Value> = (0..100)
+        .map(|k| json!({"content": format!("{text} {k}")}))
+        .collect();
+    call(lore, caller, "save_memory", json!({ "memories": batch }));
+    counted.heal();
+}
+
 #[test]
 fn a_failed_segment_write_loses_no_memory() {
     let store = org_with(0);
     let (lore, counted) = instance(store.clone(), 5);
     let caller = owner(&lore);
-    // A first call flushes the usage counters (the clock stands still: never again), so the
-    // commits of the save below are the save's and then the segment write after it: fail
-    // the second.
-    call(&lore, &caller, "search_sdk", json!({"query": "memory"}));
-    counted.fail_commit_at(2);
-    let batch: Vec<Value> = (0..100)
-        .map(|k| json!({"content": format!("before the crash, heron {k}")}))
-        .collect();
-    call(&lore, &caller, "save_memory", json!({ "memories": batch }));
-    counted.heal();
+    save_failing_the_segment_write(&lore, &counted, &caller, "before the crash, heron");
     assert!(
         manifest(&store).is_none(),
         "the failed commit was the segment write"
@@ -742,14 +751,7 @@ fn a_per_request_search_over_a_long_tail_answers_and_writes_it() {
     let before = covered(&store);
     // A save whose segment write fails: 100 events stay past the segments.
     let (lore, counted) = per_request(store.clone(), 80, None);
-    let caller = owner(&lore);
-    call(&lore, &caller, "search_sdk", json!({"query": "memory"}));
-    counted.fail_commit_at(2);
-    let batch: Vec<Value> = (0..100)
-        .map(|k| json!({"content": format!("a long tail heron {k}")}))
-        .collect();
-    call(&lore, &caller, "save_memory", json!({ "memories": batch }));
-    counted.heal();
+    save_failing_the_segment_write(&lore, &counted, &owner(&lore), "a long tail heron");
     assert_eq!(covered(&store), before, "the segment write failed");
     let truth = without_segments(&store);
     let args = json!({"query": "long tail heron", "limit": 10});

@@ -238,8 +238,8 @@ impl Engine {
     /// instance loads it in a few reads): from this instance's loaded index, or from the
     /// events past the stored segments when a commit marked the org (`memory/tail.rs`); and
     /// loads the org's index when a search answered without it. After the answer where the
-    /// host has a background port (natively, Workers), else now. Not from inside a script run, whose
-    /// storage is its overlay.
+    /// host has a background port (natively, Workers), else now. Not from inside a script
+    /// run, whose storage is its overlay.
     pub async fn persist_memory(&self, caller: &Caller) {
         self.persist_memory_of(caller.org(), caller.keys(), Some(caller))
             .await;

@@ -57,26 +57,26 @@ impl MemoryService {
         }
     }
 
-    /// [`Self::persist_tail`]; `Ok(false)` when nothing was written.
-    pub(super) async fn write_tail(&self, ports: &Ports, keys: &OrgKeys) -> Result<bool> {
+    /// [`Self::persist_tail`], with its error.
+    async fn write_tail(&self, ports: &Ports, keys: &OrgKeys) -> Result<()> {
         let (seq, _) = stored_seq(ports, keys).await?;
         let (mut kept, known) = match segments::read_manifest(ports, keys, seq).await? {
             Ok((manifest, raw)) => (manifest.segments, Some(raw)),
             Err(Unusable { why: None, .. }) => (Vec::new(), None),
             // Unusable segments are replaced by a loaded index's rebuild (which reads them
             // all to say why); a tail cannot stand on them.
-            Err(Unusable { why: Some(_), .. }) => return Ok(false),
+            Err(Unusable { why: Some(_), .. }) => return Ok(()),
         };
         let from = kept.last().map_or(0, |s| s.to_seq);
         if seq.saturating_sub(from) < u64::from(SEGMENT_EVENTS) {
-            return Ok(false);
+            return Ok(());
         }
         let (events, last) = events_after_at_most(ports, keys, from, MAX_TAIL_EVENTS).await?;
         let Ok(new_docs) = u32::try_from(events.len()) else {
-            return Ok(false);
+            return Ok(());
         };
         if new_docs < SEGMENT_EVENTS {
-            return Ok(false);
+            return Ok(());
         }
         let merged = segments::merging(&mut kept, new_docs);
         let wanted: Vec<String> = merged.iter().flat_map(|s| s.part_keys(keys)).collect();
@@ -95,7 +95,7 @@ impl MemoryService {
                     why,
                     "a stored keyword index segment is unusable; not merging"
                 );
-                return Ok(false);
+                return Ok(());
             }
         }
         let base = index.len() as u32;
@@ -150,8 +150,10 @@ impl MemoryService {
             &id,
             vectors.as_ref(),
         ) else {
-            return Ok(false);
+            return Ok(());
         };
-        Ok(segments::write(ports, keys, plan).await?.is_some())
+        // A manifest another instance changed first leaves its segments standing.
+        segments::write(ports, keys, plan).await?;
+        Ok(())
     }
 }
