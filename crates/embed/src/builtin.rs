@@ -20,6 +20,9 @@ static ASSET: &[u8] = include_bytes!("../../../assets/embedder/minilm-l6-static-
 /// `assets/embedder/NOTICE`.
 pub const ASSET_SHA256: &str = "4ca737ce82f927742863f728d170f997575c2c203e04d1854cecc27c2ed0567f";
 
+/// The table's WordPiece index, made by `build.rs` from [`ASSET`].
+static INDEX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wordpiece-index.bin"));
+
 const MAGIC: &[u8; 8] = b"LORESTE1";
 
 /// A parsed static embedding table: the tokenizer over its vocabulary, one scale per token
@@ -38,6 +41,8 @@ pub struct StaticModel<'a> {
 pub struct FormatError(&'static str);
 
 impl<'a> StaticModel<'a> {
+    /// The built-in table from its bytes ([`ASSET`]: the WordPiece index it is read with was
+    /// made from them at build time).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
         let mut rest = bytes
             .strip_prefix(MAGIC)
@@ -57,10 +62,10 @@ impl<'a> StaticModel<'a> {
         let dims = u32_field()?;
         let vocab_size = u32_field()?;
         let vocab_bytes = u32_field()?;
-        let vocab = std::str::from_utf8(take(vocab_bytes)?)
-            .map_err(|_| FormatError("vocabulary is not UTF-8"))?;
-        let tokenizer = WordPiece::new(vocab.split('\n'), vocab_size)
-            .ok_or(FormatError("vocabulary has no [UNK]"))?;
+        let vocab = take(vocab_bytes)?;
+        let tokenizer = WordPiece::new(vocab, vocab_size, INDEX).ok_or(FormatError(
+            "the vocabulary is not the one its index was made from",
+        ))?;
         if tokenizer.len() != vocab_size || dims == 0 {
             return Err(FormatError("header does not match the vocabulary"));
         }
@@ -122,8 +127,9 @@ pub(crate) fn tokenizer() -> &'static WordPiece<'static> {
 pub struct BuiltinEmbedder;
 
 impl BuiltinEmbedder {
-    /// The built-in embedder. Free to make: the first embedding in a process parses the table
-    /// (10–20 ms), which every thread then shares.
+    /// The built-in embedder. Free to make: the first embedding in a process opens the table
+    /// (header checks; the rows, scales and vocabulary index are read in place), which every
+    /// thread then shares.
     pub fn new() -> Self {
         Self
     }

@@ -202,6 +202,10 @@ fn engine_with(cache: Option<Option<PathBuf>>) -> Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model_async(true);
     config.concurrency_support(true);
+    if std::env::var_os("LORE_HOST_PERFMAP").is_some() {
+        // `perf record` then names the component's functions (/tmp/perf-{pid}.map).
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if let Some(directory) = cache {
         let mut cache_config = wasmtime::CacheConfig::new();
         if let Some(directory) = directory {
