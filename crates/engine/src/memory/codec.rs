@@ -21,6 +21,8 @@ use super::keyword::{Doc, DocMeta, KeywordIndex};
 
 /// The first bytes of every part; a new layout takes a new magic.
 const MAGIC: &[u8; 4] = b"LKP2";
+/// The magic and the checksum before every part's body.
+pub const SEAL_HEAD: usize = 8;
 /// How many buckets the terms are spread over (the same in every segment, so that one scan
 /// of a bucket's prefix reads a term's lists in all of them).
 pub const BUCKETS: u32 = 64;
@@ -46,7 +48,7 @@ fn part_crc(key: &str, body: &[u8]) -> u32 {
 
 /// A part as stored at `key`.
 pub fn seal(key: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + body.len());
+    let mut out = Vec::with_capacity(SEAL_HEAD + body.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&part_crc(key, body).to_le_bytes());
     out.extend_from_slice(body);
@@ -55,11 +57,11 @@ pub fn seal(key: &str, body: &[u8]) -> Vec<u8> {
 
 /// The body of the part stored at `key`, if it is one of this layout and intact.
 pub fn unseal<'a>(key: &str, bytes: &'a [u8]) -> Result<&'a [u8], String> {
-    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+    if bytes.len() < SEAL_HEAD || &bytes[..4] != MAGIC {
         return Err("a keyword index part of another layout".into());
     }
     let stored = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
-    let body = &bytes[8..];
+    let body = &bytes[SEAL_HEAD..];
     if part_crc(key, body) != stored {
         return Err("a keyword index part does not match its checksum".into());
     }

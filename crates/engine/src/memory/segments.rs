@@ -25,6 +25,7 @@
 //! the index is built from the events as before and the next write replaces every segment. A
 //! crash between the events' commit and a segment's costs nothing but a longer replay.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -96,15 +97,22 @@ fn joined<'a>(
     chunks: u32,
     key: impl Fn(u32) -> String,
     part: impl Fn(&str) -> Option<&'a [u8]>,
-) -> std::result::Result<Vec<u8>, String> {
-    let mut sealed = Vec::new();
-    for c in 0..chunks {
-        match part(&key(c)) {
-            Some(bytes) => sealed.extend_from_slice(bytes),
-            None => return Err("a segment part is missing".into()),
-        }
+) -> std::result::Result<Cow<'a, [u8]>, String> {
+    let missing = || "a segment part is missing".to_string();
+    if chunks == 1 {
+        // Most parts are one chunk: opened where they were read, not copied (a per-request
+        // search opens every segment's sketch, ~50 bytes per memory).
+        let first = key(0);
+        return codec::unseal(&first, part(&first).ok_or_else(missing)?).map(Cow::Borrowed);
     }
-    codec::unseal(&key(0), &sealed).map(<[u8]>::to_vec)
+    let mut pieces = Vec::with_capacity(chunks as usize);
+    for c in 0..chunks {
+        pieces.push(part(&key(c)).ok_or_else(missing)?);
+    }
+    let mut sealed = pieces.concat();
+    codec::unseal(&key(0), &sealed)?;
+    sealed.drain(..codec::SEAL_HEAD);
+    Ok(Cow::Owned(sealed))
 }
 
 /// Seals `body` under chunk 0's key and puts it in chunks of at most [`PART_BYTES`]; the
@@ -126,7 +134,7 @@ impl SegmentHead {
         keys: &OrgKeys,
         model_key: &str,
         part: impl Fn(&str) -> Option<&'a [u8]>,
-    ) -> std::result::Result<Option<Vec<u8>>, String> {
+    ) -> std::result::Result<Option<Cow<'a, [u8]>>, String> {
         let Some((_, chunks)) = self.sketches.iter().find(|(m, _)| m == model_key) else {
             return Ok(None);
         };
@@ -160,7 +168,7 @@ impl SegmentHead {
         keys: &OrgKeys,
         bucket: u32,
         part: impl Fn(&str) -> Option<&'a [u8]>,
-    ) -> std::result::Result<Option<Vec<u8>>, String> {
+    ) -> std::result::Result<Option<Cow<'a, [u8]>>, String> {
         let Some(&(_, chunks)) = self.buckets.iter().find(|(b, _)| *b == bucket) else {
             return Ok(None);
         };

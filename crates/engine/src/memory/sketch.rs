@@ -131,7 +131,7 @@ pub fn decode(body: &[u8], docs: u32, dims: usize) -> Result<Sketch, String> {
         code_len,
         ulids: Vec::with_capacity(docs as usize),
         code_at: Vec::with_capacity(docs as usize),
-        codes: Vec::new(),
+        codes: Vec::with_capacity(docs as usize * code_len),
     };
     for _ in 0..docs {
         let flags = *body.get(at).ok_or_else(|| bad("is cut short"))?;
