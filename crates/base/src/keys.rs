@@ -221,18 +221,29 @@ impl OrgKeys {
     pub fn keyword_manifest(&self) -> String {
         format!("{}kidx/manifest", self.root)
     }
-    /// Every part of every keyword index segment (one scan loads them all).
+    /// Every part of every keyword index segment.
     pub fn keyword_parts(&self) -> String {
         format!("{}kidx/p/", self.root)
     }
+    /// The parts that loading the keyword index reads, every segment's document pages and
+    /// postings (one scan reads them all; not the sketches and id pages, which only a
+    /// per-request search reads).
+    pub fn keyword_load_parts(&self) -> String {
+        format!("{}kidx/p/k/", self.root)
+    }
     /// Page `page` of segment `segment`'s documents (their ids, metadata and lengths).
     pub fn keyword_doc_page(&self, segment: &str, page: u32) -> String {
-        format!("{}kidx/p/d/{segment}/{page:05}", self.root)
+        format!("{}kidx/p/k/d/{segment}/{page:05}", self.root)
     }
     /// Chunk `chunk` of segment `segment`'s postings of the terms in bucket `bucket` (a
     /// bucket of a large segment is stored in several).
     pub fn keyword_bucket(&self, bucket: u32, segment: &str, chunk: u32) -> String {
-        format!("{}kidx/p/t/{bucket:02}/{segment}/{chunk:05}", self.root)
+        format!("{}kidx/p/k/t/{bucket:02}/{segment}/{chunk:05}", self.root)
+    }
+    /// Page `page` of segment `segment`'s document ids alone (a per-request search reads
+    /// its candidates' ids from these).
+    pub fn keyword_id_page(&self, segment: &str, page: u32) -> String {
+        format!("{}kidx/p/i/{segment}/{page:05}", self.root)
     }
     /// Chunk `chunk` of segment `segment`'s binary sketches of its documents' vectors under
     /// model `model`.
@@ -245,7 +256,7 @@ impl OrgKeys {
     }
     /// Every segment's postings in bucket `bucket` (one scan reads a term's lists).
     pub fn keyword_bucket_parts(&self, bucket: u32) -> String {
-        format!("{}kidx/p/t/{bucket:02}/", self.root)
+        format!("{}kidx/p/k/t/{bucket:02}/", self.root)
     }
     /// The current event equivalent to a save (its normalized text, entity set, kind, payload
     /// and author hash to `text_hash`): a duplicate save returns it.

@@ -28,6 +28,9 @@ pub const SEAL_HEAD: usize = 8;
 pub const BUCKETS: u32 = 64;
 /// Documents per page.
 pub const DOC_PAGE: u32 = 128;
+/// Documents per id page: a per-request search reads the ids of its few hundred best
+/// candidates a page each, so the pages are small (about 1.7 KB).
+pub const ID_PAGE: u32 = 64;
 
 /// Event ids of this form are stored as their 26 ULID characters.
 const EVENT_PREFIX: &str = "evt_";
@@ -132,6 +135,23 @@ impl KeywordIndex {
             .collect()
     }
 
+    /// The id pages of documents `[start, end)`, bodies in order.
+    pub fn encode_id_pages(&self, start: u32, end: u32) -> Vec<Vec<u8>> {
+        self.docs[start as usize..end as usize]
+            .chunks(ID_PAGE as usize)
+            .map(|docs| {
+                let mut body = Vec::with_capacity(docs.len() * (ULID_LEN + 1) + 2);
+                put_varint(&mut body, docs.len() as u64);
+                for doc in docs {
+                    put_id(&mut body, &doc.meta.id, |body, id| {
+                        put_bytes(body, id.as_bytes())
+                    });
+                }
+                body
+            })
+            .collect()
+    }
+
     /// The buckets of postings of documents `[start, end)`: (bucket, body) for each bucket
     /// that holds a term, in bucket order; terms in byte order inside, so equal ranges encode
     /// to equal bytes.
@@ -209,16 +229,9 @@ fn encode_doc_page(docs: &[Doc]) -> Vec<u8> {
     put_varint(&mut body, docs.len() as u64);
     for doc in docs {
         let m = &doc.meta;
-        match m.id.strip_prefix(EVENT_PREFIX) {
-            Some(ulid) if ulid.len() == ULID_LEN && ulid.is_ascii() => {
-                body.push(0);
-                body.extend_from_slice(ulid.as_bytes());
-            }
-            _ => {
-                body.push(1);
-                put_varint(&mut body, strings.id(&m.id));
-            }
-        }
+        put_id(&mut body, &m.id, |body, id| {
+            put_varint(body, strings.id(id))
+        });
         put_varint(&mut body, strings.id(&m.kind));
         put_varint(&mut body, strings.id(&m.author));
         put_varint(&mut body, m.entity_ids.len() as u64);
@@ -241,6 +254,51 @@ fn encode_doc_page(docs: &[Doc]) -> Vec<u8> {
     out
 }
 
+/// A document's id: an event id as its 26 ULID characters after a 0, another after a 1 as
+/// `other` writes it.
+fn put_id<'a>(body: &mut Vec<u8>, id: &'a str, other: impl FnOnce(&mut Vec<u8>, &'a str)) {
+    match id.strip_prefix(EVENT_PREFIX) {
+        Some(ulid) if ulid.len() == ULID_LEN && ulid.is_ascii() => {
+            body.push(0);
+            body.extend_from_slice(ulid.as_bytes());
+        }
+        _ => {
+            body.push(1);
+            other(body, id);
+        }
+    }
+}
+
+/// An id [`put_id`] wrote, the other form read by `other`.
+fn read_id<'a>(
+    r: &mut Reader<'a>,
+    other: impl FnOnce(&mut Reader<'a>) -> Result<String, String>,
+) -> Result<String, String> {
+    match r.byte()? {
+        0 => {
+            let ulid = r.fixed(ULID_LEN)?;
+            let ulid = std::str::from_utf8(ulid).map_err(|_| "a bad event id")?;
+            Ok(format!("{EVENT_PREFIX}{ulid}"))
+        }
+        1 => other(r),
+        _ => Err("a document id of an unknown form".into()),
+    }
+}
+
+/// The document ids of an id page body.
+pub(super) fn decode_id_page(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let mut r = Reader { bytes, at: 0 };
+    let n = r.count("document")?;
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(read_id(&mut r, Reader::text)?);
+    }
+    if r.at != bytes.len() {
+        return Err("an id page has bytes after its end".into());
+    }
+    Ok(ids)
+}
+
 /// The documents of a page body.
 pub(super) fn decode_doc_page(bytes: &[u8]) -> Result<Vec<Doc>, String> {
     let mut r = Reader { bytes, at: 0 };
@@ -258,15 +316,7 @@ pub(super) fn decode_doc_page(bytes: &[u8]) -> Result<Vec<Doc>, String> {
     let n_docs = r.count("document")?;
     let mut docs = Vec::with_capacity(n_docs);
     for _ in 0..n_docs {
-        let id = match r.byte()? {
-            0 => {
-                let ulid = r.fixed(ULID_LEN)?;
-                let ulid = std::str::from_utf8(ulid).map_err(|_| "a bad event id")?;
-                format!("{EVENT_PREFIX}{ulid}")
-            }
-            1 => string(r.varint()?)?,
-            _ => return Err("a document id of an unknown form".into()),
-        };
+        let id = read_id(&mut r, |r| string(r.varint()?))?;
         let kind = string(r.varint()?)?;
         let author = string(r.varint()?)?;
         let n_entities = r.count("entity")?;
@@ -511,6 +561,31 @@ mod tests {
         assert_eq!(only.len(), 1);
         let expected: Vec<(u32, u32)> = only[0].1.iter().map(|p| (p.doc, p.tf)).collect();
         assert_eq!(&expected, &whole.postings[&term]);
+    }
+
+    #[test]
+    fn id_pages_hold_every_id_in_order() {
+        let t = Tokenizer::default();
+        let mut whole = KeywordIndex::default();
+        for e in events(150) {
+            whole.insert(&t, &e);
+        }
+        whole.docs[3].meta.id = "custom-id".into();
+        let pages = whole.encode_id_pages(1, 150);
+        assert_eq!(pages.len(), 149usize.div_ceil(ID_PAGE as usize));
+        let ids: Vec<String> = pages
+            .iter()
+            .flat_map(|p| decode_id_page(p).unwrap())
+            .collect();
+        let expected: Vec<String> = whole.docs[1..].iter().map(|d| d.meta.id.clone()).collect();
+        assert_eq!(ids, expected);
+        assert_eq!(ids[2], "custom-id");
+        for cut in 0..pages[0].len() {
+            assert!(decode_id_page(&pages[0][..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = pages[0].clone();
+        longer.push(0);
+        assert!(decode_id_page(&longer).is_err());
     }
 
     #[test]

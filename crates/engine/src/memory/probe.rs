@@ -9,12 +9,12 @@
 //!    request's end, and past [`MAX_PROBE_TAIL`] the request loads the index instead);
 //! 3. per bucket of the query's terms, one scan of that bucket's parts in every segment (a
 //!    few kilobytes per segment; only the query's terms are decoded);
-//! 4. with an embedder: the segments' vector sketches under its model (one scan, about 50 bytes
-//!    per memory: the event's ULID and one bit per dimension), the query's embedding, and one
-//!    read of the int8 vectors of the best [`RERANK_PER_RESULT`] × depth candidates by Hamming
-//!    distance, ranked exactly;
-//! 5. the ids of keyword candidates (from the sketches, or one read of their document pages),
-//!    and one read of their supersession markers;
+//! 4. with an embedder: the segments' vector sketches under its model (one scan, one bit per
+//!    dimension: 32 bytes per memory), the query's embedding, the ids of the best
+//!    [`RERANK_PER_RESULT`] × depth candidates by Hamming distance (one read of their id
+//!    pages, 64 ids each) and their int8 vectors (one read), ranked exactly;
+//! 5. the ids of keyword candidates (one read of the id pages not read yet), and one read of
+//!    their supersession markers;
 //! 6. the hits' events (one read).
 //!
 //! The keyword ranking is the loaded index's exactly (the same BM25 statistics over every
@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::codec::{self, DOC_PAGE};
+use super::codec::{self, ID_PAGE};
 use super::event::Event;
 use super::fusion::{Hit, RRF_K, depth_for, rounded};
 use super::inputs::SearchInput;
@@ -59,8 +59,8 @@ struct Stored<'a> {
     tail: KeywordIndex,
     /// Each segment's sketch under the embedder's model, when read.
     sketches: Vec<Sketch>,
-    /// Document pages read so far, by key.
-    pages: HashMap<String, Vec<String>>,
+    /// Id pages read so far, by key.
+    id_pages: HashMap<String, Vec<String>>,
     /// Whether any stored document supersedes another (else no marker needs reading).
     supersessions: bool,
 }
@@ -72,16 +72,16 @@ impl Stored<'_> {
         (s, doc - self.starts[s])
     }
 
-    /// The event ids of `docs`, reading the document pages the sketches do not answer for
-    /// (one read). `None` when a page is missing or corrupt.
+    /// The event ids of `docs`, reading the id pages not read yet (one read). `None` when a
+    /// page is missing or corrupt.
     async fn ids(&mut self, ports: &Ports, docs: &[u32]) -> Result<Option<Vec<String>>> {
         let mut wanted: Vec<String> = Vec::new();
         for &doc in docs {
-            if doc >= self.covered || self.known_id(doc).is_some() {
+            if doc >= self.covered {
                 continue;
             }
-            let key = self.page_key(doc);
-            if !self.pages.contains_key(&key) && !wanted.contains(&key) {
+            let key = self.id_page_key(doc);
+            if !self.id_pages.contains_key(&key) && !wanted.contains(&key) {
                 wanted.push(key);
             }
         }
@@ -89,13 +89,15 @@ impl Stored<'_> {
             let Some(bytes) = bytes else {
                 return Ok(None);
             };
-            match codec::unseal(key, &bytes).and_then(codec::decode_doc_page) {
-                Ok(page) => {
-                    let ids = page.into_iter().map(|d| d.meta.id).collect();
-                    self.pages.insert(key.clone(), ids);
+            match codec::unseal(key, &bytes).and_then(codec::decode_id_page) {
+                Ok(ids) => {
+                    self.id_pages.insert(key.clone(), ids);
                 }
                 Err(why) => {
-                    tracing::warn!(why, "a keyword index page is unusable; loading the index");
+                    tracing::warn!(
+                        why,
+                        "a keyword index id page is unusable; loading the index"
+                    );
                     return Ok(None);
                 }
             }
@@ -104,12 +106,10 @@ impl Stored<'_> {
         for &doc in docs {
             let id = if doc >= self.covered {
                 self.tail.doc_id(doc - self.covered).to_string()
-            } else if let Some(id) = self.known_id(doc) {
-                id
             } else {
                 let (_, local) = self.locate(doc);
-                let page = &self.pages[&self.page_key(doc)];
-                match page.get((local % DOC_PAGE) as usize) {
+                let page = &self.id_pages[&self.id_page_key(doc)];
+                match page.get((local % ID_PAGE) as usize) {
                     Some(id) => id.clone(),
                     None => return Ok(None),
                 }
@@ -119,15 +119,10 @@ impl Stored<'_> {
         Ok(Some(out))
     }
 
-    fn known_id(&self, doc: u32) -> Option<String> {
-        let (s, local) = self.locate(doc);
-        self.sketches.get(s).and_then(|sk| sk.id(local))
-    }
-
-    fn page_key(&self, doc: u32) -> String {
+    fn id_page_key(&self, doc: u32) -> String {
         let (s, local) = self.locate(doc);
         self.keys
-            .keyword_doc_page(&self.segments[s].id, local / DOC_PAGE)
+            .keyword_id_page(&self.segments[s].id, local / ID_PAGE)
     }
 }
 
@@ -188,7 +183,7 @@ impl MemoryService {
             covered,
             tail,
             sketches: Vec::new(),
-            pages: HashMap::new(),
+            id_pages: HashMap::new(),
             supersessions: manifest.segments.iter().any(|s| s.supersedes > 0)
                 || tail_events.iter().any(|e| e.supersedes_event_id.is_some()),
         };
@@ -353,12 +348,11 @@ impl MemoryService {
         {
             return Ok(None);
         }
-        let parts = read_parts(ports, &stored.keys.keyword_sketches(&mkey)).await?;
-        let part = |k: &str| parts.get(k).map(Vec::as_slice);
+        let mut parts = read_parts(ports, &stored.keys.keyword_sketches(&mkey)).await?;
         for segment in stored.segments {
             let sketch = segment
-                .sketch(stored.keys, &mkey, part)
-                .and_then(|body| sketch::decode(&body.unwrap_or_default(), segment.docs, dims));
+                .take_sketch(stored.keys, &mkey, dims, &mut parts)
+                .and_then(|s| s.ok_or_else(|| "a segment has no sketch".to_string()));
             match sketch {
                 Ok(s) => stored.sketches.push(s),
                 Err(why) => {
@@ -379,13 +373,13 @@ impl MemoryService {
             }
         };
         let bits = sketch::sign_bits(&query_vector);
-        let mut near: Vec<(u32, u32)> = Vec::new();
+        let mut near: Vec<(u32, u32)> = Vec::with_capacity(stored.covered as usize);
         for (s, sk) in stored.sketches.iter().enumerate() {
-            for local in 0..sk.len() as u32 {
-                if let Some(code) = sk.code(local) {
-                    near.push((sketch::hamming(&bits, code), stored.starts[s] + local));
-                }
-            }
+            let base = stored.starts[s];
+            near.extend(
+                sk.codes()
+                    .map(|(local, code)| (sketch::hamming(&bits, code), base + local)),
+            );
         }
         let keep = depth * RERANK_PER_RESULT;
         // Nearest first; ties to the newer document.

@@ -7,11 +7,13 @@
 //! holds them, and a manifest (`o/{org}/kidx/manifest`) that names them in order with each
 //! one's document count, total length, the event sequence number it reaches, and its parts.
 //! A segment is stored as parts (`codec.rs`, each sealed with its own checksum): pages of its
-//! documents under `o/{org}/kidx/p/d/{segment}/{page}` and buckets of its postings under
-//! `o/{org}/kidx/p/t/{bucket}/{segment}/{chunk}`. The bucket comes first in the key, so one
-//! scan of a bucket's prefix reads a term's lists in every segment. Loading the whole index is
-//! one read of the manifest and one scan of the parts; the events past the last segment's
-//! sequence number are then read as a warm instance reads new events.
+//! documents under `o/{org}/kidx/p/k/d/{segment}/{page}` and buckets of its postings under
+//! `o/{org}/kidx/p/k/t/{bucket}/{segment}/{chunk}`. The bucket comes first in the key, so one
+//! scan of a bucket's prefix reads a term's lists in every segment. For per-request searches
+//! it also has small pages of its document ids alone (`kidx/p/i/{segment}/{page}`) and the
+//! sketches of its vectors (`kidx/p/v/{model}/{segment}/{chunk}`, `sketch.rs`). Loading the
+//! whole index is one read of the manifest and one scan of the `k/` parts; the events past the
+//! last segment's sequence number are then read as a warm instance reads new events.
 //!
 //! Writing never rewrites the whole index: once [`SEGMENT_EVENTS`] documents are past the
 //! stored segments, they become one new segment, and whenever the newest [`TIER`] segments are
@@ -45,8 +47,9 @@ pub const SEGMENT_EVENTS: u32 = 32;
 pub const TIER: usize = 4;
 /// The largest stored chunk of a part (see `lore_base::storage::VALUE_CHUNK`).
 pub const PART_BYTES: usize = lore_base::storage::VALUE_CHUNK;
-/// The manifest's format; every part carries its own magic.
-pub const FORMAT: u32 = 2;
+/// The manifest's format; every part carries its own magic. 3: id pages, sketches without
+/// ids, the loaded parts under `k/`.
+pub const FORMAT: u32 = 3;
 /// Rows per scan page when the parts are read (one round trip for most orgs).
 const SCAN_PAGE: usize = 4096;
 
@@ -146,8 +149,41 @@ impl SegmentHead {
         .map(Some)
     }
 
+    /// This segment's sketch under `model_key` taken out of `parts` (the stored parts by key)
+    /// and decoded where it was read: `None` when it has none.
+    pub fn take_sketch(
+        &self,
+        keys: &OrgKeys,
+        model_key: &str,
+        dims: usize,
+        parts: &mut HashMap<String, Vec<u8>>,
+    ) -> std::result::Result<Option<sketch::Sketch>, String> {
+        let Some(&(_, chunks)) = self.sketches.iter().find(|(m, _)| m == model_key) else {
+            return Ok(None);
+        };
+        let key = |c| keys.keyword_sketch(model_key, &self.id, c);
+        let missing = || "a segment part is missing".to_string();
+        let sealed = if chunks == 1 {
+            parts.remove(&key(0)).ok_or_else(missing)?
+        } else {
+            let mut sealed = Vec::new();
+            for c in 0..chunks {
+                sealed.extend_from_slice(&parts.remove(&key(c)).ok_or_else(missing)?);
+            }
+            sealed
+        };
+        codec::unseal(&key(0), &sealed)?;
+        sketch::decode(sealed, codec::SEAL_HEAD, self.docs, dims).map(Some)
+    }
+
+    /// How many id pages it has (`codec::ID_PAGE` documents each).
+    pub fn id_pages(&self) -> u32 {
+        self.docs.div_ceil(codec::ID_PAGE)
+    }
+
     /// The storage keys of every part of this segment.
     pub fn part_keys(&self, keys: &OrgKeys) -> Vec<String> {
+        let ids = (0..self.id_pages()).map(|p| keys.keyword_id_page(&self.id, p));
         let pages = (0..self.pages).map(|p| keys.keyword_doc_page(&self.id, p));
         let buckets = self
             .buckets
@@ -158,7 +194,7 @@ impl SegmentHead {
             .sketches
             .iter()
             .flat_map(|(m, chunks)| (0..*chunks).map(move |c| keys.keyword_sketch(m, &self.id, c)));
-        pages.chain(buckets).chain(sketches).collect()
+        pages.chain(buckets).chain(ids).chain(sketches).collect()
     }
 
     /// The chunks of bucket `bucket` joined and opened: its body, `None` when the segment has
@@ -320,7 +356,7 @@ pub async fn read(
             why: Some(why.to_string()),
         }))
     };
-    let parts = read_parts(ports, &keys.keyword_parts()).await?;
+    let parts = read_parts(ports, &keys.keyword_load_parts()).await?;
     let part = |key: &str| parts.get(key).map(Vec::as_slice);
     let mut index = KeywordIndex::default();
     for segment in &manifest.segments {
@@ -501,6 +537,12 @@ fn put_segment(
         bytes += sealed.len() as u64;
         batch.put(key, sealed);
     }
+    for (page, body) in index.encode_id_pages(start, len).iter().enumerate() {
+        let key = keys.keyword_id_page(id, page as u32);
+        let sealed = codec::seal(&key, body);
+        bytes += sealed.len() as u64;
+        batch.put(key, sealed);
+    }
     let mut buckets = Vec::new();
     for (bucket, body) in index.encode_buckets(start, len) {
         let (chunks, stored) = put_chunked(batch, &body, |c| keys.keyword_bucket(bucket, id, c));
@@ -509,11 +551,7 @@ fn put_segment(
     }
     let mut sketches = Vec::new();
     if let Some(v) = vectors {
-        let docs = index.docs[start as usize..len as usize]
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.meta.id.as_str(), (v.bits)(start + i as u32)));
-        let body = sketch::encode(v.dims, docs);
+        let body = sketch::encode(v.dims, (start..len).map(v.bits));
         let (chunks, stored) =
             put_chunked(batch, &body, |c| keys.keyword_sketch(v.model_key, id, c));
         bytes += stored;

@@ -115,7 +115,7 @@ impl MemoryService {
             for segment in &merged {
                 let body = segment.sketch(keys, model_key, part);
                 if let Ok(Some(body)) = body
-                    && let Ok(sketch) = sketch::decode(&body, segment.docs, *dims)
+                    && let Ok(sketch) = sketch::decode(body.into_owned(), 0, segment.docs, *dims)
                 {
                     for doc in 0..segment.docs {
                         codes[at + doc as usize] = sketch.code(doc).map(<[u8]>::to_vec);
