@@ -285,18 +285,23 @@ fn read_id<'a>(
     }
 }
 
-/// The document ids of an id page body.
-pub(super) fn decode_id_page(bytes: &[u8]) -> Result<Vec<String>, String> {
+/// Id number `n` of an id page body, the others skipped, not decoded.
+pub(super) fn id_in_page(bytes: &[u8], n: usize) -> Result<String, String> {
     let mut r = Reader { bytes, at: 0 };
-    let n = r.count("document")?;
-    let mut ids = Vec::with_capacity(n);
+    if n >= r.count("document")? {
+        return Err("an id page holds fewer documents than its segment".into());
+    }
     for _ in 0..n {
-        ids.push(read_id(&mut r, Reader::text)?);
+        match r.byte()? {
+            0 => r.fixed(ULID_LEN).map(|_| ())?,
+            1 => {
+                let len = r.count("byte")?;
+                r.fixed(len)?;
+            }
+            _ => return Err("a document id of an unknown form".into()),
+        }
     }
-    if r.at != bytes.len() {
-        return Err("an id page has bytes after its end".into());
-    }
-    Ok(ids)
+    read_id(&mut r, Reader::text)
 }
 
 /// The documents of a page body.
@@ -573,19 +578,20 @@ mod tests {
         whole.docs[3].meta.id = "custom-id".into();
         let pages = whole.encode_id_pages(1, 150);
         assert_eq!(pages.len(), 149usize.div_ceil(ID_PAGE as usize));
-        let ids: Vec<String> = pages
-            .iter()
-            .flat_map(|p| decode_id_page(p).unwrap())
+        let page = ID_PAGE as usize;
+        let ids: Vec<String> = (0..149)
+            .map(|n| id_in_page(&pages[n / page], n % page).unwrap())
             .collect();
         let expected: Vec<String> = whole.docs[1..].iter().map(|d| d.meta.id.clone()).collect();
         assert_eq!(ids, expected);
         assert_eq!(ids[2], "custom-id");
+        assert!(id_in_page(&pages[2], 149 % page).is_err(), "past the last");
         for cut in 0..pages[0].len() {
-            assert!(decode_id_page(&pages[0][..cut]).is_err(), "cut at {cut}");
+            assert!(
+                id_in_page(&pages[0][..cut], page - 1).is_err(),
+                "cut at {cut}"
+            );
         }
-        let mut longer = pages[0].clone();
-        longer.push(0);
-        assert!(decode_id_page(&longer).is_err());
     }
 
     #[test]

@@ -59,8 +59,9 @@ struct Stored<'a> {
     tail: KeywordIndex,
     /// Each segment's sketch under the embedder's model, when read.
     sketches: Vec<Sketch>,
-    /// Id pages read so far, by key.
-    id_pages: HashMap<String, Vec<String>>,
+    /// Id pages read so far, by key: their bodies, checked against their checksums (an id
+    /// is decoded when it is asked for).
+    id_pages: HashMap<String, Vec<u8>>,
     /// Whether any stored document supersedes another (else no marker needs reading).
     supersessions: bool,
 }
@@ -89,9 +90,11 @@ impl Stored<'_> {
             let Some(bytes) = bytes else {
                 return Ok(None);
             };
-            match codec::unseal(key, &bytes).and_then(codec::decode_id_page) {
-                Ok(ids) => {
-                    self.id_pages.insert(key.clone(), ids);
+            match codec::unseal(key, &bytes) {
+                Ok(_) => {
+                    let mut body = bytes;
+                    body.drain(..codec::SEAL_HEAD);
+                    self.id_pages.insert(key.clone(), body);
                 }
                 Err(why) => {
                     tracing::warn!(
@@ -109,9 +112,15 @@ impl Stored<'_> {
             } else {
                 let (_, local) = self.locate(doc);
                 let page = &self.id_pages[&self.id_page_key(doc)];
-                match page.get((local % ID_PAGE) as usize) {
-                    Some(id) => id.clone(),
-                    None => return Ok(None),
+                match codec::id_in_page(page, (local % ID_PAGE) as usize) {
+                    Ok(id) => id,
+                    Err(why) => {
+                        tracing::warn!(
+                            why,
+                            "a keyword index id page is unusable; loading the index"
+                        );
+                        return Ok(None);
+                    }
                 }
             };
             out.push(id);
