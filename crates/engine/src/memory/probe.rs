@@ -10,11 +10,11 @@
 //! 3. per bucket of the query's terms, one scan of that bucket's parts in every segment (a
 //!    few kilobytes per segment; only the query's terms are decoded);
 //! 4. with an embedder: the segments' vector sketches under its model (one scan, one bit per
-//!    dimension: 32 bytes per memory), the query's embedding, the ids of the best
-//!    [`RERANK_PER_RESULT`] × depth candidates by Hamming distance (one read of their id
-//!    pages, 64 ids each) and their int8 vectors (one read), ranked exactly;
-//! 5. the ids of keyword candidates (one read of the id pages not read yet), and one read of
-//!    their supersession markers;
+//!    dimension and the event's ULID: 48 bytes per memory), the query's embedding, and the
+//!    int8 vectors of the best [`RERANK_PER_RESULT`] × depth candidates by Hamming distance
+//!    (one read), ranked exactly;
+//! 5. the ids of keyword candidates (from the sketches; without them, one read of their id
+//!    pages, 64 ids each), and one read of their supersession markers;
 //! 6. the hits' events (one read).
 //!
 //! The keyword ranking is the loaded index's exactly (the same BM25 statistics over every
@@ -73,12 +73,12 @@ impl Stored<'_> {
         (s, doc - self.starts[s])
     }
 
-    /// The event ids of `docs`, reading the id pages not read yet (one read). `None` when a
-    /// page is missing or corrupt.
+    /// The event ids of `docs`: from the sketches when they were read, else from the id pages
+    /// not read yet (one read). `None` when a page is missing or corrupt.
     async fn ids(&mut self, ports: &Ports, docs: &[u32]) -> Result<Option<Vec<String>>> {
         let mut wanted: Vec<String> = Vec::new();
         for &doc in docs {
-            if doc >= self.covered {
+            if doc >= self.covered || self.known_id(doc).is_some() {
                 continue;
             }
             let key = self.id_page_key(doc);
@@ -109,6 +109,8 @@ impl Stored<'_> {
         for &doc in docs {
             let id = if doc >= self.covered {
                 self.tail.doc_id(doc - self.covered).to_string()
+            } else if let Some(id) = self.known_id(doc) {
+                id
             } else {
                 let (_, local) = self.locate(doc);
                 let page = &self.id_pages[&self.id_page_key(doc)];
@@ -126,6 +128,12 @@ impl Stored<'_> {
             out.push(id);
         }
         Ok(Some(out))
+    }
+
+    /// Document `doc`'s id from its segment's sketch, when the sketches were read.
+    fn known_id(&self, doc: u32) -> Option<String> {
+        let (s, local) = self.locate(doc);
+        self.sketches.get(s).and_then(|sk| sk.id(local))
     }
 
     fn id_page_key(&self, doc: u32) -> String {

@@ -47,8 +47,8 @@ pub const SEGMENT_EVENTS: u32 = 32;
 pub const TIER: usize = 4;
 /// The largest stored chunk of a part (see `lore_base::storage::VALUE_CHUNK`).
 pub const PART_BYTES: usize = lore_base::storage::VALUE_CHUNK;
-/// The manifest's format; every part carries its own magic. 3: id pages, sketches without
-/// ids, the loaded parts under `k/`.
+/// The manifest's format; every part carries its own magic. 3: id pages, sketches in columns,
+/// the loaded parts under `k/`.
 pub const FORMAT: u32 = 3;
 /// Rows per scan page when the parts are read (one round trip for most orgs).
 const SCAN_PAGE: usize = 4096;
@@ -551,7 +551,11 @@ fn put_segment(
     }
     let mut sketches = Vec::new();
     if let Some(v) = vectors {
-        let body = sketch::encode(v.dims, (start..len).map(v.bits));
+        let docs = index.docs[start as usize..len as usize]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.meta.id.as_str(), (v.bits)(start + i as u32)));
+        let body = sketch::encode(v.dims, docs);
         let (chunks, stored) =
             put_chunked(batch, &body, |c| keys.keyword_sketch(v.model_key, id, c));
         bytes += stored;
