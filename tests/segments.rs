@@ -506,6 +506,69 @@ fn a_per_request_search_falls_back_to_the_index_when_a_part_does_not_open() {
     assert_eq!(answer(&probe, &counted, args).0, expected);
 }
 
+/// A sketch or an id page (parts only per-request searches read, not a load) that does not
+/// open is not only worked around: the load the search falls back to rebuilds every segment.
+#[test]
+fn a_sketch_or_id_page_that_does_not_open_is_rebuilt() {
+    let embedder: Rc<dyn Embedder> = Rc::new(lore_embed::builtin::BuiltinEmbedder::new());
+    let store = settled_with(600, 3, Some(embedder.clone()));
+    let before: Vec<String> = manifest(&store)
+        .unwrap()
+        .segments
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    let args = json!({"query": "heron postgres", "limit": 10});
+    let (loaded, counted) = instance_with(store.clone(), 60, Some(embedder.clone()));
+    let (expected, _) = answer(&loaded, &counted, args.clone());
+    let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
+    let mut broken = Vec::new();
+    for (key, mut bytes) in block_on(store.scan_all(&keys.keyword_parts())).unwrap() {
+        if key.contains("/p/v/") || key.contains("/p/i/") {
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0x20;
+            block_on(store.put(&key, bytes)).unwrap();
+            broken.push(key);
+        }
+    }
+    assert!(broken.iter().any(|k| k.contains("/p/v/")), "{broken:?}");
+    assert!(broken.iter().any(|k| k.contains("/p/i/")), "{broken:?}");
+    let (probe, counted) = per_request(store.clone(), 61, Some(embedder.clone()));
+    let (got, _) = answer(&probe, &counted, args.clone());
+    assert_eq!(got, expected, "answered by the loaded index");
+    let after = manifest(&store).unwrap();
+    assert!(
+        after.segments.iter().all(|s| !before.contains(&s.id)),
+        "every segment was written again: {before:?} → {:?}",
+        after.segments.iter().map(|s| &s.id).collect::<Vec<_>>()
+    );
+    let parts: Vec<String> = block_on(store.scan_all(&keys.keyword_parts()))
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        broken.iter().all(|k| !parts.contains(k)),
+        "the broken parts are gone"
+    );
+    // Keyword-only searches read the id pages: broken ones are rebuilt the same way.
+    let pages: Vec<String> = parts.into_iter().filter(|k| k.contains("/p/i/")).collect();
+    for page in &pages {
+        let mut bytes = block_on(store.get(page)).unwrap().unwrap();
+        bytes.truncate(bytes.len() - 1);
+        block_on(store.put(page, bytes)).unwrap();
+    }
+    let (loaded, counted) = instance(store.clone(), 62);
+    let (expected, _) = answer(&loaded, &counted, args.clone());
+    let (probe, counted) = per_request(store.clone(), 63, None);
+    assert_eq!(answer(&probe, &counted, args).0, expected);
+    let parts = block_on(store.scan_all(&keys.keyword_parts())).unwrap();
+    assert!(
+        !parts.iter().any(|(k, _)| pages.contains(k)),
+        "the broken id pages are gone"
+    );
+}
+
 #[test]
 fn a_per_request_search_with_vectors_reads_sketches_not_the_index() {
     let embedder: Rc<dyn Embedder> = Rc::new(lore_embed::builtin::BuiltinEmbedder::new());

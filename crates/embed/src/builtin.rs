@@ -41,8 +41,8 @@ pub struct StaticModel<'a> {
 pub struct FormatError(&'static str);
 
 impl<'a> StaticModel<'a> {
-    /// The built-in table from its bytes ([`ASSET`]: the WordPiece index it is read with was
-    /// made from them at build time).
+    /// The built-in table from its bytes (the embedded asset's: the WordPiece index it is read
+    /// with was made from them at build time).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
         let mut rest = bytes
             .strip_prefix(MAGIC)

@@ -22,6 +22,7 @@
 //! search reranked on the stored int8 vectors instead of the graph. Filtered queries (kinds,
 //! entities, author, time) load the index: their filters need every document's metadata.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::codec::{self, ID_PAGE};
@@ -51,6 +52,8 @@ const MAX_ROUNDS: usize = 8;
 /// An org's stored segments as one probe sees them.
 struct Stored<'a> {
     keys: &'a OrgKeys,
+    /// Where a part that does not open is recorded (`MemoryService::broken_parts`).
+    broken: &'a RefCell<HashSet<String>>,
     segments: &'a [SegmentHead],
     /// The global number of each segment's first document.
     starts: Vec<u32>,
@@ -67,6 +70,18 @@ struct Stored<'a> {
 }
 
 impl Stored<'_> {
+    /// Records that one of the org's per-request parts does not open, so that the index load
+    /// this search falls back to rebuilds the segments.
+    fn broke(&self, why: &str) {
+        tracing::warn!(
+            why,
+            "a segment part is unusable; loading the index, which rebuilds it"
+        );
+        self.broken
+            .borrow_mut()
+            .insert(self.keys.root().to_string());
+    }
+
     /// The segment of global document `doc` and its number inside it.
     fn locate(&self, doc: u32) -> (usize, u32) {
         let s = self.starts.partition_point(|&start| start <= doc) - 1;
@@ -88,6 +103,7 @@ impl Stored<'_> {
         }
         for (key, bytes) in wanted.iter().zip(ports.storage.get_many(&wanted).await?) {
             let Some(bytes) = bytes else {
+                self.broke("an id page is missing");
                 return Ok(None);
             };
             match codec::unseal(key, &bytes) {
@@ -97,10 +113,7 @@ impl Stored<'_> {
                     self.id_pages.insert(key.clone(), body);
                 }
                 Err(why) => {
-                    tracing::warn!(
-                        why,
-                        "a keyword index id page is unusable; loading the index"
-                    );
+                    self.broke(&why);
                     return Ok(None);
                 }
             }
@@ -117,10 +130,7 @@ impl Stored<'_> {
                 match codec::id_in_page(page, (local % ID_PAGE) as usize) {
                     Ok(id) => id,
                     Err(why) => {
-                        tracing::warn!(
-                            why,
-                            "a keyword index id page is unusable; loading the index"
-                        );
+                        self.broke(&why);
                         return Ok(None);
                     }
                 }
@@ -195,6 +205,7 @@ impl MemoryService {
         }
         let mut stored = Stored {
             keys,
+            broken: &self.broken_parts,
             segments: &manifest.segments,
             starts,
             covered,
@@ -373,7 +384,7 @@ impl MemoryService {
             match sketch {
                 Ok(s) => stored.sketches.push(s),
                 Err(why) => {
-                    tracing::warn!(why, "a vector sketch is unusable; loading the index");
+                    stored.broke(&why);
                     return Ok(None);
                 }
             }

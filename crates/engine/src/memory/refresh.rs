@@ -103,6 +103,15 @@ impl MemoryService {
         let from = match known {
             Some(known) => Some(known),
             None => match segments::load(ports, keys, seq).await? {
+                Ok(l) if self.broken_parts.borrow_mut().remove(keys.root()) => {
+                    // A search found a sketch or an id page of these segments unusable: the
+                    // index is built from the events and its first write replaces them all.
+                    persisted = Persisted {
+                        raw: l.persisted.raw,
+                        ..Persisted::default()
+                    };
+                    None
+                }
                 Ok(l) => {
                     let from = l.index.seq;
                     loaded = Some(l);

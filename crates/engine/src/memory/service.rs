@@ -51,6 +51,10 @@ pub struct MemoryService {
     /// after the answer; and those it is loading.
     pub(super) load_due: RefCell<HashSet<OrgId>>,
     pub(super) loading: RefCell<HashSet<OrgId>>,
+    /// Orgs (by key root) where a search found a part that only per-request searches read (a
+    /// sketch, an id page) missing or corrupt: their next index load rebuilds every segment
+    /// from the events, as a load that finds its own parts unusable does.
+    pub(super) broken_parts: RefCell<HashSet<String>>,
 }
 
 impl Default for MemoryService {
@@ -66,6 +70,7 @@ impl Default for MemoryService {
             tail_due: RefCell::default(),
             load_due: RefCell::default(),
             loading: RefCell::default(),
+            broken_parts: RefCell::default(),
         }
     }
 }
