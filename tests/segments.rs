@@ -126,6 +126,16 @@ fn cold_search(store: Rc<MemoryStorage>, query: &str) -> (u64, Vec<String>) {
     (after - before, ids)
 }
 
+/// How many memories the stored segments hold.
+fn covered(store: &MemoryStorage) -> u32 {
+    manifest(store)
+        .expect("segments written")
+        .segments
+        .iter()
+        .map(|s| s.docs)
+        .sum()
+}
+
 fn manifest(store: &MemoryStorage) -> Option<Manifest> {
     let keys = OrgKeys::new(&OrgId::parse("acme").unwrap());
     block_on(store.get(&keys.keyword_manifest()))
@@ -146,12 +156,7 @@ fn settled_with(n: usize, tail: usize, embedder: Option<Rc<dyn Embedder>>) -> Rc
     let caller = owner(&lore);
     // A search loads (or builds) the index; the call's end writes what is due.
     search(&lore, &caller, "heron");
-    let covered: u32 = manifest(&store)
-        .expect("segments written")
-        .segments
-        .iter()
-        .map(|s| s.docs)
-        .sum();
+    let covered = covered(&store);
     assert!(
         n - (covered as usize) < SEGMENT_EVENTS as usize,
         "{covered} of {n} memories in segments"
@@ -213,7 +218,7 @@ fn segments_stay_few_as_the_org_grows() {
         }
     }
     let m = manifest(&store).expect("segments written");
-    let covered: u32 = m.segments.iter().map(|s| s.docs).sum();
+    let covered = covered(&store);
     assert!(
         3_000 - covered < SEGMENT_EVENTS,
         "{covered} of 3000 in segments"
@@ -333,8 +338,7 @@ fn a_failed_segment_write_loses_no_memory() {
     );
     assert_eq!(all["rows"][0][0], json!(105), "{all}");
     // The fresh instance's search wrote the segment the failed write owed.
-    let m = manifest(&store).expect("written by the next search");
-    assert_eq!(m.segments.iter().map(|s| s.docs).sum::<u32>(), 105);
+    assert_eq!(covered(&store), 105, "written by the next search");
 }
 
 #[test]
@@ -690,7 +694,7 @@ fn an_org_only_ever_written_by_fresh_instances_keeps_its_segments_current() {
         }
     }
     let m = manifest(&store).expect("segments written by saves");
-    let covered: u32 = m.segments.iter().map(|s| s.docs).sum();
+    let covered = covered(&store);
     assert!(
         saved as u32 - covered < SEGMENT_EVENTS,
         "{covered} of {saved} memories in segments"
@@ -727,9 +731,11 @@ fn a_long_history_without_segments_catches_up_in_bounded_writes() {
         .collect();
     call(&lore, &caller, "save_memory", json!({ "memories": batch }));
     let (after, _, _) = counted.counts();
-    let m = manifest(&store).expect("a first segment");
-    let covered: u32 = m.segments.iter().map(|s| s.docs).sum();
-    assert_eq!(covered as usize, lore_engine::memory::MAX_TAIL_EVENTS);
+    assert_eq!(
+        covered(&store) as usize,
+        lore_engine::memory::MAX_TAIL_EVENTS,
+        "a first segment"
+    );
     eprintln!(
         "a save that wrote a first segment of 4,096 events: {} reads",
         after - before
@@ -743,9 +749,7 @@ fn a_long_history_without_segments_catches_up_in_bounded_writes() {
             .collect();
         call(&lore, &caller, "save_memory", json!({ "memories": batch }));
     }
-    let m = manifest(&store).unwrap();
-    let covered: u32 = m.segments.iter().map(|s| s.docs).sum();
-    assert_eq!(covered, 10_200);
+    assert_eq!(covered(&store), 10_200);
     let (cold, counted) = instance(store.clone(), 50);
     let (got, _) = answer(
         &cold,
@@ -766,8 +770,7 @@ fn a_script_that_saves_leaves_its_events_in_segments() {
         "run_sdk",
         json!({"code": "for (let i = 0; i < 40; i++) { await client.memory.save({content: `scripted heron ${i}`}); } return 1;"}),
     );
-    let m = manifest(&store).expect("the run's events in a segment");
-    assert_eq!(m.segments.iter().map(|s| s.docs).sum::<u32>(), 40);
+    assert_eq!(covered(&store), 40, "the run's events in a segment");
 }
 
 #[test]
@@ -803,14 +806,6 @@ fn a_fresh_server_answers_its_first_search_from_the_segments_and_loads_the_index
 #[test]
 fn a_per_request_search_over_a_long_tail_answers_and_writes_it() {
     let store = settled(1_000, 0);
-    let covered = |store: &MemoryStorage| -> u32 {
-        manifest(store)
-            .unwrap()
-            .segments
-            .iter()
-            .map(|s| s.docs)
-            .sum()
-    };
     let before = covered(&store);
     // A save whose segment write fails: 100 events stay past the segments.
     let (lore, counted) = per_request(store.clone(), 80, None);

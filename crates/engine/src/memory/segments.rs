@@ -103,8 +103,7 @@ fn joined<'a>(
 ) -> std::result::Result<Cow<'a, [u8]>, String> {
     let missing = || "a segment part is missing".to_string();
     if chunks == 1 {
-        // Most parts are one chunk: opened where they were read, not copied (a per-request
-        // search opens every segment's sketch, ~50 bytes per memory).
+        // Most parts are one chunk: opened where they were read, not copied.
         let first = key(0);
         return codec::unseal(&first, part(&first).ok_or_else(missing)?).map(Cow::Borrowed);
     }
@@ -166,7 +165,7 @@ impl SegmentHead {
         let sealed = if chunks == 1 {
             parts.remove(&key(0)).ok_or_else(missing)?
         } else {
-            let mut sealed = Vec::new();
+            let mut sealed = Vec::with_capacity(chunks as usize * PART_BYTES);
             for c in 0..chunks {
                 sealed.extend_from_slice(&parts.remove(&key(c)).ok_or_else(missing)?);
             }
