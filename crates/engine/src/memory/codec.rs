@@ -492,6 +492,16 @@ mod tests {
         }
     }
 
+    /// An index of `events(n)`.
+    fn indexed(n: usize) -> KeywordIndex {
+        let t = Tokenizer::default();
+        let mut index = KeywordIndex::default();
+        for e in events(n) {
+            index.insert(&t, &e);
+        }
+        index
+    }
+
     fn events(n: usize) -> Vec<Event> {
         let words = [
             "invoice", "deploy", "kafka", "runbook", "postgres", "backup", "dana",
@@ -534,10 +544,7 @@ mod tests {
     #[test]
     fn ranges_appended_in_order_rebuild_the_index() {
         let t = Tokenizer::default();
-        let mut whole = KeywordIndex::default();
-        for e in events(700) {
-            whole.insert(&t, &e);
-        }
+        let whole = indexed(700);
         let mut rebuilt = KeywordIndex::default();
         for (a, b) in [(0, 1), (1, 128), (128, 129), (129, 700)] {
             append_range(&mut rebuilt, &whole, a, b);
@@ -570,11 +577,7 @@ mod tests {
 
     #[test]
     fn id_pages_hold_every_id_in_order() {
-        let t = Tokenizer::default();
-        let mut whole = KeywordIndex::default();
-        for e in events(150) {
-            whole.insert(&t, &e);
-        }
+        let mut whole = indexed(150);
         whole.docs[3].meta.id = "custom-id".into();
         let pages = whole.encode_id_pages(1, 150);
         assert_eq!(pages.len(), 149usize.div_ceil(ID_PAGE as usize));
@@ -596,11 +599,7 @@ mod tests {
 
     #[test]
     fn a_corrupt_part_is_an_error_and_changes_nothing() {
-        let t = Tokenizer::default();
-        let mut whole = KeywordIndex::default();
-        for e in events(40) {
-            whole.insert(&t, &e);
-        }
+        let whole = indexed(40);
         let page = whole.encode_doc_pages(0, 40).remove(0);
         let sealed = seal("o/acme/kidx/p/d/x/00000", &page);
         assert_eq!(

@@ -27,8 +27,9 @@
 //! the index is built from the events as before and the next write replaces every segment. A
 //! crash between the events' commit and a segment's costs nothing but a longer replay.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
@@ -130,32 +131,14 @@ fn put_chunked(batch: &mut Batch, body: &[u8], key: impl Fn(u32) -> String) -> (
 }
 
 impl SegmentHead {
-    /// The body of this segment's vector sketch under `model_key`, `None` when it has none.
-    pub fn sketch<'a>(
-        &self,
-        keys: &OrgKeys,
-        model_key: &str,
-        part: impl Fn(&str) -> Option<&'a [u8]>,
-    ) -> std::result::Result<Option<Cow<'a, [u8]>>, String> {
-        let Some((_, chunks)) = self.sketches.iter().find(|(m, _)| m == model_key) else {
-            return Ok(None);
-        };
-        joined(
-            *chunks,
-            |c| keys.keyword_sketch(model_key, &self.id, c),
-            part,
-        )
-        .map(Some)
-    }
-
     /// This segment's sketch under `model_key` taken out of `parts` (the stored parts by key)
     /// and decoded where it was read: `None` when it has none.
-    pub fn take_sketch(
+    pub fn take_sketch<K: Borrow<str> + Hash + Eq>(
         &self,
         keys: &OrgKeys,
         model_key: &str,
         dims: usize,
-        parts: &mut HashMap<String, Vec<u8>>,
+        parts: &mut HashMap<K, Vec<u8>>,
     ) -> std::result::Result<Option<sketch::Sketch>, String> {
         let Some(&(_, chunks)) = self.sketches.iter().find(|(m, _)| m == model_key) else {
             return Ok(None);
@@ -163,11 +146,11 @@ impl SegmentHead {
         let key = |c| keys.keyword_sketch(model_key, &self.id, c);
         let missing = || "a segment part is missing".to_string();
         let sealed = if chunks == 1 {
-            parts.remove(&key(0)).ok_or_else(missing)?
+            parts.remove(key(0).as_str()).ok_or_else(missing)?
         } else {
             let mut sealed = Vec::with_capacity(chunks as usize * PART_BYTES);
             for c in 0..chunks {
-                sealed.extend_from_slice(&parts.remove(&key(c)).ok_or_else(missing)?);
+                sealed.extend_from_slice(&parts.remove(key(c).as_str()).ok_or_else(missing)?);
             }
             sealed
         };

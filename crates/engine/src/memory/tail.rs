@@ -81,7 +81,7 @@ impl MemoryService {
         let merged = segments::merging(&mut kept, new_docs);
         let wanted: Vec<String> = merged.iter().flat_map(|s| s.part_keys(keys)).collect();
         let stored = ports.storage.get_many(&wanted).await?;
-        let parts: HashMap<&str, Vec<u8>> = wanted
+        let mut parts: HashMap<&str, Vec<u8>> = wanted
             .iter()
             .map(String::as_str)
             .zip(stored)
@@ -113,10 +113,7 @@ impl MemoryService {
         if let Some((model_key, dims)) = &model {
             let mut at = 0usize;
             for segment in &merged {
-                let body = segment.sketch(keys, model_key, part);
-                if let Ok(Some(body)) = body
-                    && let Ok(sketch) = sketch::decode(body.into_owned(), 0, segment.docs, *dims)
-                {
+                if let Ok(Some(sketch)) = segment.take_sketch(keys, model_key, *dims, &mut parts) {
                     for doc in 0..segment.docs {
                         codes[at + doc as usize] = sketch.code(doc).map(<[u8]>::to_vec);
                     }
