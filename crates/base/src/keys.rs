@@ -250,6 +250,12 @@ impl OrgKeys {
     pub fn keyword_sketch(&self, model: &str, segment: &str, chunk: u32) -> String {
         format!("{}kidx/p/v/{model}/{segment}/{chunk:05}", self.root)
     }
+    /// Cluster `cluster` of segment `segment`'s sketches under model `model`: a large
+    /// segment's sketch holds only its clusters' centroids, and a per-request search reads the
+    /// clusters nearest its query (one stored value each).
+    pub fn keyword_sketch_cluster(&self, model: &str, segment: &str, cluster: u32) -> String {
+        format!("{}kidx/p/c/{model}/{segment}/{cluster:05}", self.root)
+    }
     /// Every segment's sketches under model `model` (one scan reads them all).
     pub fn keyword_sketches(&self, model: &str) -> String {
         format!("{}kidx/p/v/{model}/", self.root)

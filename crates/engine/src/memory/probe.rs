@@ -34,7 +34,7 @@ use super::refresh::{events_after_at_most, stored_seq};
 use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{decode as decode_vector, embed_all, model_key};
 use super::service::{MemoryService, Ranking};
-use super::sketch::{self, Sketch};
+use super::sketch::{self, Cluster, PROBE_CODES, Sketch};
 use lore_base::error::Result;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
@@ -60,8 +60,13 @@ struct Stored<'a> {
     /// Documents in segments; the tail's are numbered from here on.
     covered: u32,
     tail: KeywordIndex,
-    /// Each segment's sketch under the embedder's model, when read.
-    sketches: Vec<Sketch>,
+    /// Each segment's sketch under the embedder's model when it is flat and was read.
+    sketches: Vec<Option<Sketch>>,
+    /// The clusters of sketches read from clustered segments, and where each of their
+    /// documents (by global number) is in them.
+    clusters: Vec<Cluster>,
+    /// (document, cluster, member), by document.
+    in_cluster: Vec<(u32, u32, u32)>,
     /// Id pages read so far, by key: their bodies, checked against their checksums (an id
     /// is decoded when it is asked for).
     id_pages: HashMap<String, Vec<u8>>,
@@ -140,10 +145,14 @@ impl Stored<'_> {
         Ok(Some(out))
     }
 
-    /// Document `doc`'s id from its segment's sketch, when the sketches were read.
+    /// Document `doc`'s id from its segment's sketch or its cluster, when they were read.
     fn known_id(&self, doc: u32) -> Option<String> {
+        if let Ok(at) = self.in_cluster.binary_search_by_key(&doc, |&(d, _, _)| d) {
+            let (_, c, member) = self.in_cluster[at];
+            return self.clusters[c as usize].sketch.id(member);
+        }
         let (s, local) = self.locate(doc);
-        self.sketches.get(s).and_then(|sk| sk.id(local))
+        self.sketches.get(s)?.as_ref()?.id(local)
     }
 
     fn id_page_key(&self, doc: u32) -> String {
@@ -211,6 +220,8 @@ impl MemoryService {
             covered,
             tail,
             sketches: Vec::new(),
+            clusters: Vec::new(),
+            in_cluster: Vec::new(),
             id_pages: HashMap::new(),
             supersessions: manifest.segments.iter().any(|s| s.supersedes > 0)
                 || tail_events.iter().any(|e| e.supersedes_event_id.is_some()),
@@ -224,7 +235,7 @@ impl MemoryService {
         let keyword = if ranking == Ranking::Vector || terms.is_empty() {
             Vec::new()
         } else {
-            match self.probe_keyword(ports, &stored, &terms).await? {
+            match self.probe_keyword(ports, &stored, &terms, depth).await? {
                 Some(k) => k,
                 None => return Ok(None),
             }
@@ -287,6 +298,7 @@ impl MemoryService {
         ports: &Ports,
         stored: &Stored<'_>,
         terms: &[String],
+        depth: usize,
     ) -> Result<Option<Vec<(u32, f64)>>> {
         let mut by_bucket: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         for t in terms {
@@ -336,20 +348,25 @@ impl MemoryService {
         let total_len: u64 =
             stored.segments.iter().map(|s| s.total_len).sum::<u64>() + tail.total_len;
         let avg_len = average_len(total_len, docs);
-        let mut scores: HashMap<u32, f64> = HashMap::new();
-        // In the query's term order, as the loaded index adds them (equal sums, equal bits).
+        // Each term's share of each document's score, in the query's term order, as the loaded
+        // index adds them (equal sums, equal bits): a stable sort by document keeps that order,
+        // and each list is already in document order (runs the sort merges).
+        let mut shares: Vec<(u32, f64)> = Vec::with_capacity(lists.values().map(Vec::len).sum());
         for t in terms {
             let Some(list) = lists.get(t.as_str()) else {
                 continue;
             };
             let idf = idf(docs as f64, list.len() as f64);
-            for &(doc, tf, len) in list {
-                *scores.entry(doc).or_default() +=
-                    term_score(idf, f64::from(tf), f64::from(len), avg_len);
-            }
+            shares.extend(list.iter().map(|&(doc, tf, len)| {
+                (doc, term_score(idf, f64::from(tf), f64::from(len), avg_len))
+            }));
         }
-        let mut ranked: Vec<(u32, f64)> = scores.into_iter().collect();
-        ranked.sort_by(best_first);
+        shares.sort_by_key(|&(doc, _)| doc);
+        let mut ranked: Vec<(u32, f64)> = shares
+            .chunk_by(|a, b| a.0 == b.0)
+            .map(|run| (run[0].0, run.iter().fold(0.0, |sum, &(_, s)| sum + s)))
+            .collect();
+        best_of(&mut ranked, resolvable(depth));
         Ok(Some(ranked))
     }
 
@@ -372,17 +389,22 @@ impl MemoryService {
         if stored
             .segments
             .iter()
-            .any(|s| !s.sketches.iter().any(|(m, _)| *m == mkey))
+            .any(|s| s.sketch_head(&mkey).is_none())
         {
             return Ok(None);
         }
         let mut parts = read_parts(ports, &stored.keys.keyword_sketches(&mkey)).await?;
-        for segment in stored.segments {
+        let mut directories = Vec::new();
+        for (s, segment) in stored.segments.iter().enumerate() {
             let sketch = segment
                 .take_sketch(stored.keys, &mkey, dims, &mut parts)
                 .and_then(|s| s.ok_or_else(|| "a segment has no sketch".to_string()));
             match sketch {
-                Ok(s) => stored.sketches.push(s),
+                Ok(sketch::Stored::Flat(s)) => stored.sketches.push(Some(s)),
+                Ok(sketch::Stored::Clustered(d)) => {
+                    stored.sketches.push(None);
+                    directories.push((s, d));
+                }
                 Err(why) => {
                     stored.broke(&why);
                     return Ok(None);
@@ -401,13 +423,70 @@ impl MemoryService {
             }
         };
         let bits = sketch::sign_bits(&query_vector);
+        // The clustered segments' nearest clusters, each segment's share of PROBE_CODES by its
+        // size, in one read.
+        let clustered: u64 = directories
+            .iter()
+            .map(|(s, _)| u64::from(stored.segments[*s].docs))
+            .sum();
+        let mut wanted: Vec<(usize, u32, u32)> = Vec::new();
+        for (s, directory) in &directories {
+            let docs = u64::from(stored.segments[*s].docs);
+            let share = (PROBE_CODES as u64 * docs).div_ceil(clustered.max(1)) as usize;
+            for c in directory.nearest(&bits, share) {
+                wanted.push((*s, c, directory.size(c)));
+            }
+        }
+        let cluster_keys: Vec<String> = wanted
+            .iter()
+            .map(|&(s, c, _)| {
+                stored
+                    .keys
+                    .keyword_sketch_cluster(&mkey, &stored.segments[s].id, c)
+            })
+            .collect();
+        let read = if cluster_keys.is_empty() {
+            Vec::new()
+        } else {
+            ports.storage.get_many(&cluster_keys).await?
+        };
+        for (&(s, c, size), bytes) in wanted.iter().zip(read) {
+            let segment = &stored.segments[s];
+            let opened = bytes
+                .ok_or_else(|| "a vector sketch cluster is missing".to_string())
+                .and_then(|b| segment.open_cluster(stored.keys, &mkey, dims, (c, size), b));
+            match opened {
+                Ok(cluster) => {
+                    let at = stored.clusters.len() as u32;
+                    let base = stored.starts[s];
+                    stored.in_cluster.extend(
+                        (cluster.docs.iter().enumerate())
+                            .map(|(member, &doc)| (base + doc, at, member as u32)),
+                    );
+                    stored.clusters.push(cluster);
+                }
+                Err(why) => {
+                    stored.broke(&why);
+                    return Ok(None);
+                }
+            }
+        }
+        stored.in_cluster.sort_unstable();
         let mut near: Vec<(u32, u32)> = Vec::with_capacity(stored.covered as usize);
         for (s, sk) in stored.sketches.iter().enumerate() {
+            let Some(sk) = sk else { continue };
             let base = stored.starts[s];
             near.extend(
                 sk.codes()
                     .map(|(local, code)| (sketch::hamming(&bits, code), base + local)),
             );
+        }
+        for (&(s, _, _), cluster) in wanted.iter().zip(&stored.clusters) {
+            let base = stored.starts[s];
+            near.extend(cluster.sketch.codes().map(|(member, code)| {
+                let doc = base + cluster.docs[member as usize];
+                (sketch::hamming(&bits, code), doc)
+            }));
         }
         let keep = depth * RERANK_PER_RESULT;
         // Nearest first; ties to the newer document.
@@ -446,6 +525,21 @@ impl MemoryService {
         ranked.sort_by(best_first);
         Ok(Some((ranked, true)))
     }
+}
+
+/// The most candidates [`resolve`] reads for `want` results (its rounds at their largest), and
+/// one more, so that a list cut there still runs out only where the whole would.
+fn resolvable(want: usize) -> usize {
+    MAX_ROUNDS * (want * 2).max(16) + 1
+}
+
+/// Keeps the best `k` of `ranked`, best first (the whole list's first `k`: the order is total).
+fn best_of(ranked: &mut Vec<(u32, f64)>, k: usize) {
+    if ranked.len() > k {
+        ranked.select_nth_unstable_by(k - 1, best_first);
+        ranked.truncate(k);
+    }
+    ranked.sort_by(best_first);
 }
 
 /// A ranked document with its id and the event that superseded it.

@@ -49,8 +49,8 @@ pub const TIER: usize = 4;
 /// The largest stored chunk of a part (see `lore_base::storage::VALUE_CHUNK`).
 pub const PART_BYTES: usize = lore_base::storage::VALUE_CHUNK;
 /// The manifest's format; every part carries its own magic. 3: id pages, sketches in columns,
-/// the loaded parts under `k/`.
-pub const FORMAT: u32 = 3;
+/// the loaded parts under `k/`; 4: large segments' sketches in clusters.
+pub const FORMAT: u32 = 4;
 /// Rows per scan page when the parts are read (one round trip for most orgs).
 const SCAN_PAGE: usize = 4096;
 
@@ -78,13 +78,24 @@ pub struct SegmentHead {
     pub buckets: Vec<(u32, u32)>,
     /// Stored bytes of all its parts.
     pub bytes: u64,
-    /// The models whose vector sketches it has (`sketch.rs`), each with its chunk count.
+    /// The models whose vector sketches it has (`sketch.rs`).
     #[serde(default)]
-    pub sketches: Vec<(String, u32)>,
+    pub sketches: Vec<SketchHead>,
     /// How many of its documents supersede another (none: a reader of it needs no
     /// supersession markers).
     #[serde(default)]
     pub supersedes: u32,
+}
+
+/// A segment's vector sketch under one model, as its manifest names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SketchHead {
+    pub model: String,
+    /// Chunks of its part (the sketches, or a clustered segment's centroids).
+    pub chunks: u32,
+    /// Its clusters, each a part of one chunk (0: flat).
+    #[serde(default)]
+    pub clusters: u32,
 }
 
 /// The vectors of an index's documents under one model, for the segments' sketches.
@@ -131,6 +142,11 @@ fn put_chunked(batch: &mut Batch, body: &[u8], key: impl Fn(u32) -> String) -> (
 }
 
 impl SegmentHead {
+    /// This segment's sketch under `model_key`, if it has one.
+    pub fn sketch_head(&self, model_key: &str) -> Option<&SketchHead> {
+        self.sketches.iter().find(|s| s.model == model_key)
+    }
+
     /// This segment's sketch under `model_key` taken out of `parts` (the stored parts by key)
     /// and decoded where it was read: `None` when it has none.
     pub fn take_sketch<K: Borrow<str> + Hash + Eq>(
@@ -139,10 +155,11 @@ impl SegmentHead {
         model_key: &str,
         dims: usize,
         parts: &mut HashMap<K, Vec<u8>>,
-    ) -> std::result::Result<Option<sketch::Sketch>, String> {
-        let Some(&(_, chunks)) = self.sketches.iter().find(|(m, _)| m == model_key) else {
+    ) -> std::result::Result<Option<sketch::Stored>, String> {
+        let Some(head) = self.sketch_head(model_key) else {
             return Ok(None);
         };
+        let chunks = head.chunks;
         let key = |c| keys.keyword_sketch(model_key, &self.id, c);
         let missing = || "a segment part is missing".to_string();
         let sealed = if chunks == 1 {
@@ -155,7 +172,33 @@ impl SegmentHead {
             sealed
         };
         codec::unseal(&key(0), &sealed)?;
-        sketch::decode(sealed, codec::SEAL_HEAD, self.docs, dims).map(Some)
+        let stored = sketch::decode(sealed, codec::SEAL_HEAD, self.docs, dims)?;
+        match &stored {
+            sketch::Stored::Clustered(d) if d.clusters() != head.clusters => {
+                Err("a vector sketch holds other clusters than its manifest says".into())
+            }
+            sketch::Stored::Flat(_) if head.clusters != 0 => {
+                Err("a vector sketch is flat where its manifest says clustered".into())
+            }
+            _ => Ok(Some(stored)),
+        }
+    }
+
+    /// Cluster `cluster` of this segment's sketch under `model_key` (of `size` sketches, as
+    /// its directory says), opened from its stored bytes `sealed`.
+    pub fn open_cluster(
+        &self,
+        keys: &OrgKeys,
+        model_key: &str,
+        dims: usize,
+        (cluster, size): (u32, u32),
+        sealed: Vec<u8>,
+    ) -> std::result::Result<sketch::Cluster, String> {
+        codec::unseal(
+            &keys.keyword_sketch_cluster(model_key, &self.id, cluster),
+            &sealed,
+        )?;
+        sketch::decode_cluster(sealed, codec::SEAL_HEAD, size, self.docs, dims)
     }
 
     /// How many id pages it has (`codec::ID_PAGE` documents each).
@@ -172,10 +215,12 @@ impl SegmentHead {
             .iter()
             .flat_map(|&(b, chunks)| (0..chunks).map(move |c| (b, c)))
             .map(|(b, c)| keys.keyword_bucket(b, &self.id, c));
-        let sketches = self
-            .sketches
-            .iter()
-            .flat_map(|(m, chunks)| (0..*chunks).map(move |c| keys.keyword_sketch(m, &self.id, c)));
+        let sketches = self.sketches.iter().flat_map(|s| {
+            let parts = (0..s.chunks).map(|c| keys.keyword_sketch(&s.model, &self.id, c));
+            let clusters =
+                (0..s.clusters).map(|c| keys.keyword_sketch_cluster(&s.model, &self.id, c));
+            parts.chain(clusters)
+        });
         pages.chain(buckets).chain(ids).chain(sketches).collect()
     }
 
@@ -537,11 +582,23 @@ fn put_segment(
             .iter()
             .enumerate()
             .map(|(i, d)| (d.meta.id.as_str(), (v.bits)(start + i as u32)));
-        let body = sketch::encode(v.dims, docs);
-        let (chunks, stored) =
-            put_chunked(batch, &body, |c| keys.keyword_sketch(v.model_key, id, c));
+        let encoded = sketch::encode(v.dims, docs);
+        let (chunks, stored) = put_chunked(batch, &encoded.body, |c| {
+            keys.keyword_sketch(v.model_key, id, c)
+        });
         bytes += stored;
-        sketches.push((v.model_key.to_string(), chunks));
+        for (c, body) in encoded.clusters.iter().enumerate() {
+            let key = keys.keyword_sketch_cluster(v.model_key, id, c as u32);
+            let sealed = codec::seal(&key, body);
+            debug_assert!(sealed.len() <= PART_BYTES, "a cluster is one chunk");
+            bytes += sealed.len() as u64;
+            batch.put(key, sealed);
+        }
+        sketches.push(SketchHead {
+            model: v.model_key.to_string(),
+            chunks,
+            clusters: encoded.clusters.len() as u32,
+        });
     }
     let docs = &index.docs[start as usize..len as usize];
     SegmentHead {

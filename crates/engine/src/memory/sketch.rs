@@ -1,19 +1,43 @@
 //! Binary sketches of a segment's vectors: for each of its documents, the signs of its
 //! vector's components (one bit each, 32 bytes for 256 dimensions) and its event's ULID. A
-//! per-request instance (`probe.rs`) ranks every stored document by the Hamming distance of its
-//! sketch to the query's, then reads the int8 vectors of the best few hundred and ranks those
-//! exactly, so a query reads about 48 bytes per memory instead of the whole vector index; the
-//! ULIDs name its candidates (and the keyword candidates) without another read.
+//! per-request instance (`probe.rs`) ranks stored documents by the Hamming distance of their
+//! sketches to the query's, then reads the int8 vectors of the best few hundred and ranks those
+//! exactly, so a query reads about 52 bytes per memory it ranks instead of the whole vector
+//! index; the ULIDs name its candidates (and the keyword candidates) without another read.
 //!
 //! Stored beside its segment's other parts (`o/{org}/kidx/p/v/{model}/{segment}`, sealed like
 //! them) when the segment is written by an instance that has the vectors; a document without a
-//! vector then has none in the sketch.
+//! vector then has none in the sketch. A segment with fewer than [`CLUSTER_MIN`] sketches keeps
+//! them in that one part (*flat*). A larger one is *clustered*: its codes are grouped by
+//! similarity ([`cluster`], k-modes under Hamming distance), the part holds only each
+//! cluster's centroid and size, and each cluster is a part of its own
+//! (`kidx/p/c/{model}/{segment}/{cluster}`, at most one stored chunk); a query reads the
+//! clusters whose centroids are nearest its own sketch until it has its share of
+//! [`PROBE_CODES`], so what it reads stays bounded as the org grows.
 //!
-//! Body, integers little-endian: dimensions u16 · documents u32 · a bitmap of the documents
-//! that have a sketch and one of those whose id is an event ULID (`⌈documents / 8⌉` bytes
-//! each, bit `d % 8` of byte `d / 8`) · the sketches (`⌈dims / 8⌉` bytes each) · the ULIDs
-//! (16 bytes each, big-endian), each column in document order. Columns rather than records,
-//! so that a reader ranks the codes where they were read and decodes only the ids it names.
+//! Body, integers little-endian: dimensions u16 · documents u32 · clusters u32, then
+//! - flat (no clusters): a bitmap of the documents that have a sketch and one of those whose id
+//!   is an event ULID (`⌈documents / 8⌉` bytes each, bit `d % 8` of byte `d / 8`) · the
+//!   sketches (`⌈dims / 8⌉` bytes each) · the ULIDs (16 bytes each, big-endian), each column in
+//!   document order. Columns rather than records, so that a reader ranks the codes where they
+//!   were read and decodes only the ids it names.
+//! - clustered: the centroids (`⌈dims / 8⌉` bytes each) · each cluster's size (u32).
+//!
+//! A cluster's part: its size `m` u32 · its documents' numbers in the segment (u32 each,
+//! ascending) · a flat body of its `m` members, in that order.
+
+use super::codec::SEAL_HEAD;
+use lore_base::storage::VALUE_CHUNK;
+
+/// Segments with at least this many sketches store them in clusters.
+pub const CLUSTER_MIN: usize = 4096;
+/// Sketches a probe ranks in all its clustered segments, shared among them by size (flat
+/// segments are ranked whole).
+pub const PROBE_CODES: usize = 8192;
+/// Rounds of k-modes when a segment's sketches are clustered.
+const CLUSTER_ROUNDS: usize = 6;
+/// The most sketches the clustering trains on (evenly spaced); the rest are only assigned.
+const CLUSTER_SAMPLE: usize = 16_384;
 
 /// The signs of `v`'s components, as [`super::vector::VectorIndex::sign_bits`] stores them.
 pub fn sign_bits(v: &[f32]) -> Vec<u8> {
@@ -56,23 +80,30 @@ fn event_id(ulid: u128) -> String {
     format!("evt_{}", ulid::Ulid(ulid).to_string().to_ascii_lowercase())
 }
 
-/// The body of a segment's sketch: each of its documents' id and sketch, if it has one.
-pub fn encode<'a>(
+/// The bytes of a flat body of `docs` documents with codes of `code_len` bytes, `ulids` of
+/// them with a ULID.
+fn flat_len(docs: usize, code_len: usize, with_code: usize, ulids: usize) -> usize {
+    HEAD + 2 * docs.div_ceil(8) + with_code * code_len + ulids * 16
+}
+
+/// The flat body of documents' ids and sketches.
+fn encode_flat<'a>(
     dims: usize,
-    docs: impl ExactSizeIterator<Item = (&'a str, Option<Vec<u8>>)>,
+    docs: impl ExactSizeIterator<Item = (&'a str, Option<&'a [u8]>)>,
 ) -> Vec<u8> {
     let code_len = dims.div_ceil(8);
     let n = docs.len();
     let map = n.div_ceil(8);
-    let mut out = Vec::with_capacity(HEAD + 2 * map + n * (code_len + 16));
+    let mut out = Vec::with_capacity(flat_len(n, code_len, n, n));
     out.extend_from_slice(&(dims as u16).to_le_bytes());
     out.extend_from_slice(&(n as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
     out.resize(HEAD + 2 * map, 0);
     let mut ulids = Vec::with_capacity(n * 16);
     for (d, (id, code)) in docs.enumerate() {
         if let Some(c) = code.filter(|c| c.len() == code_len) {
             out[HEAD + d / 8] |= 1 << (d % 8);
-            out.extend_from_slice(&c);
+            out.extend_from_slice(c);
         }
         if let Some(u) = ulid_bytes(id) {
             out[HEAD + map + d / 8] |= 1 << (d % 8);
@@ -83,9 +114,143 @@ pub fn encode<'a>(
     out
 }
 
-/// Bytes before the bitmaps: dimensions u16, documents u32.
-const HEAD: usize = 6;
+/// The most members of one cluster, so that its part (sealed) fits one stored chunk.
+pub fn cluster_cap(code_len: usize) -> usize {
+    // A member: its number (4), its code, its ULID (16) and two bitmap bits; plus the heads.
+    let room = VALUE_CHUNK - SEAL_HEAD - 4 - HEAD - 2;
+    room * 4 / (4 * (4 + code_len + 16) + 1)
+}
 
+/// Groups `codes` (all of one length) by similarity: k-modes under Hamming distance, seeded
+/// with evenly spaced codes and trained on an evenly spaced sample, then every code assigned
+/// to its nearest centroid (ties to the lower). Deterministic. Clusters are split into pieces
+/// of at most `cap` (each piece keeps the centroid) and empty ones dropped: each centroid with
+/// its members' indexes, ascending.
+pub fn cluster(codes: &[&[u8]], cap: usize) -> Vec<(Vec<u8>, Vec<u32>)> {
+    let n = codes.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let code_len = codes[0].len();
+    let k = n.div_ceil((cap * 3 / 5).max(1)).max(1);
+    let stride = n.div_ceil(CLUSTER_SAMPLE).max(1);
+    let sample: Vec<&[u8]> = codes.iter().step_by(stride).copied().collect();
+    let mut centroids: Vec<Vec<u8>> = (0..k)
+        .map(|c| sample[c * sample.len() / k].to_vec())
+        .collect();
+    let nearest = |centroids: &[Vec<u8>], code: &[u8]| {
+        let mut best = (u32::MAX, 0);
+        for (c, centroid) in centroids.iter().enumerate() {
+            let d = hamming(code, centroid);
+            if d < best.0 {
+                best = (d, c);
+            }
+        }
+        best.1
+    };
+    let bits = code_len * 8;
+    for _ in 0..CLUSTER_ROUNDS {
+        let mut counts = vec![0u32; k * bits];
+        let mut sizes = vec![0u32; k];
+        for code in &sample {
+            let c = nearest(&centroids, code);
+            sizes[c] += 1;
+            let row = &mut counts[c * bits..(c + 1) * bits];
+            for (b, slot) in row.iter_mut().enumerate() {
+                *slot += u32::from(code[b / 8] >> (b % 8) & 1);
+            }
+        }
+        let mut moved = false;
+        for (c, centroid) in centroids.iter_mut().enumerate() {
+            if sizes[c] == 0 {
+                continue;
+            }
+            let mut next = vec![0u8; code_len];
+            for b in 0..bits {
+                if counts[c * bits + b] * 2 > sizes[c] {
+                    next[b / 8] |= 1 << (b % 8);
+                }
+            }
+            moved |= next != *centroid;
+            *centroid = next;
+        }
+        if !moved {
+            break;
+        }
+    }
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
+    for (i, code) in codes.iter().enumerate() {
+        members[nearest(&centroids, code)].push(i as u32);
+    }
+    let mut out = Vec::with_capacity(k);
+    for (centroid, m) in centroids.into_iter().zip(members) {
+        for piece in m.chunks(cap.max(1)) {
+            out.push((centroid.clone(), piece.to_vec()));
+        }
+    }
+    out
+}
+
+/// A segment's sketch encoded: its part's body and, when it is clustered, each cluster's.
+pub struct Encoded {
+    pub body: Vec<u8>,
+    pub clusters: Vec<Vec<u8>>,
+}
+
+/// The sketch of a segment's documents, each with its id and sketch if it has one: flat below
+/// [`CLUSTER_MIN`] sketches, else clustered.
+pub fn encode<'a>(
+    dims: usize,
+    docs: impl ExactSizeIterator<Item = (&'a str, Option<Vec<u8>>)>,
+) -> Encoded {
+    let code_len = dims.div_ceil(8);
+    let docs: Vec<(&str, Option<Vec<u8>>)> = docs
+        .map(|(id, code)| (id, code.filter(|c| c.len() == code_len)))
+        .collect();
+    let with_code: Vec<u32> = (0..docs.len() as u32)
+        .filter(|&d| docs[d as usize].1.is_some())
+        .collect();
+    if with_code.len() < CLUSTER_MIN {
+        let body = encode_flat(dims, docs.iter().map(|(id, c)| (*id, c.as_deref())));
+        return Encoded {
+            body,
+            clusters: Vec::new(),
+        };
+    }
+    let codes: Vec<&[u8]> = with_code
+        .iter()
+        .map(|&d| docs[d as usize].1.as_deref().expect("has a code"))
+        .collect();
+    let groups = cluster(&codes, cluster_cap(code_len));
+    let mut body = Vec::with_capacity(HEAD + groups.len() * (code_len + 4));
+    body.extend_from_slice(&(dims as u16).to_le_bytes());
+    body.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(groups.len() as u32).to_le_bytes());
+    for (centroid, _) in &groups {
+        body.extend_from_slice(centroid);
+    }
+    let mut clusters = Vec::with_capacity(groups.len());
+    for (_, members) in &groups {
+        body.extend_from_slice(&(members.len() as u32).to_le_bytes());
+        let numbers: Vec<u32> = members.iter().map(|&i| with_code[i as usize]).collect();
+        let mut part = Vec::with_capacity(4 + 4 * numbers.len());
+        part.extend_from_slice(&(numbers.len() as u32).to_le_bytes());
+        for d in &numbers {
+            part.extend_from_slice(&d.to_le_bytes());
+        }
+        part.extend(encode_flat(
+            dims,
+            numbers
+                .iter()
+                .map(|&d| (docs[d as usize].0, docs[d as usize].1.as_deref())),
+        ));
+        clusters.push(part);
+    }
+    Encoded { body, clusters }
+}
+
+/// Bytes before the bitmaps or centroids: dimensions u16, documents u32, clusters u32.
+const HEAD: usize = 10;
 /// One column of a sketch: fixed-size values of the documents its bitmap marks.
 struct Column {
     at: usize,
@@ -158,11 +323,61 @@ impl Sketch {
     }
 }
 
-/// Decodes the sketch body `bytes[at..]` of a segment of `docs` documents under a model of
-/// `dims` dimensions, keeping `bytes` (no copy).
-pub fn decode(bytes: Vec<u8>, at: usize, docs: u32, dims: usize) -> Result<Sketch, String> {
+/// A segment's stored sketch: its documents' sketches, or the directory of its clusters.
+pub enum Stored {
+    Flat(Sketch),
+    Clustered(Directory),
+}
+
+/// A clustered segment's centroids and cluster sizes.
+pub struct Directory {
+    code_len: usize,
+    centroids: Vec<u8>,
+    sizes: Vec<u32>,
+}
+
+impl Directory {
+    pub fn clusters(&self) -> u32 {
+        self.sizes.len() as u32
+    }
+
+    /// How many sketches cluster `c` holds.
+    pub fn size(&self, c: u32) -> u32 {
+        self.sizes[c as usize]
+    }
+
+    /// The clusters whose centroids are nearest `bits`, nearest first (ties to the lower
+    /// number), as many as hold `want` sketches (at least one).
+    pub fn nearest(&self, bits: &[u8], want: usize) -> Vec<u32> {
+        let mut order: Vec<(u32, u32)> = self
+            .centroids
+            .chunks_exact(self.code_len)
+            .enumerate()
+            .map(|(c, centroid)| (hamming(bits, centroid), c as u32))
+            .collect();
+        order.sort_unstable();
+        let mut out = Vec::new();
+        let mut held = 0usize;
+        for (_, c) in order {
+            if held >= want && !out.is_empty() {
+                break;
+            }
+            held += self.sizes[c as usize] as usize;
+            out.push(c);
+        }
+        out
+    }
+}
+
+/// One cluster of a segment's sketches: member `i` is the segment's document `docs[i]`.
+pub struct Cluster {
+    pub docs: Vec<u32>,
+    pub sketch: Sketch,
+}
+
+/// The dimension and document counts at the start of a body; the clusters it names.
+fn read_head(body: &[u8], docs: u32, dims: usize) -> Result<u32, String> {
     let bad = |why: &str| format!("a vector sketch {why}");
-    let body = bytes.get(at..).unwrap_or_default();
     if body.len() < HEAD {
         return Err(bad("is cut short"));
     }
@@ -171,6 +386,74 @@ pub fn decode(bytes: Vec<u8>, at: usize, docs: u32, dims: usize) -> Result<Sketc
     }
     if u32::from_le_bytes(body[2..6].try_into().expect("4 bytes")) != docs {
         return Err(bad("holds another number of documents than its segment"));
+    }
+    Ok(u32::from_le_bytes(body[6..10].try_into().expect("4 bytes")))
+}
+
+/// Decodes the sketch body `bytes[at..]` of a segment of `docs` documents under a model of
+/// `dims` dimensions, keeping `bytes` (no copy) when it is flat.
+pub fn decode(bytes: Vec<u8>, at: usize, docs: u32, dims: usize) -> Result<Stored, String> {
+    let body = bytes.get(at..).unwrap_or_default();
+    let clusters = read_head(body, docs, dims)? as usize;
+    if clusters == 0 {
+        return decode_flat(bytes, at, docs, dims).map(Stored::Flat);
+    }
+    let code_len = dims.div_ceil(8);
+    if Some(body.len()) != clusters.checked_mul(code_len + 4).map(|n| n + HEAD) {
+        return Err("a vector sketch's cluster directory is of another length".into());
+    }
+    let sizes_at = HEAD + clusters * code_len;
+    let sizes: Vec<u32> = body[sizes_at..]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    if sizes.iter().map(|&s| u64::from(s)).sum::<u64>() > u64::from(docs) || sizes.contains(&0) {
+        return Err("a vector sketch's clusters hold more documents than its segment".into());
+    }
+    Ok(Stored::Clustered(Directory {
+        code_len,
+        centroids: body[HEAD..sizes_at].to_vec(),
+        sizes,
+    }))
+}
+
+/// Decodes cluster `bytes[at..]` of `size` sketches of a segment of `docs` documents.
+pub fn decode_cluster(
+    bytes: Vec<u8>,
+    at: usize,
+    size: u32,
+    docs: u32,
+    dims: usize,
+) -> Result<Cluster, String> {
+    let bad = |why: &str| format!("a vector sketch cluster {why}");
+    let body = bytes.get(at..).unwrap_or_default();
+    let m = size as usize;
+    if body.len() < 4 + 4 * m || u32::from_le_bytes(body[..4].try_into().expect("4")) != size {
+        return Err(bad("is cut short or of another size"));
+    }
+    let numbers: Vec<u32> = body[4..4 + 4 * m]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    if numbers.windows(2).any(|w| w[0] >= w[1]) || numbers.last().is_some_and(|&d| d >= docs) {
+        return Err(bad("names its documents out of order or past its segment"));
+    }
+    let sketch = decode_flat(bytes, at + 4 + 4 * m, size, dims)?;
+    if sketch.codes.rank.is_some() {
+        return Err(bad("has a member without a sketch"));
+    }
+    Ok(Cluster {
+        docs: numbers,
+        sketch,
+    })
+}
+
+/// Decodes the flat body `bytes[at..]` of `docs` documents, keeping `bytes` (no copy).
+fn decode_flat(bytes: Vec<u8>, at: usize, docs: u32, dims: usize) -> Result<Sketch, String> {
+    let bad = |why: &str| format!("a vector sketch {why}");
+    let body = bytes.get(at..).unwrap_or_default();
+    if read_head(body, docs, dims)? != 0 {
+        return Err(bad("is clustered where a flat one was expected"));
     }
     let map = (docs as usize).div_ceil(8);
     let bitmaps = body
@@ -196,6 +479,20 @@ pub fn decode(bytes: Vec<u8>, at: usize, docs: u32, dims: usize) -> Result<Sketc
 mod tests {
     use super::*;
 
+    /// The body of a flat sketch.
+    fn flat(e: Encoded) -> Vec<u8> {
+        assert!(e.clusters.is_empty());
+        e.body
+    }
+
+    /// A flat sketch of 9 dimensions decoded.
+    fn open(bytes: Vec<u8>, at: usize, docs: u32) -> Sketch {
+        match decode(bytes, at, docs, 9).unwrap() {
+            Stored::Flat(s) => s,
+            Stored::Clustered(_) => panic!("clustered"),
+        }
+    }
+
     #[test]
     fn sketches_round_trip_and_rank_by_sign_agreement() {
         let ids = [
@@ -213,8 +510,8 @@ mod tests {
             (ids[1], None),
             (ids[2], Some(b.clone())),
         ];
-        let body = encode(9, docs.clone().into_iter());
-        let s = decode(body.clone(), 0, 3, 9).unwrap();
+        let body = flat(encode(9, docs.clone().into_iter()));
+        let s = open(body.clone(), 0, 3);
         assert_eq!(s.len(), 3);
         assert_eq!(s.code(0), Some(&a[..]));
         assert_eq!(s.code(1), None);
@@ -229,12 +526,12 @@ mod tests {
         // Read in place behind a prefix (a part's seal).
         let mut sealed = vec![9u8; 8];
         sealed.extend_from_slice(&body);
-        let behind = decode(sealed, 8, 3, 9).unwrap();
+        let behind = open(sealed, 8, 3);
         assert_eq!(behind.code(2), Some(&b[..]));
         assert_eq!(behind.id(2).as_deref(), Some(ids[2]));
         // Every document with a code and an id: no rank tables, the same answers.
         let dense = [(ids[2], Some(b.clone())), (ids[0], Some(a.clone()))];
-        let dense = decode(encode(9, dense.into_iter()), 0, 2, 9).unwrap();
+        let dense = open(flat(encode(9, dense.into_iter())), 0, 2);
         assert!(dense.codes.rank.is_none() && dense.ulids.rank.is_none());
         assert_eq!(dense.code(1), Some(&a[..]));
         assert_eq!(dense.id(1).as_deref(), Some(ids[0]));
@@ -252,5 +549,296 @@ mod tests {
         let mut marked = body;
         marked[HEAD] |= 1 << 5;
         assert!(decode(marked, 0, 3, 9).is_err(), "a mark past the end");
+    }
+
+    /// A deterministic stream of numbers (xorshift).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[(self.next() % from.len() as u64) as usize]
+        }
+    }
+
+    #[test]
+    fn a_large_segment_is_clustered_and_every_sketch_is_in_one_cluster() {
+        let dims = 256;
+        let code_len = dims / 8;
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        // Codes near one of 40 topics (a tenth of their bits flipped), some documents without
+        // one, some ids not ULIDs.
+        let topics: Vec<Vec<u8>> = (0..40)
+            .map(|_| (0..code_len).map(|_| rng.next() as u8).collect())
+            .collect();
+        let n = CLUSTER_MIN + 1500;
+        let mut ids = Vec::with_capacity(n);
+        let mut codes = Vec::with_capacity(n);
+        for d in 0..n {
+            ids.push(if d % 97 == 5 {
+                format!("custom-{d}")
+            } else {
+                event_id(u128::from(rng.next()) << 40 | d as u128)
+            });
+            let mut code = topics[(rng.next() % 40) as usize].clone();
+            for _ in 0..26 {
+                let b = (rng.next() % dims as u64) as usize;
+                code[b / 8] ^= 1 << (b % 8);
+            }
+            codes.push((d % 31 != 3).then_some(code));
+        }
+        let docs = ids.iter().map(String::as_str).zip(codes.iter().cloned());
+        let encoded = encode(dims, docs.clone());
+        assert_eq!(encode(dims, docs).body, encoded.body, "deterministic");
+        let Stored::Clustered(dir) = decode(encoded.body.clone(), 0, n as u32, dims).unwrap()
+        else {
+            panic!("a segment past CLUSTER_MIN is clustered")
+        };
+        assert_eq!(dir.clusters() as usize, encoded.clusters.len());
+        let mut seen = vec![false; n];
+        for (c, body) in encoded.clusters.iter().enumerate() {
+            assert!(SEAL_HEAD + body.len() <= VALUE_CHUNK, "one stored chunk");
+            let size = dir.size(c as u32);
+            let cluster = decode_cluster(body.clone(), 0, size, n as u32, dims).unwrap();
+            let centroid = &dir.centroids[c * code_len..(c + 1) * code_len];
+            for (member, code) in cluster.sketch.codes() {
+                let doc = cluster.docs[member as usize] as usize;
+                assert!(!seen[doc], "document {doc} in two clusters");
+                seen[doc] = true;
+                assert_eq!(Some(code), codes[doc].as_deref());
+                assert_eq!(
+                    cluster.sketch.id(member),
+                    ulid_bytes(&ids[doc]).map(|_| ids[doc].clone())
+                );
+                // Each sketch is in a cluster whose centroid is nearest it.
+                let nearest = dir.nearest(code, 0)[0] as usize;
+                let best = &dir.centroids[nearest * code_len..(nearest + 1) * code_len];
+                assert_eq!(hamming(code, best), hamming(code, centroid));
+            }
+            // Wrong sizes, cuts and foreign documents are refused.
+            assert!(decode_cluster(body.clone(), 0, size + 1, n as u32, dims).is_err());
+            assert!(
+                decode_cluster(body[..body.len() - 1].to_vec(), 0, size, n as u32, dims).is_err()
+            );
+            assert!(
+                decode_cluster(body.clone(), 0, size, cluster.docs[size as usize - 1], dims)
+                    .is_err()
+            );
+        }
+        for d in 0..n {
+            assert_eq!(seen[d], codes[d].is_some(), "document {d}");
+        }
+        // Topics are found again: far fewer clusters than a random split would need per topic.
+        let held = dir.nearest(&topics[7], CLUSTER_MIN / 40);
+        assert!(held.len() <= 4, "{} clusters for one topic", held.len());
+        let body = &encoded.body;
+        for cut in [body.len() - 1, HEAD + 3, 5] {
+            assert!(decode(body[..cut].to_vec(), 0, n as u32, dims).is_err());
+        }
+        assert!(decode(body.clone(), 0, n as u32 - 1, dims).is_err());
+    }
+
+    /// The best `want` of `docs` by their vectors' dot product with `query`, best first.
+    fn exact(
+        vectors: &[Vec<f32>],
+        query: &[f32],
+        docs: impl Iterator<Item = u32>,
+        want: usize,
+    ) -> Vec<u32> {
+        let mut ranked: Vec<(f32, u32)> = docs
+            .map(|d| {
+                let v = &vectors[d as usize];
+                (v.iter().zip(query).map(|(a, b)| a * b).sum(), d)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.into_iter().take(want).map(|(_, d)| d).collect()
+    }
+
+    /// The probe's vector ranking (`probe.rs`) over the sketches of `docs`: the `keep` nearest
+    /// by Hamming distance, then the best `want` of those exactly.
+    fn probed(
+        vectors: &[Vec<f32>],
+        codes: &[Vec<u8>],
+        query: &[f32],
+        docs: impl Iterator<Item = u32>,
+        (keep, want): (usize, usize),
+    ) -> Vec<u32> {
+        let bits = sign_bits(query);
+        let mut near: Vec<(u32, u32)> = docs
+            .map(|d| (hamming(&bits, &codes[d as usize]), d))
+            .collect();
+        near.sort_unstable();
+        near.truncate(keep);
+        exact(vectors, query, near.into_iter().map(|(_, d)| d), want)
+    }
+
+    /// On the built-in model's vectors of varied memories, a query that reads its nearest
+    /// clusters up to an eighth of the sketches finds about what a scan of all of them finds.
+    #[test]
+    fn clusters_read_up_to_a_share_find_what_the_whole_scan_finds() {
+        let people = [
+            "Alice", "Bogdan", "Chen", "Dalia", "Emeka", "Farah", "Hiroshi", "Ingrid", "Priya",
+            "Sven",
+        ];
+        let teams = [
+            "billing",
+            "payments",
+            "search",
+            "infrastructure",
+            "mobile",
+            "growth",
+            "security",
+            "data platform",
+            "identity",
+            "analytics",
+            "compliance",
+            "support",
+        ];
+        let systems = [
+            "the invoice generator",
+            "the Postgres primary",
+            "the Kafka cluster",
+            "the Redis cache",
+            "the GraphQL gateway",
+            "the nightly ETL job",
+            "the feature flag service",
+            "the S3 archive",
+            "the CI pipeline",
+            "the webhook relay",
+            "the audit log",
+            "the SSO bridge",
+            "the email dispatcher",
+            "the PDF renderer",
+            "the rate limiter",
+            "the Snowflake warehouse",
+            "the OAuth token store",
+            "the tax calculation service",
+        ];
+        let tools = [
+            "Linear",
+            "Jira",
+            "Notion",
+            "Datadog",
+            "PagerDuty",
+            "Sentry",
+            "Slack",
+            "Airflow",
+            "Vault",
+            "Okta",
+        ];
+        let reasons = [
+            "to cut cloud spend",
+            "after the March outage",
+            "because latency regressed",
+            "to satisfy the auditors",
+            "after a customer escalation",
+            "to unblock the EU launch",
+            "to halve build times",
+            "to support failover",
+        ];
+        let prefs = [
+            "dark mode in the admin console",
+            "async standups",
+            "written design docs",
+            "squash merges",
+            "TypeScript over JavaScript",
+            "metric units in reports",
+            "short weekly summaries",
+            "pairing on risky migrations",
+        ];
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let text = |rng: &mut Rng| match rng.next() % 5 {
+            0 => format!(
+                "{} for the {} team times out after {} minutes under load.",
+                rng.pick(&systems),
+                rng.pick(&teams),
+                rng.next() % 90
+            ),
+            1 => format!(
+                "The {} team decided to move {} to {} {}.",
+                rng.pick(&teams),
+                rng.pick(&systems),
+                rng.pick(&tools),
+                rng.pick(&reasons)
+            ),
+            2 => format!("{} prefers {}.", rng.pick(&people), rng.pick(&prefs)),
+            3 => format!(
+                "{} owns {} and is on call for {} this week.",
+                rng.pick(&people),
+                rng.pick(&systems),
+                rng.pick(&teams)
+            ),
+            _ => format!(
+                "Incident: {} failed {}; {} paged through {}.",
+                rng.pick(&systems),
+                rng.pick(&reasons),
+                rng.pick(&people),
+                rng.pick(&tools)
+            ),
+        };
+        let model = lore_embed::builtin::BuiltinEmbedder::new();
+        let n = 12_000;
+        let vectors: Vec<Vec<f32>> = (0..n).map(|_| model.embed_text(&text(&mut rng))).collect();
+        let codes: Vec<Vec<u8>> = vectors.iter().map(|v| sign_bits(v)).collect();
+        let refs: Vec<&[u8]> = codes.iter().map(Vec::as_slice).collect();
+        let groups = cluster(&refs, cluster_cap(refs[0].len()));
+        let mut centroids = Vec::new();
+        let mut sizes = Vec::new();
+        for (c, m) in &groups {
+            centroids.extend_from_slice(c);
+            sizes.push(m.len() as u32);
+        }
+        let dir = Directory {
+            code_len: refs[0].len(),
+            centroids,
+            sizes,
+        };
+        // As at 100,000 memories: PROBE_CODES of them, an eighth.
+        let share = n / 8;
+        let (keep, want) = (160, 10);
+        let queries = 40;
+        let (mut whole, mut clustered) = (0usize, 0usize);
+        for _ in 0..queries {
+            let q = model.embed_text(&text(&mut rng));
+            let truth = exact(&vectors, &q, 0..n as u32, want);
+            let all = probed(&vectors, &codes, &q, 0..n as u32, (keep, want));
+            let read: Vec<u32> = dir
+                .nearest(&sign_bits(&q), share)
+                .into_iter()
+                .flat_map(|c| groups[c as usize].1.iter().copied())
+                .collect();
+            assert!(
+                read.len() < share + cluster_cap(32),
+                "read {} sketches",
+                read.len()
+            );
+            let part = probed(&vectors, &codes, &q, read.into_iter(), (keep, want));
+            whole += all.iter().filter(|d| truth.contains(d)).count();
+            clustered += part.iter().filter(|d| truth.contains(d)).count();
+        }
+        let recall = |found: usize| found as f64 / (queries * want) as f64;
+        eprintln!(
+            "recall@{want}: whole scan {:.3}, clusters {:.3}",
+            recall(whole),
+            recall(clustered)
+        );
+        assert!(
+            recall(whole) > 0.5,
+            "the sketches themselves rank: {}",
+            recall(whole)
+        );
+        assert!(
+            recall(clustered) >= recall(whole) - 0.05,
+            "clusters {} vs whole {}",
+            recall(clustered),
+            recall(whole)
+        );
     }
 }

@@ -98,13 +98,12 @@ impl MemoryService {
                 return Ok(());
             }
         }
-        let base = index.len() as u32;
         for event in &events {
             index.insert(&self.tokenizer, event);
         }
         index.seq = last;
-        // The sketches: the merged segments' as stored, the new documents' from their stored
-        // vectors (a document without one has no sketch, as in a loaded index).
+        // The sketches: the merged segments' as stored, the others' from their stored vectors
+        // (a document without one has no sketch, as in a loaded index).
         let mut codes: Vec<Option<Vec<u8>>> = vec![None; index.len()];
         let model = ports
             .embedder
@@ -113,20 +112,47 @@ impl MemoryService {
         if let Some((model_key, dims)) = &model {
             let mut at = 0usize;
             for segment in &merged {
-                if let Ok(Some(sketch)) = segment.take_sketch(keys, model_key, *dims, &mut parts) {
-                    for doc in 0..segment.docs {
-                        codes[at + doc as usize] = sketch.code(doc).map(<[u8]>::to_vec);
+                let codes = &mut codes[at..at + segment.docs as usize];
+                match segment.take_sketch(keys, model_key, *dims, &mut parts) {
+                    Ok(Some(sketch::Stored::Flat(sketch))) => {
+                        for (doc, code) in sketch.codes() {
+                            codes[doc as usize] = Some(code.to_vec());
+                        }
                     }
+                    Ok(Some(sketch::Stored::Clustered(directory))) => {
+                        for c in 0..directory.clusters() {
+                            let key = keys.keyword_sketch_cluster(model_key, &segment.id, c);
+                            let Some(sealed) = parts.remove(key.as_str()) else {
+                                continue;
+                            };
+                            let size = (c, directory.size(c));
+                            let Ok(cluster) =
+                                segment.open_cluster(keys, model_key, *dims, size, sealed)
+                            else {
+                                continue;
+                            };
+                            for (member, code) in cluster.sketch.codes() {
+                                codes[cluster.docs[member as usize] as usize] = Some(code.to_vec());
+                            }
+                        }
+                    }
+                    _ => {}
                 }
                 at += segment.docs as usize;
             }
-            let vector_keys: Vec<String> = index.docs[base as usize..]
+            // The new documents' codes, and any a merged segment's sketch did not give (one
+            // that does not open, or a cluster missing), from their stored vectors.
+            let missing: Vec<usize> = (0..index.len()).filter(|&d| codes[d].is_none()).collect();
+            let vector_keys: Vec<String> = missing
                 .iter()
-                .map(|d| keys.vector(model_key, d.meta.id.strip_prefix("evt_").unwrap_or("")))
+                .map(|&d| {
+                    let id = &index.docs[d].meta.id;
+                    keys.vector(model_key, id.strip_prefix("evt_").unwrap_or(""))
+                })
                 .collect();
             let vectors = ports.storage.get_many(&vector_keys).await?;
-            for (i, bytes) in vectors.into_iter().enumerate() {
-                codes[base as usize + i] = bytes
+            for (&d, bytes) in missing.iter().zip(vectors) {
+                codes[d] = bytes
                     .and_then(|b| decode_vector(&b, *dims))
                     .map(|v| sketch::sign_bits(&v));
             }
