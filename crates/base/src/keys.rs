@@ -246,18 +246,23 @@ impl OrgKeys {
         format!("{}kidx/p/i/{segment}/{page:05}", self.root)
     }
     /// Chunk `chunk` of segment `segment`'s binary sketches of its documents' vectors under
-    /// model `model`.
+    /// model `model` (a large segment's: the directory of its clusters).
     pub fn keyword_sketch(&self, model: &str, segment: &str, chunk: u32) -> String {
-        format!("{}kidx/p/v/{model}/{segment}/{chunk:05}", self.root)
+        format!("{}kidx/p/v/{model}/d/{segment}/{chunk:05}", self.root)
     }
     /// Cluster `cluster` of segment `segment`'s sketches under model `model`: a large
     /// segment's sketch holds only its clusters' centroids, and a per-request search reads the
     /// clusters nearest its query (one stored value each).
     pub fn keyword_sketch_cluster(&self, model: &str, segment: &str, cluster: u32) -> String {
-        format!("{}kidx/p/c/{model}/{segment}/{cluster:05}", self.root)
+        format!("{}kidx/p/v/{model}/c/{segment}/{cluster:05}", self.root)
     }
-    /// Every segment's sketches under model `model` (one scan reads them all).
+    /// Every segment's sketches under model `model`, without their clusters (one scan reads
+    /// them all).
     pub fn keyword_sketches(&self, model: &str) -> String {
+        format!("{}kidx/p/v/{model}/d/", self.root)
+    }
+    /// Every segment's sketches under model `model` with their clusters (one scan).
+    pub fn keyword_sketches_and_clusters(&self, model: &str) -> String {
         format!("{}kidx/p/v/{model}/", self.root)
     }
     /// Every segment's postings in bucket `bucket` (one scan reads a term's lists).

@@ -149,6 +149,13 @@ impl Engine {
         self.memory.set_ranking(ranking);
     }
 
+    /// Sets how many sketches a per-request search ranks in clustered segments
+    /// (`PROBE_CODES`); only tests change it, to read a share of a small org's.
+    #[doc(hidden)]
+    pub fn set_probe_codes(&self, codes: usize) {
+        self.memory.set_probe_codes(codes);
+    }
+
     /// The org's record, read at most every [`ORG_TTL_MS`] by this instance.
     pub async fn org_record(&self, org: &OrgId) -> Result<Option<model::Org>, LoreError> {
         let now = self.ports.clock.now_ms();

@@ -34,7 +34,7 @@ use super::refresh::{events_after_at_most, stored_seq};
 use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{decode as decode_vector, embed_all, model_key};
 use super::service::{MemoryService, Ranking};
-use super::sketch::{self, Cluster, PROBE_CODES, Sketch};
+use super::sketch::{self, Cluster, Sketch};
 use lore_base::error::Result;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
@@ -65,8 +65,8 @@ struct Stored<'a> {
     /// The clusters of sketches read from clustered segments, and where each of their
     /// documents (by global number) is in them.
     clusters: Vec<Cluster>,
-    /// (document, cluster, member), by document.
-    in_cluster: Vec<(u32, u32, u32)>,
+    /// Per segment, the numbers of its clusters read (in `clusters`).
+    in_segment: Vec<Vec<u32>>,
     /// Id pages read so far, by key: their bodies, checked against their checksums (an id
     /// is decoded when it is asked for).
     id_pages: HashMap<String, Vec<u8>>,
@@ -147,11 +147,14 @@ impl Stored<'_> {
 
     /// Document `doc`'s id from its segment's sketch or its cluster, when they were read.
     fn known_id(&self, doc: u32) -> Option<String> {
-        if let Ok(at) = self.in_cluster.binary_search_by_key(&doc, |&(d, _, _)| d) {
-            let (_, c, member) = self.in_cluster[at];
-            return self.clusters[c as usize].sketch.id(member);
-        }
         let (s, local) = self.locate(doc);
+        // A cluster's documents are in order: a search of each cluster read from its segment.
+        for &c in self.in_segment.get(s).into_iter().flatten() {
+            let cluster = &self.clusters[c as usize];
+            if let Ok(member) = cluster.docs.binary_search(&local) {
+                return cluster.sketch.id(member as u32);
+            }
+        }
         self.sketches.get(s)?.as_ref()?.id(local)
     }
 
@@ -221,7 +224,7 @@ impl MemoryService {
             tail,
             sketches: Vec::new(),
             clusters: Vec::new(),
-            in_cluster: Vec::new(),
+            in_segment: Vec::new(),
             id_pages: HashMap::new(),
             supersessions: manifest.segments.iter().any(|s| s.supersedes > 0)
                 || tail_events.iter().any(|e| e.supersedes_event_id.is_some()),
@@ -393,7 +396,23 @@ impl MemoryService {
         {
             return Ok(None);
         }
-        let mut parts = read_parts(ports, &stored.keys.keyword_sketches(&mkey)).await?;
+        // While the clustered segments hold at most twice the sketches a probe ranks, it ranks
+        // them all, their clusters read in the same scan as the segments' sketches: the read of
+        // chosen clusters by key, one more round trip, pays for itself only past that.
+        let clustered: u64 = stored
+            .segments
+            .iter()
+            .filter(|s| s.sketch_head(&mkey).is_some_and(|h| h.clusters > 0))
+            .map(|s| u64::from(s.docs))
+            .sum();
+        let probe_codes = self.probe_codes.get();
+        let all = clustered <= 2 * probe_codes as u64;
+        let prefix = if all {
+            stored.keys.keyword_sketches_and_clusters(&mkey)
+        } else {
+            stored.keys.keyword_sketches(&mkey)
+        };
+        let mut parts = read_parts(ports, &prefix).await?;
         let mut directories = Vec::new();
         for (s, segment) in stored.segments.iter().enumerate() {
             let sketch = segment
@@ -411,7 +430,6 @@ impl MemoryService {
                 }
             }
         }
-        drop(parts);
         let query_vector = match embed_all(embedder.as_ref(), &[query.to_string()]).await {
             Ok(mut v) => match v.pop() {
                 Some(v) => v,
@@ -424,15 +442,11 @@ impl MemoryService {
         };
         let bits = sketch::sign_bits(&query_vector);
         // The clustered segments' nearest clusters, each segment's share of PROBE_CODES by its
-        // size, in one read.
-        let clustered: u64 = directories
-            .iter()
-            .map(|(s, _)| u64::from(stored.segments[*s].docs))
-            .sum();
+        // size, in one read (or all of them, read already).
         let mut wanted: Vec<(usize, u32, u32)> = Vec::new();
         for (s, directory) in &directories {
             let docs = u64::from(stored.segments[*s].docs);
-            let share = (PROBE_CODES as u64 * docs).div_ceil(clustered.max(1)) as usize;
+            let share = (probe_codes as u64 * docs).div_ceil(clustered.max(1)) as usize;
             for c in directory.nearest(&bits, share) {
                 wanted.push((*s, c, directory.size(c)));
             }
@@ -445,11 +459,12 @@ impl MemoryService {
                     .keyword_sketch_cluster(&mkey, &stored.segments[s].id, c)
             })
             .collect();
-        let read = if cluster_keys.is_empty() {
-            Vec::new()
+        let read = if all {
+            cluster_keys.iter().map(|k| parts.remove(k)).collect()
         } else {
             ports.storage.get_many(&cluster_keys).await?
         };
+        drop(parts);
         for (&(s, c, size), bytes) in wanted.iter().zip(read) {
             let segment = &stored.segments[s];
             let opened = bytes
@@ -457,12 +472,10 @@ impl MemoryService {
                 .and_then(|b| segment.open_cluster(stored.keys, &mkey, dims, (c, size), b));
             match opened {
                 Ok(cluster) => {
-                    let at = stored.clusters.len() as u32;
-                    let base = stored.starts[s];
-                    stored.in_cluster.extend(
-                        (cluster.docs.iter().enumerate())
-                            .map(|(member, &doc)| (base + doc, at, member as u32)),
-                    );
+                    if stored.in_segment.len() <= s {
+                        stored.in_segment.resize(s + 1, Vec::new());
+                    }
+                    stored.in_segment[s].push(stored.clusters.len() as u32);
                     stored.clusters.push(cluster);
                 }
                 Err(why) => {
@@ -471,7 +484,6 @@ impl MemoryService {
                 }
             }
         }
-        stored.in_cluster.sort_unstable();
         let mut near: Vec<(u32, u32)> = Vec::with_capacity(stored.covered as usize);
         for (s, sk) in stored.sketches.iter().enumerate() {
             let Some(sk) = sk else { continue };

@@ -41,6 +41,9 @@ pub struct MemoryService {
     pub(super) events: RefCell<EventCache>,
     pub(super) recent_vectors: RefCell<HashMap<String, Vec<f32>>>,
     pub(super) ranking: Cell<Ranking>,
+    /// The sketches a per-request search ranks in clustered segments (`sketch::PROBE_CODES`;
+    /// tests lower it to read a share of a small org's).
+    pub(super) probe_codes: Cell<usize>,
     /// Whether this instance serves one request and ends (Spin): searches then answer from
     /// the stored segments where they can instead of loading the index (`probe.rs`).
     pub(super) per_request: Cell<bool>,
@@ -66,6 +69,7 @@ impl Default for MemoryService {
             events: RefCell::new(EventCache::new(EVENT_CACHE_BYTES)),
             recent_vectors: RefCell::default(),
             ranking: Cell::default(),
+            probe_codes: Cell::new(super::sketch::PROBE_CODES),
             per_request: Cell::default(),
             tail_due: RefCell::default(),
             load_due: RefCell::default(),
@@ -79,6 +83,11 @@ impl MemoryService {
     /// Marks this instance as serving one request (Spin; tests of that path).
     pub fn set_per_request(&self, per_request: bool) {
         self.per_request.set(per_request);
+    }
+
+    /// Sets how many sketches a per-request search ranks in clustered segments.
+    pub fn set_probe_codes(&self, codes: usize) {
+        self.probe_codes.set(codes.max(1));
     }
 }
 
