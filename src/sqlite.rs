@@ -134,6 +134,26 @@ impl Storage for SqliteStorage {
         for key in batch.keys() {
             validate_key(key)?;
         }
+        // A relaxed batch commits without an fsync (the WAL is synced at the next durable commit
+        // or checkpoint); the connection is durable again after it.
+        if batch.relaxed {
+            self.conn
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(backend)?;
+        }
+        let result = self.commit_batch(&batch);
+        if batch.relaxed {
+            self.conn
+                .pragma_update(None, "synchronous", SYNCHRONOUS)
+                .map_err(backend)?;
+        }
+        result
+    }
+}
+
+impl SqliteStorage {
+    /// One transaction: the batch's checks, then its writes.
+    fn commit_batch(&self, batch: &Batch) -> Result<(), StorageError> {
         // IMMEDIATE takes the write lock up front, so checks and writes see one state.
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(backend)?;
@@ -167,6 +187,21 @@ impl Storage for SqliteStorage {
 
 #[cfg(test)]
 mod tests {
+    /// A relaxed batch commits without an fsync and leaves the connection durable.
+    #[test]
+    fn a_relaxed_batch_leaves_the_connection_durable() {
+        use lore_base::storage::{Batch, Storage};
+        let store = super::SqliteStorage::open_in_memory().unwrap();
+        let mut batch = Batch::new();
+        batch.relaxed().put("rx/k", b"v".to_vec());
+        futures_executor::block_on(store.commit(batch)).unwrap();
+        let level: i64 = store
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(level, 2, "FULL");
+    }
+
     /// Regression: the scan query had two lower bounds (`k >= prefix AND k > cursor`); SQLite
     /// seeked by the prefix and filtered its way to the cursor, so deep pages cost O(n) (a page
     /// after entity 90,000 of 100,000 took ~0.4 s). The plan must seek by both bounds.

@@ -164,6 +164,35 @@ pub async fn failed_check_writes_nothing(s: &dyn Storage) {
     assert_eq!(s.get("ck/taken").await.unwrap(), Some(b("v2")));
 }
 
+/// A batch a power cut may lose (usage counts) commits as any other: its checks hold or
+/// nothing is written, and the batches after it commit as before.
+pub async fn relaxed_batches_commit_like_any(s: &dyn Storage) {
+    s.put("rx/count", b("1")).await.unwrap();
+    let mut stale = Batch::new();
+    stale
+        .relaxed()
+        .require_equals("rx/count", b("0"))
+        .put("rx/count", b("9"));
+    assert!(matches!(
+        s.commit(stale).await,
+        Err(StorageError::Conflict { .. })
+    ));
+    assert_eq!(s.get("rx/count").await.unwrap(), Some(b("1")));
+    let mut batch = Batch::new();
+    batch
+        .relaxed()
+        .require_equals("rx/count", b("1"))
+        .put("rx/count", b("2"));
+    s.commit(batch).await.unwrap();
+    assert_eq!(s.get("rx/count").await.unwrap(), Some(b("2")));
+    let mut after = Batch::new();
+    after
+        .require_equals("rx/count", b("2"))
+        .put("rx/after", b("a"));
+    s.commit(after).await.unwrap();
+    assert_eq!(s.get("rx/after").await.unwrap(), Some(b("a")));
+}
+
 pub async fn invalid_keys_are_refused(s: &dyn Storage) {
     for key in ["", "has space", "tab\tkey", "é", &"k".repeat(513)] {
         assert!(
@@ -255,6 +284,7 @@ by_name!(
     scan_after_outside_prefix_is_clamped,
     batch_applies_all_writes_together,
     failed_check_writes_nothing,
+    relaxed_batches_commit_like_any,
     invalid_keys_are_refused,
     get_many_answers_in_key_order,
 );
@@ -273,6 +303,7 @@ macro_rules! storage_suite {
             scan_after_outside_prefix_is_clamped,
             batch_applies_all_writes_together,
             failed_check_writes_nothing,
+            relaxed_batches_commit_like_any,
             invalid_keys_are_refused,
             get_many_answers_in_key_order,
         );

@@ -157,5 +157,8 @@ async fn handle(request: Request) -> Reply {
     if let Some(line) = lore_front::request_log::Line::of(&response) {
         println!("{}", line.0);
     }
+    // The instance ends with this request and its memory with it: taking the instance's caches
+    // apart first would only delay the answer.
+    std::mem::forget(lore);
     from_core(response)
 }

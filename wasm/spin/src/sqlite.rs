@@ -201,8 +201,26 @@ impl Storage for SpinSqliteStorage {
             return Ok(());
         }
         self.ensure_schema().await?;
+        // A relaxed batch commits without an fsync; the connection is durable again after it.
+        // A host that refuses the pragma commits it durably.
+        let relaxed = batch.relaxed
+            && self
+                .run("PRAGMA synchronous = NORMAL", Vec::new())
+                .await
+                .is_ok();
+        let result = self.commit_batch(&batch).await;
+        if relaxed {
+            let _ = self.run("PRAGMA synchronous = FULL", Vec::new()).await;
+        }
+        result
+    }
+}
+
+impl SpinSqliteStorage {
+    /// One transaction: the batch's checks, then its writes.
+    async fn commit_batch(&self, batch: &Batch) -> Result<(), StorageError> {
         self.run("BEGIN IMMEDIATE", Vec::new()).await?;
-        match self.apply(&batch).await {
+        match self.apply(batch).await {
             Ok(()) => match self.run("COMMIT", Vec::new()).await {
                 Ok(()) => Ok(()),
                 Err(e) => {

@@ -42,6 +42,10 @@ pub enum Write {
 pub struct Batch {
     pub checks: Vec<Check>,
     pub writes: Vec<Write>,
+    /// Whether the batch may be lost to a power cut (never torn, never lost to a crash of the
+    /// process): a backend that can commit it without waiting for the disk does (see
+    /// [`Batch::relaxed`]).
+    pub relaxed: bool,
 }
 
 impl Batch {
@@ -66,6 +70,14 @@ impl Batch {
         value: impl Into<Vec<u8>>,
     ) -> &mut Self {
         self.checks.push(Check::Equals(key.into(), value.into()));
+        self
+    }
+    /// Marks the batch as one a power cut may lose: counts and statistics, never records.
+    /// The SQLite backends commit it without an fsync (`synchronous=NORMAL` for that
+    /// transaction, the WAL synced at the next durable commit or checkpoint); the others commit
+    /// it as any batch.
+    pub fn relaxed(&mut self) -> &mut Self {
+        self.relaxed = true;
         self
     }
     pub fn is_empty(&self) -> bool {

@@ -94,7 +94,9 @@ impl UsageCounters {
             return Ok(());
         }
         for _ in 0..4 {
+            // Counts, not records: a power cut may lose the last ones (no fsync per request).
             let mut batch = Batch::new();
+            batch.relaxed();
             for ((org, day, tool), add) in &pending {
                 let key = OrgKeys::new(org).usage(day, tool, &self.instance);
                 let stored = ports.storage.get(&key).await?;
