@@ -407,6 +407,17 @@ fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
     let (_, ids) = cold_search(store.clone(), "heron oncall");
     assert_eq!(ids, expected);
 
+    // An id page (read by per-request searches alone) cut short is reported too.
+    let m = manifest(&store).unwrap();
+    let page = keys.keyword_id_page(&m.segments[0].id, 1);
+    let mut bytes = block_on(store.get(&page)).unwrap().unwrap();
+    bytes.truncate(bytes.len() - 3);
+    block_on(store.put(&page, bytes)).unwrap();
+    let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();
+    assert_eq!(report["healthy"], json!(false), "{report}");
+    let rebuilt = block_on(doctor.memory_index(Some("acme"), true)).unwrap();
+    assert_eq!(rebuilt["healthy"], json!(true), "{rebuilt}");
+
     // An unknown org is a clear error, not an empty report.
     let err = block_on(doctor.memory_index(Some("nope"), false)).unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
@@ -537,6 +548,11 @@ fn a_sketch_or_id_page_that_does_not_open_is_rebuilt() {
     }
     assert!(broken.iter().any(|k| k.contains("/p/v/")), "{broken:?}");
     assert!(broken.iter().any(|k| k.contains("/p/i/")), "{broken:?}");
+    // `lore doctor` checks the parts only per-request searches read, too.
+    let (doctor, _) = instance_with(store.clone(), 64, Some(embedder.clone()));
+    let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();
+    let k = &report["orgs"][0]["keyword_segments"];
+    assert_eq!(k["state"], json!("unusable"), "{report}");
     let (probe, counted) = per_request(store.clone(), 61, Some(embedder.clone()));
     let (got, _) = answer(&probe, &counted, args.clone());
     assert_eq!(got, expected, "answered by the loaded index");

@@ -17,7 +17,12 @@ impl MemoryService {
     pub async fn health(&self, ports: &Ports, caller: &Caller) -> Result<Value> {
         let keys = caller.keys();
         let (seq, _) = stored_seq(ports, keys).await?;
-        let keyword = segments::inspect(ports, keys, seq).await?;
+        let model = ports
+            .embedder
+            .as_ref()
+            .map(|e| (model_key(e.model_id()), e.dimensions()));
+        let model = model.as_ref().map(|(k, d)| (k.as_str(), *d));
+        let keyword = segments::inspect(ports, keys, seq, model).await?;
         let vectors = match &ports.embedder {
             Some(embedder) => json!({
                 "model": embedder.model_id(),

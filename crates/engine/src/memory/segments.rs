@@ -447,18 +447,27 @@ pub struct Health {
 }
 
 /// Reads and checks the org's segments as a fresh instance would (every checksum, every
-/// decode), without changing anything.
-pub async fn inspect(ports: &Ports, keys: &OrgKeys, stored_seq: u64) -> Result<Health> {
+/// decode), and the parts only per-request searches read (id pages; the sketches and their
+/// clusters under `model`, its key and dimensions), without changing anything.
+pub async fn inspect(
+    ports: &Ports,
+    keys: &OrgKeys,
+    stored_seq: u64,
+    model: Option<(&str, usize)>,
+) -> Result<Health> {
     Ok(match read(ports, keys, stored_seq).await? {
-        Ok(Loaded { index, persisted }) => Health {
-            state: "healthy",
-            why: None,
-            segments: persisted.segments.len(),
-            documents: persisted.covered(),
-            bytes: persisted.segments.iter().map(|s| s.bytes).sum(),
-            covers_seq: index.seq,
-            stored_seq,
-        },
+        Ok(Loaded { index, persisted }) => {
+            let why = per_request_parts(ports, keys, &persisted.segments, model).await?;
+            Health {
+                state: if why.is_some() { "unusable" } else { "healthy" },
+                why,
+                segments: persisted.segments.len(),
+                documents: persisted.covered(),
+                bytes: persisted.segments.iter().map(|s| s.bytes).sum(),
+                covers_seq: index.seq,
+                stored_seq,
+            }
+        }
         Err(Unusable { why, .. }) => Health {
             state: if why.is_some() { "unusable" } else { "none" },
             why,
@@ -469,6 +478,62 @@ pub async fn inspect(ports: &Ports, keys: &OrgKeys, stored_seq: u64) -> Result<H
             stored_seq,
         },
     })
+}
+
+/// Why a part that only per-request searches read does not open, if one does not: every id
+/// page (each id decoded) and, under `model`, every segment's sketch and clusters.
+async fn per_request_parts(
+    ports: &Ports,
+    keys: &OrgKeys,
+    segments: &[SegmentHead],
+    model: Option<(&str, usize)>,
+) -> Result<Option<String>> {
+    let ids = segments
+        .iter()
+        .flat_map(|s| (0..s.id_pages()).map(move |p| (s, p)));
+    let pages: Vec<String> = ids
+        .clone()
+        .map(|(s, p)| keys.keyword_id_page(&s.id, p))
+        .collect();
+    for (((segment, page), key), bytes) in
+        ids.zip(&pages).zip(ports.storage.get_many(&pages).await?)
+    {
+        let Some(bytes) = bytes else {
+            return Ok(Some(format!("id page {key} is missing")));
+        };
+        let body = match codec::unseal(key, &bytes) {
+            Ok(body) => body,
+            Err(why) => return Ok(Some(why)),
+        };
+        let first = page * codec::ID_PAGE;
+        for n in 0..codec::ID_PAGE.min(segment.docs - first) {
+            if let Err(why) = codec::id_in_page(body, n as usize) {
+                return Ok(Some(why));
+            }
+        }
+    }
+    let Some((model_key, dims)) = model else {
+        return Ok(None);
+    };
+    let mut parts = read_parts(ports, &keys.keyword_sketches_and_clusters(model_key)).await?;
+    for segment in segments {
+        let directory = match segment.take_sketch(keys, model_key, dims, &mut parts) {
+            Ok(Some(sketch::Stored::Clustered(d))) => d,
+            Ok(_) => continue,
+            Err(why) => return Ok(Some(why)),
+        };
+        for c in 0..directory.clusters() {
+            let key = keys.keyword_sketch_cluster(model_key, &segment.id, c);
+            let Some(sealed) = parts.remove(&key) else {
+                return Ok(Some(format!("sketch cluster {key} is missing")));
+            };
+            let size = (c, directory.size(c));
+            if let Err(why) = segment.open_cluster(keys, model_key, dims, size, sealed) {
+                return Ok(Some(why));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Deletes every stored segment of the org and its manifest (for `lore reindex`).
