@@ -1,6 +1,6 @@
 //! `search_memory` for an instance that lives for one request (Spin makes a new one for every
 //! request): it answers from the stored segments without loading the org's index, reading only
-//! what its query uses, so its cost does not grow with the org's size beyond the sketches.
+//! what its query uses, so what it ranks stays bounded as the org grows.
 //!
 //! What one probe reads (see ARCHITECTURE.md, "What one Spin request reads"):
 //! 1. the org's event sequence number and the segment manifest (two point reads);
@@ -10,11 +10,13 @@
 //! 3. per bucket of the query's terms, one scan of that bucket's parts in every segment (a
 //!    few kilobytes per segment; only the query's terms are decoded);
 //! 4. with an embedder: the segments' vector sketches under its model (one scan, one bit per
-//!    dimension and the event's ULID: 48 bytes per memory), the query's embedding, and the
-//!    int8 vectors of the best [`RERANK_PER_RESULT`] × depth candidates by Hamming distance
-//!    (one read), ranked exactly;
-//! 5. the ids of keyword candidates (from the sketches; without them, one read of their id
-//!    pages, 64 ids each), and one read of their supersession markers;
+//!    dimension and the event's ULID: 52 bytes per memory of a small segment, centroids of a
+//!    large one's clusters), the query's embedding, the clusters nearest it up to the probe's
+//!    share of sketches (one read; none while the clusters are few: the scan brought them),
+//!    and the int8 vectors of the best [`RERANK_PER_RESULT`] × depth candidates by Hamming
+//!    distance (one read), ranked exactly;
+//! 5. the ids of keyword candidates (from the sketches and clusters read; others from one read
+//!    of their id pages, 64 ids each), and one read of their supersession markers;
 //! 6. the hits' events (one read).
 //!
 //! The keyword ranking is the loaded index's exactly (the same BM25 statistics over every
@@ -62,8 +64,7 @@ struct Stored<'a> {
     tail: KeywordIndex,
     /// Each segment's sketch under the embedder's model when it is flat and was read.
     sketches: Vec<Option<Sketch>>,
-    /// The clusters of sketches read from clustered segments, and where each of their
-    /// documents (by global number) is in them.
+    /// The clusters of sketches read from clustered segments.
     clusters: Vec<Cluster>,
     /// Per segment, the numbers of its clusters read (in `clusters`).
     in_segment: Vec<Vec<u32>>,
@@ -484,7 +485,14 @@ impl MemoryService {
                 }
             }
         }
-        let mut near: Vec<(u32, u32)> = Vec::with_capacity(stored.covered as usize);
+        let ranked = stored
+            .sketches
+            .iter()
+            .flatten()
+            .map(Sketch::len)
+            .sum::<usize>()
+            + stored.clusters.iter().map(|c| c.docs.len()).sum::<usize>();
+        let mut near: Vec<(u32, u32)> = Vec::with_capacity(ranked);
         for (s, sk) in stored.sketches.iter().enumerate() {
             let Some(sk) = sk else { continue };
             let base = stored.starts[s];

@@ -11,9 +11,10 @@
 //! `o/{org}/kidx/p/k/t/{bucket}/{segment}/{chunk}`. The bucket comes first in the key, so one
 //! scan of a bucket's prefix reads a term's lists in every segment. For per-request searches
 //! it also has small pages of its document ids alone (`kidx/p/i/{segment}/{page}`) and the
-//! sketches of its vectors (`kidx/p/v/{model}/{segment}/{chunk}`, `sketch.rs`). Loading the
-//! whole index is one read of the manifest and one scan of the `k/` parts; the events past the
-//! last segment's sequence number are then read as a warm instance reads new events.
+//! sketches of its vectors (`kidx/p/v/{model}/d/{segment}/{chunk}`, a large segment's in
+//! clusters beside them under `v/{model}/c/`, `sketch.rs`). Loading the whole index is one
+//! read of the manifest and one scan of the `k/` parts; the events past the last segment's
+//! sequence number are then read as a warm instance reads new events.
 //!
 //! Writing never rewrites the whole index: once [`SEGMENT_EVENTS`] documents are past the
 //! stored segments, they become one new segment, and whenever the newest [`TIER`] segments are
@@ -428,112 +429,6 @@ pub(super) fn append_segment<'a>(
         index.append_postings(base, lists);
     }
     Ok(())
-}
-
-/// What `lore doctor` reports of an org's keyword index segments.
-#[derive(Debug, Clone, Serialize)]
-pub struct Health {
-    /// `healthy`, `none` (not written yet: the org is small, or new) or `unusable` (the next
-    /// request rebuilds them from the events).
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub why: Option<String>,
-    pub segments: usize,
-    pub documents: u32,
-    pub bytes: u64,
-    /// The event sequence number the segments reach, and the org's.
-    pub covers_seq: u64,
-    pub stored_seq: u64,
-}
-
-/// Reads and checks the org's segments as a fresh instance would (every checksum, every
-/// decode), and the parts only per-request searches read (id pages; the sketches and their
-/// clusters under `model`, its key and dimensions), without changing anything.
-pub async fn inspect(
-    ports: &Ports,
-    keys: &OrgKeys,
-    stored_seq: u64,
-    model: Option<(&str, usize)>,
-) -> Result<Health> {
-    Ok(match read(ports, keys, stored_seq).await? {
-        Ok(Loaded { index, persisted }) => {
-            let why = per_request_parts(ports, keys, &persisted.segments, model).await?;
-            Health {
-                state: if why.is_some() { "unusable" } else { "healthy" },
-                why,
-                segments: persisted.segments.len(),
-                documents: persisted.covered(),
-                bytes: persisted.segments.iter().map(|s| s.bytes).sum(),
-                covers_seq: index.seq,
-                stored_seq,
-            }
-        }
-        Err(Unusable { why, .. }) => Health {
-            state: if why.is_some() { "unusable" } else { "none" },
-            why,
-            segments: 0,
-            documents: 0,
-            bytes: 0,
-            covers_seq: 0,
-            stored_seq,
-        },
-    })
-}
-
-/// Why a part that only per-request searches read does not open, if one does not: every id
-/// page (each id decoded) and, under `model`, every segment's sketch and clusters.
-async fn per_request_parts(
-    ports: &Ports,
-    keys: &OrgKeys,
-    segments: &[SegmentHead],
-    model: Option<(&str, usize)>,
-) -> Result<Option<String>> {
-    let ids = segments
-        .iter()
-        .flat_map(|s| (0..s.id_pages()).map(move |p| (s, p)));
-    let pages: Vec<String> = ids
-        .clone()
-        .map(|(s, p)| keys.keyword_id_page(&s.id, p))
-        .collect();
-    for (((segment, page), key), bytes) in
-        ids.zip(&pages).zip(ports.storage.get_many(&pages).await?)
-    {
-        let Some(bytes) = bytes else {
-            return Ok(Some(format!("id page {key} is missing")));
-        };
-        let body = match codec::unseal(key, &bytes) {
-            Ok(body) => body,
-            Err(why) => return Ok(Some(why)),
-        };
-        let first = page * codec::ID_PAGE;
-        for n in 0..codec::ID_PAGE.min(segment.docs - first) {
-            if let Err(why) = codec::id_in_page(body, n as usize) {
-                return Ok(Some(why));
-            }
-        }
-    }
-    let Some((model_key, dims)) = model else {
-        return Ok(None);
-    };
-    let mut parts = read_parts(ports, &keys.keyword_sketches_and_clusters(model_key)).await?;
-    for segment in segments {
-        let directory = match segment.take_sketch(keys, model_key, dims, &mut parts) {
-            Ok(Some(sketch::Stored::Clustered(d))) => d,
-            Ok(_) => continue,
-            Err(why) => return Ok(Some(why)),
-        };
-        for c in 0..directory.clusters() {
-            let key = keys.keyword_sketch_cluster(model_key, &segment.id, c);
-            let Some(sealed) = parts.remove(&key) else {
-                return Ok(Some(format!("sketch cluster {key} is missing")));
-            };
-            let size = (c, directory.size(c));
-            if let Err(why) = segment.open_cluster(keys, model_key, dims, size, sealed) {
-                return Ok(Some(why));
-            }
-        }
-    }
-    Ok(None)
 }
 
 /// Deletes every stored segment of the org and its manifest (for `lore reindex`).
