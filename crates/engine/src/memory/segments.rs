@@ -12,7 +12,7 @@
 //! scan of a bucket's prefix reads a term's lists in every segment. For per-request searches
 //! it also has small pages of its document ids alone (`kidx/p/i/{segment}/{page}`) and the
 //! sketches of its vectors (`kidx/p/v/{model}/d/{segment}/{chunk}`, a large segment's in
-//! clusters beside them under `v/{model}/c/`, `sketch.rs`). Loading the whole index is one
+//! clusters beside them under `v/{model}/c/`, `sketch/`). Loading the whole index is one
 //! read of the manifest and one scan of the `k/` parts; the events past the last segment's
 //! sequence number are then read as a warm instance reads new events.
 //!
@@ -79,7 +79,7 @@ pub struct SegmentHead {
     pub buckets: Vec<(u32, u32)>,
     /// Stored bytes of all its parts.
     pub bytes: u64,
-    /// The models whose vector sketches it has (`sketch.rs`).
+    /// The models whose vector sketches it has (`sketch/`).
     #[serde(default)]
     pub sketches: Vec<SketchHead>,
     /// How many of its documents supersede another (none: a reader of it needs no

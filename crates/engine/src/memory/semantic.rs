@@ -167,7 +167,7 @@ impl Semantic {
             .is_some_and(|&v| v != u32::MAX)
     }
 
-    /// The binary sketch of document `doc`'s vector, if it has one (`sketch.rs`).
+    /// The binary sketch of document `doc`'s vector, if it has one (`sketch/`).
     pub fn sign_bits(&self, doc: u32) -> Option<Vec<u8>> {
         let id = *self.vector_of.get(doc as usize)?;
         self.index.sign_bits(id)
