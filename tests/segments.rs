@@ -107,7 +107,12 @@ fn search(lore: &Lore, caller: &Caller, query: &str) -> Vec<String> {
         "search_memory",
         json!({"query": query, "limit": 10}),
     );
-    out["results"]
+    ids_of(&out["results"])
+}
+
+/// The ids of `search_memory`'s results, in order.
+fn ids_of(results: &Value) -> Vec<String> {
+    results
         .as_array()
         .unwrap()
         .iter()
@@ -614,14 +619,7 @@ fn a_per_request_search_with_vectors_reads_sketches_not_the_index() {
             let (expected, _) = answer(&loaded, &counted, args.clone());
             let (probe, counted) = per_request(store.clone(), 41, Some(embedder.clone()));
             let (got, r) = answer(&probe, &counted, args);
-            let ids = |v: &Value| -> Vec<String> {
-                v.as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|r| r["id"].as_str().unwrap().to_string())
-                    .collect()
-            };
-            let (expected, got) = (ids(&expected), ids(&got));
+            let (expected, got) = (ids_of(&expected), ids_of(&got));
             assert_eq!(got.len(), expected.len(), "{query}");
             overlap += got.iter().filter(|id| expected.contains(id)).count();
             wanted += expected.len();
@@ -667,14 +665,7 @@ fn a_share_of_the_clusters_is_read(
         reads == all + 1 || reads == all + 2,
         "{reads} reads, {all} reading them all"
     );
-    let ids = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["id"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let (expected, got) = (ids(&expected), ids(&got));
+    let (expected, got) = (ids_of(&expected), ids_of(&got));
     let found = got.iter().filter(|id| expected.contains(id)).count();
     assert!(
         found >= 7,
