@@ -122,10 +122,10 @@ impl Server {
                 spin: spin::SpinState::new(self.shared.clone()),
             },
         );
-        spin::traced(|| format!("request {}", request.uri()), || ());
+        spin::traced(|_| format!("request {}", request.uri()), || ());
         let service = self.pre.instantiate_async(&mut store).await?;
         let instantiated = started.elapsed();
-        spin::traced(|| "instantiated".into(), || ());
+        spin::traced(|_| "instantiated".into(), || ());
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
         // The guest sees an absolute URI, as under Spin.
@@ -165,7 +165,7 @@ impl Server {
                 Ok(hyper::Response::from_parts(parts, Full::new(body)))
             })
             .await??;
-        spin::traced(|| "responded".into(), || ());
+        spin::traced(|_| "responded".into(), || ());
         let mut response = response;
         let timing = format!(
             "instantiate;dur={:.3}, component;dur={:.3}",

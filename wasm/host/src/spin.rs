@@ -209,7 +209,7 @@ async fn kv_blocking<T: Send + 'static>(
         let conn = conn
             .lock()
             .map_err(|_| kv_failed("the store lock is poisoned"))?;
-        traced(|| format!("key-value {what}"), || op(&conn)).map_err(kv_failed)
+        traced(|_| format!("key-value {what}"), || op(&conn)).map_err(kv_failed)
     })
     .await
     .map_err(kv_failed)?
@@ -225,7 +225,7 @@ pub static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
     clippy::disallowed_methods,
     reason = "the host, not the core: it times the calls it serves"
 )]
-pub fn traced<T>(what: impl FnOnce() -> String, op: impl FnOnce() -> T) -> T {
+pub fn traced<T>(what: impl FnOnce(&T) -> String, op: impl FnOnce() -> T) -> T {
     if !TRACE.load(std::sync::atomic::Ordering::Relaxed) {
         return op();
     }
@@ -237,9 +237,27 @@ pub fn traced<T>(what: impl FnOnce() -> String, op: impl FnOnce() -> T) -> T {
         "lore-spin-host: trace at {:>12.3} ms, {:>8.3} ms: {}",
         (started - epoch).as_secs_f64() * 1000.0,
         started.elapsed().as_secs_f64() * 1000.0,
-        what()
+        what(&out)
     );
     out
+}
+
+/// A traced statement: its text, and the rows and bytes it answered.
+fn described(sql: &str, out: &Result<QueryResult, SqlError>) -> String {
+    let Ok(result) = out else {
+        return format!("sqlite {sql} -> error");
+    };
+    let bytes: usize = result
+        .rows
+        .iter()
+        .flat_map(|row| &row.values)
+        .map(|value| match value {
+            SqlValue::Text(text) => text.len(),
+            SqlValue::Blob(blob) => blob.len(),
+            _ => 8,
+        })
+        .sum();
+    format!("sqlite {sql} -> {} rows, {bytes} bytes", result.rows.len())
 }
 
 /// Runs one statement and reads every row.
@@ -292,7 +310,7 @@ async fn execute_blocking(
 ) -> Result<QueryResult, SqlError> {
     tokio::task::spawn_blocking(move || {
         let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
-        traced(|| format!("sqlite {sql}"), || execute(&conn, &sql, params))
+        traced(|out| described(&sql, out), || execute(&conn, &sql, params))
     })
     .await
     .map_err(io)?
@@ -334,7 +352,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
         |mut store, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
             let result = store.data_mut().spin.connection(&handle).and_then(|conn| {
                 let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
-                traced(|| format!("sqlite {sql}"), || execute(&conn, &sql, params))
+                traced(|out| described(&sql, out), || execute(&conn, &sql, params))
             });
             Ok((result,))
         },
@@ -389,7 +407,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
     variables.func_wrap_concurrent("get", |accessor, (name,): (String,)| {
         Box::pin(async move {
             let value = traced(
-                || format!("variables get {name}"),
+                |_| format!("variables get {name}"),
                 || {
                     accessor.with(|mut access| {
                         access
