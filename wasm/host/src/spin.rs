@@ -254,7 +254,8 @@ fn described(sql: &str, out: &Result<QueryResult, SqlError>) -> String {
         .map(|value| match value {
             SqlValue::Text(text) => text.len(),
             SqlValue::Blob(blob) => blob.len(),
-            _ => 8,
+            SqlValue::Integer(_) | SqlValue::Real(_) => 8,
+            SqlValue::Null => 0,
         })
         .sum();
     format!("sqlite {sql} -> {} rows, {bytes} bytes", result.rows.len())

@@ -256,7 +256,7 @@ impl MemoryService {
     pub async fn load_after_answer(&self, ports: &Ports, caller: &Caller) {
         let started = ports.clock.now_ms();
         match self.refresh(ports, caller).await {
-            // What one snapshot load costs (bench/cold.mjs reads it beside the cold search).
+            // What one index load cost, for operators reading the log.
             Ok(()) => tracing::info!(
                 org = %caller.org(),
                 ms = ports.clock.now_ms() - started,
