@@ -158,7 +158,7 @@ pub(crate) enum Command {
     /// Replace the database with a backup (checked first; the server must be stopped).
     Restore(RestoreArgs),
     /// Check the database: integrity, schema, WAL mode and synchronous level, then each org's
-    /// stored memory index (keyword segments, vector snapshot) as a fresh server would load it.
+    /// stored memory index (keyword segments and their vector sketches) as a fresh server would load it.
     /// Exits 1 on a problem.
     Doctor {
         #[command(flatten)]
@@ -169,7 +169,7 @@ pub(crate) enum Command {
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
     },
-    /// Rebuild the stored memory index (keyword segments, vector snapshot) of every org, or of
+    /// Rebuild the stored memory index (keyword segments and their vector sketches) of every org, or of
     /// one, from its events, and report it. Safe while `lore serve` runs.
     Reindex {
         #[arg(long, default_value = "./lore.db", env = "LORE_DB")]

@@ -92,16 +92,6 @@ fn print_memory_index(index: &Value) {
         if let Some(why) = k["why"].as_str() {
             line.push_str(&format!(": {why}"));
         }
-        let snap = &org["vectors"]["snapshot"];
-        if let Some(state) = snap["state"].as_str() {
-            line.push_str(&format!("; vector snapshot {state}"));
-            if state != "none" {
-                line.push_str(&format!(
-                    " ({} vectors, {} bytes)",
-                    snap["vectors"], snap["bytes"]
-                ));
-            }
-        }
         println!("{line}");
     }
 }

@@ -57,7 +57,7 @@ fn stored_keys(storage: &Rc<MemoryStorage>, prefix: &str) -> usize {
 }
 
 #[test]
-fn a_cold_instance_loads_the_snapshot_and_tail_instead_of_re_embedding() {
+fn a_cold_instance_reads_the_sketches_and_tail_instead_of_re_embedding() {
     let storage = Rc::new(MemoryStorage::new());
     let first = node(&storage, "test-model", 48);
     let owner = first.h.owner.clone();
@@ -74,32 +74,39 @@ fn a_cold_instance_loads_the_snapshot_and_tail_instead_of_re_embedding() {
     );
     assert_eq!(stored_keys(&storage, "o/acme/vec/"), 1_100);
     assert!(
-        stored_keys(&storage, "o/acme/vsnap/") >= 2,
-        "1,100 vectors are worth a snapshot"
+        stored_keys(&storage, "o/acme/kidx/p/v/") >= 1,
+        "the segments hold the vectors' sketches"
     );
 
-    // Prove the snapshot is what a cold instance uses: without the per-event vectors, anything
-    // else would have to embed all 1,100 memories again.
+    // A cold instance ranks as the warm one did, embedding only the query.
+    let second = node(&storage, "test-model", 48);
+    assert_eq!(ids(&second.h.search(&owner, query.clone())), before);
+    assert_eq!(second.embedder.texts.get(), 1);
+
+    // Prove the sketches are what a cold instance starts from: without the per-event vectors,
+    // anything else would have to embed all 1,100 memories again.
     let mut batch = lore_base::storage::Batch::new();
     for (key, _) in block_on(storage.scan_all("o/acme/vec/")).unwrap() {
         batch.delete(key);
     }
     block_on(storage.commit(batch)).unwrap();
-
-    let second = node(&storage, "test-model", 48);
-    assert_eq!(ids(&second.h.search(&owner, query.clone())), before);
+    let third = node(&storage, "test-model", 48);
+    third.h.search(&owner, query.clone());
     assert_eq!(
-        second.embedder.texts.get(),
+        third.embedder.texts.get(),
         1,
         "a cold instance embeds only the query"
     );
-    // Newer events than the snapshot come from their stored vectors.
-    second.h.save(&owner, memories(1_100, 1_120));
-    let third = node(&storage, "test-model", 48);
-    let found = third
-        .h
-        .search(&owner, json!({"query": "note 1115 about", "limit": 3}));
-    assert_eq!(third.embedder.texts.get(), 1);
+
+    // Newer events than the segments come from their stored vectors.
+    third.h.save(&owner, memories(1_100, 1_120));
+    let fourth = node(&storage, "test-model", 48);
+    fourth.h.lore.engine.set_ranking(Ranking::Vector);
+    let found = fourth.h.search(
+        &owner,
+        json!({"query": "note 1115 about topic35 and area2", "limit": 3}),
+    );
+    assert_eq!(fourth.embedder.texts.get(), 1);
     assert!(
         found[0]["content"]
             .as_str()

@@ -1,7 +1,8 @@
-//! The three indexes under comparison, behind one small trait, all on the same int8 vectors
-//! (one scale per vector) and the same cosine similarity.
+//! The three vector searches under comparison, behind one small trait, all ranking by the
+//! cosine similarity of int8 vectors (one scale per vector).
 
-use lore_engine::memory::vector::{IndexParams, VectorIndex, dot_i8, quantize};
+use crate::quantize::{dot_i8, quantize};
+use lore_engine::memory::vector::{Codes, encode, sign_bits, similarity};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;
@@ -17,65 +18,105 @@ pub trait Candidate {
 pub const M: usize = 16;
 pub const EF_CONSTRUCTION: usize = 128;
 
-/// `m` and `ef_construction` for lore's index: `M` and `EF_CONSTRUCTION`, or natively the
-/// `LORE_BENCH_M` and `LORE_BENCH_EFC` environment variables (for tuning).
-fn lore_params() -> (usize, usize) {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let var = |name: &str, default: usize| {
-            std::env::var(name).map_or(default, |v| v.parse().expect("a number"))
-        };
-        (
-            var("LORE_BENCH_M", M),
-            var("LORE_BENCH_EFC", EF_CONSTRUCTION),
-        )
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        (M, EF_CONSTRUCTION)
-    }
+/// lore's vector half (crates/engine/src/memory/vector.rs): one sign bit per dimension per
+/// vector, every sketch ranked by Hamming distance to the query's, the nearest `ef` ranked
+/// exactly on their int8 vectors as lore stores them. (A search for 10 results in lore reranks
+/// 4 × 30 = 120.)
+pub struct Lore {
+    codes: Codes,
+    stored: Vec<Vec<u8>>,
 }
 
-/// lore's own index, graph search only (the exact threshold is off so the graph is measured).
-pub struct Lore(pub VectorIndex);
-
 impl Lore {
-    pub fn build(dims: usize, data: &[Vec<f32>], seed: u64) -> Self {
-        let (m, ef_construction) = lore_params();
-        let params = IndexParams {
-            m,
-            ef_construction,
-            seed,
-        };
-        let mut index = VectorIndex::with_params(dims, params).expect("valid parameters");
+    pub fn build(dims: usize, data: &[Vec<f32>]) -> Self {
+        let mut codes = Codes::new(dims);
+        let mut stored = Vec::with_capacity(data.len());
         for (id, v) in data.iter().enumerate() {
-            index.insert(id as u32, v).expect("valid vector");
+            codes.set(id as u32, &sign_bits(v));
+            stored.push(encode(v));
         }
-        Self(index)
+        Self { codes, stored }
+    }
+
+    /// The `k` best of the `ef` nearest sketches allowed by `filter`, best first.
+    pub fn search_filtered(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        filter: &dyn Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let near = self.codes.nearest(&sign_bits(query), ef.max(k), filter);
+        let mut ranked: Vec<(u32, f32)> = near
+            .into_iter()
+            .filter_map(|id| similarity(query, &self.stored[id as usize]).map(|s| (id, s as f32)))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        ranked.truncate(k);
+        ranked
     }
 }
 
 impl Candidate for Lore {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32> {
-        self.0
-            .search_graph(query, k, ef, &|_| true)
-            .expect("valid query")
+        self.search_filtered(query, k, ef, &|_| true)
             .into_iter()
             .map(|h| h.0)
             .collect()
     }
 
-    fn snapshot_restore(&self, now: &dyn Fn() -> f64) -> Option<(usize, f64)> {
-        let bytes = self.0.snapshot();
-        let start = now();
-        let restored = VectorIndex::restore(&bytes).expect("own snapshot");
-        let secs = now() - start;
-        assert_eq!(restored.len(), self.0.len());
-        Some((bytes.len(), secs))
+    fn snapshot_restore(&self, _: &dyn Fn() -> f64) -> Option<(usize, f64)> {
+        // lore stores the sketches in its index segments and each vector beside its event;
+        // nothing is restored, the sketches are read as they are.
+        None
     }
 
     fn reported_heap(&self) -> Option<usize> {
-        Some(self.0.heap_bytes())
+        Some(self.codes.heap_bytes() + self.stored.iter().map(Vec::capacity).sum::<usize>())
+    }
+}
+
+/// The int8 exact scan: every vector quantized with one scale, the true top `k` under that
+/// similarity (the speed baseline).
+pub struct Int8Scan {
+    dims: usize,
+    values: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl Int8Scan {
+    pub fn build(data: &[Vec<f32>]) -> Self {
+        let dims = data.first().map_or(0, Vec::len);
+        let mut values = Vec::with_capacity(data.len() * dims);
+        let mut scales = Vec::with_capacity(data.len());
+        for v in data {
+            let (scale, q) = quantize(v);
+            values.extend_from_slice(&q);
+            scales.push(scale);
+        }
+        Self {
+            dims,
+            values,
+            scales,
+        }
+    }
+
+    pub fn search(&self, query: &[f32], k: usize, filter: &dyn Fn(u32) -> bool) -> Vec<(u32, f32)> {
+        let (qs, q) = quantize(query);
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+        for (id, v) in self.values.chunks_exact(self.dims).enumerate() {
+            let id = id as u32;
+            if !filter(id) {
+                continue;
+            }
+            let sim = dot_i8(&q, v) as f32 * qs * self.scales[id as usize];
+            if best.len() < k || sim > best[best.len() - 1].1 {
+                let at = best.partition_point(|&(_, s)| s >= sim);
+                best.insert(at, (id, sim));
+                best.truncate(k);
+            }
+        }
+        best
     }
 }
 

@@ -1,9 +1,10 @@
-//! The vector index comparison (bench/vector.sh): lore's int8 HNSW beside `hnsw_rs` 0.3.5
-//! (native only) and rust-cv `hnsw` 0.11, on the same seeded data, in one binary, natively and
-//! as wasm32 under V8 (node). Prints markdown tables.
+//! The vector search comparison (bench/vector.sh): lore's sketch scan with exact reranking
+//! beside the HNSW graphs of `hnsw_rs` 0.3.5 (native only) and rust-cv `hnsw` 0.11, on the same
+//! seeded data, in one binary, natively and as wasm32 under V8 (node). Prints markdown tables.
 
 pub mod candidates;
 pub mod data;
+pub mod quantize;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -256,19 +257,20 @@ pub fn compare(env: &dyn Env, dist: Distribution, n: usize, queries: usize, only
         "| f32 brute force | {n} | – | {:.1} | {:.1} | 1.000 | | 1× |",
         s.brute_p50, s.brute_p99
     ));
-    // The int8 exact scan (what lore does below its threshold) over lore's own index.
-    let lore = build(env, || candidates::Lore::build(DIMS, &s.data, SEED));
+    // The int8 exact scan: the speed baseline.
+    let scan = candidates::Int8Scan::build(&s.data);
     let mut times = Vec::new();
     let got: Vec<Vec<u32>> = s
         .queries
         .iter()
         .map(|q| {
             let start = env.now();
-            let r = lore.index.0.search_exact(q, K, &|_| true).expect("valid");
+            let r = scan.search(q, K, &|_| true);
             times.push(env.now() - start);
             r.into_iter().map(|h| h.0).collect()
         })
         .collect();
+    drop(scan);
     let (scan_p50, scan_p99) = percentiles(&mut times);
     env.emit(&format!(
         "| int8 exact scan | {n} | – | {scan_p50:.1} | {scan_p99:.1} | {:.3} | 1× | {:.0}× |",
@@ -276,9 +278,8 @@ pub fn compare(env: &dyn Env, dist: Distribution, n: usize, queries: usize, only
         s.brute_p50 / scan_p50
     ));
     if only.lore {
+        let lore = build(env, || candidates::Lore::build(DIMS, &s.data));
         measure(env, "lore", &s, lore, scan_p50);
-    } else {
-        drop(lore);
     }
     if only.rust_cv {
         let built = build(env, || candidates::RustCv::build(&s.data, SEED));
@@ -293,16 +294,17 @@ pub fn compare(env: &dyn Env, dist: Distribution, n: usize, queries: usize, only
     }
 }
 
-/// Where the exact scan stops being faster: lore's scan and graph search (ef 64) at growing
-/// sizes.
+/// lore's search beside the int8 exact scan at growing sizes (120 sketches reranked, as lore
+/// does for 10 results): how the cost of the sketch scan grows with the org.
 pub fn threshold(env: &dyn Env, dist: Distribution, queries: usize) {
     env.emit(&format!(
-        "\nthreshold, {}: | n | scan p50 µs | graph p50 µs (ef 64) | graph recall@10 |",
+        "\nthreshold, {}: | n | int8 scan p50 µs | lore p50 µs (120 reranked) | lore recall@10 |",
         dist.name()
     ));
-    for n in [500, 1000, 2000, 4000, 8000, 16000] {
+    for n in [500, 1000, 2000, 4000, 8000, 16000, 32000] {
         let s = setup(env, dist, n, queries);
-        let index = candidates::Lore::build(DIMS, &s.data, SEED).0;
+        let scan = candidates::Int8Scan::build(&s.data);
+        let lore = candidates::Lore::build(DIMS, &s.data);
         let time = |f: &dyn Fn(&[f32]) -> Vec<u32>| {
             let mut times = Vec::new();
             let got: Vec<Vec<u32>> = s
@@ -318,9 +320,9 @@ pub fn threshold(env: &dyn Env, dist: Distribution, queries: usize) {
             (percentiles(&mut times).0, recall(&s.truth, &got))
         };
         let ids = |hits: Vec<(u32, f32)>| hits.into_iter().map(|h| h.0).collect::<Vec<_>>();
-        let (scan, _) = time(&|q| ids(index.search_exact(q, K, &|_| true).expect("valid")));
-        let (graph, r) = time(&|q| ids(index.search_graph(q, K, 64, &|_| true).expect("valid")));
-        env.emit(&format!("| {n} | {scan:.1} | {graph:.1} | {r:.3} |"));
+        let (scan_p50, _) = time(&|q| ids(scan.search(q, K, &|_| true)));
+        let (lore_p50, r) = time(&|q| ids(lore.search_filtered(q, K, 120, &|_| true)));
+        env.emit(&format!("| {n} | {scan_p50:.1} | {lore_p50:.1} | {r:.3} |"));
     }
 }
 
@@ -333,14 +335,15 @@ fn allows(id: u32, per_mille: u64) -> bool {
     (h >> 32) % 1000 < per_mille
 }
 
-/// Filtered search at several selectivities: `search` (the planner), the graph alone and the
-/// exact scan, against the filtered f32 brute force.
+/// Filtered search at several selectivities: lore (the filter applied before the sketches are
+/// cut, 120 reranked) and the int8 exact scan, against the filtered f32 brute force.
 pub fn filters(env: &dyn Env, dist: Distribution, n: usize, queries: usize) {
     let s = setup(env, dist, n, queries);
-    let index = candidates::Lore::build(DIMS, &s.data, SEED).0;
+    let lore = candidates::Lore::build(DIMS, &s.data);
+    let scan = candidates::Int8Scan::build(&s.data);
     let flat = Flat::new(&s.data);
     env.emit(&format!(
-        "\nfilters, {} n={n}: | allowed | search p50 µs | recall | graph-only p50 µs (ef 64) | recall | scan p50 µs |",
+        "\nfilters, {} n={n}: | allowed | lore p50 µs | recall | int8 scan p50 µs | recall |",
         dist.name()
     ));
     for per_mille in [500, 200, 100, 50, 20, 10, 2] {
@@ -361,12 +364,10 @@ pub fn filters(env: &dyn Env, dist: Distribution, n: usize, queries: usize) {
                 .collect();
             (percentiles(&mut times).0, recall(&truth, &got))
         };
-        let (planned, planned_recall) = time(&|q| index.search(q, K, &filter).expect("valid"));
-        let (graph, graph_recall) =
-            time(&|q| index.search_graph(q, K, 64, &filter).expect("valid"));
-        let (scan, _) = time(&|q| index.search_exact(q, K, &filter).expect("valid"));
+        let (lore_p50, lore_recall) = time(&|q| lore.search_filtered(q, K, 120, &filter));
+        let (scan_p50, scan_recall) = time(&|q| scan.search(q, K, &filter));
         env.emit(&format!(
-            "| {:.1}% | {planned:.1} | {planned_recall:.3} | {graph:.1} | {graph_recall:.3} | {scan:.1} |",
+            "| {:.1}% | {lore_p50:.1} | {lore_recall:.3} | {scan_p50:.1} | {scan_recall:.3} |",
             per_mille as f64 / 10.0
         ));
     }

@@ -205,17 +205,9 @@ impl OrgKeys {
     pub fn vectors(&self, model: &str) -> String {
         format!("{}vec/{model}/", self.root)
     }
-    /// The head of the org's stored vector index snapshot for one model.
-    pub fn vector_snapshot(&self, model: &str) -> String {
-        format!("{}vsnap/{model}/head", self.root)
-    }
-    /// Part `n` of that snapshot.
-    pub fn vector_snapshot_part(&self, model: &str, n: usize) -> String {
-        format!("{}vsnap/{model}/part/{n:06}", self.root)
-    }
-    /// Every part of that snapshot (one scan reads them all).
-    pub fn vector_snapshot_parts(&self, model: &str) -> String {
-        format!("{}vsnap/{model}/part/", self.root)
+    /// Every vector index snapshot earlier versions stored (`lore reindex` deletes them).
+    pub fn old_vector_snapshots(&self) -> String {
+        format!("{}vsnap/", self.root)
     }
     /// The keyword index's segment manifest: which stored segments make the index, in order.
     pub fn keyword_manifest(&self) -> String {

@@ -1,7 +1,7 @@
 //! What `lore doctor` and `lore reindex` do to an org's stored memory index: report the
-//! keyword index segments (with the parts only per-request searches read) and the vector index
-//! snapshot as a fresh instance would find them, and rebuild both from the events (which are
-//! the truth).
+//! keyword index segments (with their vector sketches, and the parts only per-request searches
+//! read) as a fresh instance would find them, and rebuild them from the events (which are the
+//! truth).
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::codec;
 use super::refresh::stored_seq;
 use super::segments::{self, Loaded, SegmentHead, Unusable};
-use super::semantic::{clear_snapshot, model_key, snapshot_health};
+use super::semantic::{clear_old_snapshots, model_key};
 use super::service::MemoryService;
 use super::sketch;
 use lore_base::error::Result;
@@ -29,13 +29,10 @@ impl MemoryService {
         let model = model.as_ref().map(|(k, d)| (k.as_str(), *d));
         let keyword = inspect(ports, keys, seq, model).await?;
         let vectors = match &ports.embedder {
-            Some(embedder) => json!({
-                "model": embedder.model_id(),
-                "snapshot": snapshot_health(ports, keys, &model_key(embedder.model_id())).await?,
-            }),
+            Some(embedder) => json!({ "model": embedder.model_id() }),
             None => Value::Null,
         };
-        let healthy = keyword.state != "unusable" && vectors["snapshot"]["state"] != "unusable";
+        let healthy = keyword.state != "unusable";
         Ok(json!({
             "org": caller.org(),
             "healthy": healthy,
@@ -45,15 +42,13 @@ impl MemoryService {
         }))
     }
 
-    /// Deletes the org's stored segments and vector snapshot, builds the index again from the
-    /// events, stores it, and reports the result.
+    /// Deletes the org's stored segments (and any vector index snapshot an earlier version
+    /// stored), builds the index again from the events, stores it, and reports the result.
     pub async fn reindex(&self, ports: &Ports, caller: &Caller) -> Result<Value> {
         let keys = caller.keys();
         self.indexes.borrow_mut().remove(caller.org());
         segments::clear(ports, keys).await?;
-        if let Some(embedder) = &ports.embedder {
-            clear_snapshot(ports, keys, &model_key(embedder.model_id())).await?;
-        }
+        clear_old_snapshots(ports, keys).await?;
         self.refresh(ports, caller).await?;
         self.persist_segments(ports, caller).await;
         self.health(ports, caller).await

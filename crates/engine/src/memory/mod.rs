@@ -1,5 +1,5 @@
 //! Memory: `save_memory` appends events (and their embeddings); `search_memory` fuses keyword
-//! ranking (BM25, `keyword.rs`) with vector similarity (`semantic.rs`, `vector/`) under the
+//! ranking (BM25, `keyword.rs`) with vector similarity (`semantic.rs`, `vector.rs`) under the
 //! same filters. Superseded events stay stored and are hidden unless asked for.
 //!
 //! Every batch of new events also bumps the org's event sequence number (with a precondition,

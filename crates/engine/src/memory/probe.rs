@@ -34,9 +34,10 @@ use super::inputs::SearchInput;
 use super::keyword::{KeywordIndex, average_len, best_first, idf, term_score};
 use super::refresh::{events_after_at_most, stored_seq};
 use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
-use super::semantic::{decode as decode_vector, embed_all, model_key};
+use super::semantic::{embed_all, model_key};
 use super::service::{MemoryService, Ranking};
 use super::sketch::{self, Cluster, Sketch};
+use super::vector::{RERANK_PER_RESULT, similarity};
 use lore_base::error::Result;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
@@ -45,8 +46,6 @@ use lore_directory::Caller;
 /// Events past the stored segments that a probe reads and indexes itself; past them the
 /// request loads the index.
 const MAX_PROBE_TAIL: usize = 256;
-/// Sketch candidates whose int8 vectors are read and ranked exactly, per ranked result wanted.
-const RERANK_PER_RESULT: usize = 4;
 /// Rounds of reading more candidates when the first ones were superseded; past them the
 /// request loads the index.
 const MAX_ROUNDS: usize = 8;
@@ -537,9 +536,8 @@ impl MemoryService {
         let vectors = ports.storage.get_many(&vector_keys).await?;
         let mut ranked: Vec<(u32, f64)> = Vec::with_capacity(candidates.len());
         for ((doc, _), bytes) in candidates.iter().zip(vectors) {
-            if let Some(v) = bytes.and_then(|b| decode_vector(&b, dims)) {
-                let sim: f32 = v.iter().zip(&query_vector).map(|(a, b)| a * b).sum();
-                ranked.push((*doc, f64::from(sim)));
+            if let Some(sim) = bytes.and_then(|b| similarity(&query_vector, &b)) {
+                ranked.push((*doc, sim));
             }
         }
         ranked.sort_by(best_first);

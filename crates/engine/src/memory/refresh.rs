@@ -1,6 +1,6 @@
 //! Bringing an org's indexes up to date with storage: the keyword index reads the events past
-//! the sequence number it has seen, and the vector index embeds what it lacks (and keeps a
-//! stored snapshot of itself).
+//! the sequence number it has seen, and the vector half reads the sketches its segments store
+//! and the vectors (or embeds the texts) of what it lacks.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -10,11 +10,9 @@ use lore_directory::Caller;
 use super::event::Event;
 use super::keyword::KeywordIndex;
 use super::segments::{self, Persisted};
-use super::semantic::{
-    MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, SNAPSHOT_MIN, Semantic, embed_all, encode,
-    load_snapshot, store_snapshot, stored_vectors,
-};
+use super::semantic::{MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, Semantic, embed_all, stored_vectors};
 use super::service::{CachedIndex, MAX_CACHED_ORGS, MemoryService, RECENT_VECTORS};
+use super::vector::{Codes, encode};
 use lore_base::error::Result;
 use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
@@ -82,9 +80,13 @@ pub(super) async fn events_after_at_most(
     }
 }
 
-/// Documents without a vector (number, event ulid), whether the snapshot is yet to be looked
-/// for, and the model's key.
-type Missing = (Vec<(u32, String)>, bool, String);
+/// Documents without a vector (number, event ulid), the segments whose sketches are yet to be
+/// read (a fresh index), and the model's key.
+type Missing = (
+    Vec<(u32, String)>,
+    Option<Vec<segments::SegmentHead>>,
+    String,
+);
 
 impl MemoryService {
     /// Brings the caller's org index up to date with storage.
@@ -250,7 +252,7 @@ impl MemoryService {
             && self.loading.borrow_mut().insert(org.clone())
     }
 
-    /// Loads the caller's org index (its segments, its vector snapshot, the events past them)
+    /// Loads the caller's org index (its segments and their sketches, the events past them)
     /// after a search answered without it. Never fails a request: a problem is logged, and the
     /// next search loads it.
     pub async fn load_after_answer(&self, ports: &Ports, caller: &Caller) {
@@ -283,8 +285,8 @@ impl MemoryService {
 
 impl MemoryService {
     /// Gives every event of the caller's org a vector under the current embedder, as far as
-    /// this request allows: a stored snapshot first (cold instance), then stored vectors, then
-    /// the embedder for the rest. `fresh` are the events the refresh just indexed (their text
+    /// this request allows: the segments' sketches first (cold instance), then stored vectors,
+    /// then the embedder for the rest. `fresh` are the events the refresh just indexed (their text
     /// is at hand). Never fails the request: problems are logged and retried later.
     pub(super) async fn refresh_vectors(
         &self,
@@ -300,8 +302,6 @@ impl MemoryService {
         let model = embedder.model_id().to_string();
         let dims = embedder.dimensions();
         let now = ports.clock.now_ms();
-        let mut seed = [0u8; 8];
-        ports.random.fill(&mut seed);
         // What is missing, under a short borrow (everything below awaits).
         let missing = |this: &Self| -> Option<Missing> {
             let mut indexes = this.indexes.borrow_mut();
@@ -313,14 +313,14 @@ impl MemoryService {
                 .as_ref()
                 .is_none_or(|s| s.model != model || s.dims != dims)
             {
-                cached.semantic = Semantic::new(&model, dims, u64::from_le_bytes(seed));
+                cached.semantic = Semantic::new(&model, dims);
             }
             let sem = cached.semantic.as_mut()?;
             if sem.retry_after_ms > now {
                 return None;
             }
-            let first = !sem.snapshot_checked;
-            sem.snapshot_checked = true;
+            let first = !sem.sketches_read;
+            sem.sketches_read = true;
             let docs = sem
                 .missing(&cached.index)
                 .into_iter()
@@ -329,24 +329,41 @@ impl MemoryService {
                     (d, id.strip_prefix("evt_").unwrap_or(id).to_string())
                 })
                 .collect();
-            Some((docs, first, sem.model_key.clone()))
+            let segments = first.then(|| cached.persisted.segments.clone());
+            Some((docs, segments, sem.model_key.clone()))
         };
-        let Some((mut docs, first, mkey)) = missing(self) else {
+        let Some((mut docs, segments, mkey)) = missing(self) else {
             return;
         };
         if docs.is_empty() {
             return;
         }
-        if first && docs.len() >= SNAPSHOT_MIN {
-            if let Some(bytes) = load_snapshot(ports, keys, &mkey).await {
+        // A fresh instance: the sketches its segments store (one scan), so that only the
+        // documents past them need their vectors read.
+        if let Some(segments) = segments.filter(|s| !s.is_empty()) {
+            let mut read = Codes::new(dims);
+            let mut found = |doc: u32, code: &[u8]| {
+                read.set(doc, code);
+            };
+            match segments::read_sketches(ports, keys, &segments, (&mkey, dims), &mut found).await {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
+                    tracing::warn!(why, org = %org, "a vector sketch is unusable; reading the stored vectors instead, and rebuilding the segments at the next load");
+                    self.broken_parts
+                        .borrow_mut()
+                        .insert(keys.root().to_string());
+                }
+                Err(e) => tracing::warn!(error = %e, "could not read the vector sketches"),
+            }
+            {
                 let mut indexes = self.indexes.borrow_mut();
                 if let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation)
-                    && let Some(sem) = cached.semantic.as_mut()
-                    && sem.model == model
-                    && sem.is_empty()
-                    && let Err(e) = sem.restore(&bytes, &cached.index)
+                    && let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model)
                 {
-                    tracing::warn!(error = %e, org = %org, "ignoring the vector index snapshot");
+                    let len = cached.index.len() as u32;
+                    for (doc, code) in read.iter().filter(|(d, _)| *d < len) {
+                        sem.codes.set(doc, code);
+                    }
                 }
             }
             match missing(self) {
@@ -427,32 +444,17 @@ impl MemoryService {
                 }
             }
         }
-        // Index them in document order, then snapshot if enough arrived.
-        let snapshot = {
-            let mut indexes = self.indexes.borrow_mut();
-            let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation) else {
-                return;
-            };
-            let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model) else {
-                return;
-            };
-            for (doc, ulid) in &docs {
-                if let Some(v) = found.get(ulid) {
-                    sem.add(*doc, v);
-                }
-            }
-            sem.snapshot_due()
-                .then(|| (sem.len(), sem.snapshot(&cached.index)))
+        // Index them in document order.
+        let mut indexes = self.indexes.borrow_mut();
+        let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation) else {
+            return;
         };
-        if let Some((count, bytes)) = snapshot {
-            match store_snapshot(ports, keys, &mkey, count, &bytes).await {
-                Ok(()) => {
-                    let mut indexes = self.indexes.borrow_mut();
-                    if let Some(sem) = indexes.get_mut(org).and_then(|c| c.semantic.as_mut()) {
-                        sem.snapshot_len = sem.snapshot_len.max(count);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not store the vector index snapshot"),
+        let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model) else {
+            return;
+        };
+        for (doc, ulid) in &docs {
+            if let Some(v) = found.get(ulid) {
+                sem.add(*doc, v);
             }
         }
     }

@@ -335,7 +335,7 @@ impl MemoryService {
             if let Some((model, vectors)) = vectors
                 && let Some(v) = vectors.get(i)
             {
-                batch.put(keys.vector(model, &ulid), semantic::encode(v));
+                batch.put(keys.vector(model, &ulid), super::vector::encode(v));
                 embedded.push((ulid.clone(), v.clone()));
             }
             if let Some(idem_key) = idem_key {

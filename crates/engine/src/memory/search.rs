@@ -8,9 +8,11 @@ use serde_json::{Value, json};
 use super::event::Event;
 use super::fusion::{Hit, RRF_K, depth_for, rounded};
 use super::inputs::SearchInput;
-use super::keyword::Filters;
+use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
-use super::service::{CachedIndex, MemoryService, Ranking};
+use super::service::{MemoryService, Ranking};
+use super::sketch;
+use super::vector::{RERANK_PER_RESULT, similarity};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
@@ -64,41 +66,89 @@ impl MemoryService {
         }
     }
 
-    /// The best `limit` documents for the query: BM25 and vector similarity, each filtered
-    /// before it is cut, fused by reciprocal rank. With only one ranking available its own
-    /// order and score stand; a query with no words lists the newest memories.
+    /// The vector ranking of a loaded search: the documents allowed by `filters` whose sketches
+    /// are nearest the query's, ranked exactly on their stored vectors (this instance's, the
+    /// rest in one read), best first, `depth` of them.
+    async fn rank_vectors(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        query: &[f32],
+        filters: &Filters<'_>,
+        depth: usize,
+    ) -> Result<Vec<(u32, f64)>> {
+        let bits = sketch::sign_bits(query);
+        let mut ranked: Vec<(u32, f64)> = Vec::new();
+        let (wanted, generation) = {
+            let indexes = self.indexes.borrow();
+            let Some(cached) = indexes.get(caller.org()) else {
+                return Ok(ranked);
+            };
+            let Some(sem) = cached.semantic.as_ref() else {
+                return Ok(ranked);
+            };
+            let near = sem.codes.nearest(&bits, depth * RERANK_PER_RESULT, &|doc| {
+                cached.index.passes_doc(doc, filters)
+            });
+            let mut wanted: Vec<(u32, String)> = Vec::new();
+            for doc in near {
+                match sem.vector(doc) {
+                    Some(stored) => ranked.extend(similarity(query, stored).map(|s| (doc, s))),
+                    None => {
+                        let id = cached.index.doc_id(doc);
+                        let ulid = id.strip_prefix("evt_").unwrap_or(id);
+                        wanted.push((doc, caller.keys().vector(&sem.model_key, ulid)));
+                    }
+                }
+            }
+            (wanted, cached.generation)
+        };
+        if !wanted.is_empty() {
+            let keys: Vec<String> = wanted.iter().map(|(_, k)| k.clone()).collect();
+            let read = ports.storage.get_many(&keys).await?;
+            let mut indexes = self.indexes.borrow_mut();
+            let mut sem = indexes
+                .get_mut(caller.org())
+                .filter(|c| c.generation == generation)
+                .and_then(|c| c.semantic.as_mut());
+            for ((doc, _), stored) in wanted.iter().zip(read) {
+                let Some(stored) = stored else { continue };
+                if let Some(sim) = similarity(query, &stored) {
+                    ranked.push((*doc, sim));
+                    if let Some(sem) = sem.as_mut() {
+                        sem.keep_vector(*doc, stored);
+                    }
+                }
+            }
+        }
+        ranked.sort_by(best_first);
+        ranked.truncate(depth);
+        Ok(ranked)
+    }
+
+    /// The best `limit` documents for the query: BM25 and the vector ranking (`vector`, filtered
+    /// before it was cut, as the keyword ranking is), fused by reciprocal rank. With only one
+    /// ranking available its own order and score stand; a query with no words lists the
+    /// newest memories.
     fn rank(
         &self,
-        cached: &CachedIndex,
+        index: &KeywordIndex,
         query: &str,
-        query_vector: Option<&[f32]>,
+        vector: Vec<(u32, f64)>,
+        has_query_vector: bool,
         filters: &Filters<'_>,
         limit: usize,
     ) -> Vec<(u32, f64)> {
-        let index = &cached.index;
-        let ranking = self.ranking.get();
         let depth = depth_for(limit);
-        let keyword = if ranking == Ranking::Vector {
+        let keyword = if self.ranking.get() == Ranking::Vector {
             Vec::new()
         } else {
             index.rank(&self.tokenizer, query, filters, depth)
         };
-        let vector: Vec<(u32, f64)> = match (query_vector, &cached.semantic) {
-            (Some(q), Some(sem)) if ranking != Ranking::Keyword => sem
-                .index
-                .search(q, depth, &|id| {
-                    index.passes_doc(sem.doc_of[id as usize], filters)
-                })
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(id, sim)| (sem.doc_of[id as usize], f64::from(sim)))
-                .collect(),
-            _ => Vec::new(),
-        };
         let round = rounded;
         match (keyword.is_empty(), vector.is_empty()) {
             (true, true) => {
-                if self.tokenizer.terms(query).is_empty() && query_vector.is_none() {
+                if self.tokenizer.terms(query).is_empty() && !has_query_vector {
                     index
                         .newest(filters, limit)
                         .into_iter()
@@ -157,15 +207,23 @@ impl MemoryService {
         };
         // The query's vector, when the org's memories have vectors to compare it with.
         let query_vector = self.query_vector(ports, caller, &input.query).await;
+        let vector = match &query_vector {
+            Some(q) if self.ranking.get() != Ranking::Keyword => {
+                self.rank_vectors(ports, caller, q, &filters, depth_for(limit))
+                    .await?
+            }
+            _ => Vec::new(),
+        };
         let indexes = self.indexes.borrow();
         let Some(cached) = indexes.get(caller.org()) else {
             return Ok(Vec::new());
         };
         Ok(self
             .rank(
-                cached,
+                &cached.index,
                 &input.query,
-                query_vector.as_deref(),
+                vector,
+                query_vector.is_some(),
                 &filters,
                 limit,
             )

@@ -432,6 +432,57 @@ pub(super) fn append_segment<'a>(
     Ok(())
 }
 
+/// Hands every sketch `segments` hold under `model_key` to `found`, as (the index's document
+/// number, sketch), the segments being the index's first documents in order: one scan of the
+/// sketches and their clusters. A segment without a sketch under the model is skipped (its
+/// documents' vectors come from storage instead); `Err` says which part does not open.
+pub async fn read_sketches(
+    ports: &Ports,
+    keys: &OrgKeys,
+    segments: &[SegmentHead],
+    (model_key, dims): (&str, usize),
+    found: &mut dyn FnMut(u32, &[u8]),
+) -> Result<std::result::Result<(), String>> {
+    if segments.iter().all(|s| s.sketch_head(model_key).is_none()) {
+        return Ok(Ok(()));
+    }
+    let mut parts = read_parts(ports, &keys.keyword_sketches_and_clusters(model_key)).await?;
+    let mut base = 0u32;
+    for segment in segments {
+        let stored = segment.take_sketch(keys, model_key, dims, &mut parts);
+        match stored {
+            Ok(None) => {}
+            Ok(Some(sketch::Stored::Flat(s))) => {
+                s.codes().for_each(|(doc, code)| found(base + doc, code));
+            }
+            Ok(Some(sketch::Stored::Clustered(directory))) => {
+                for c in 0..directory.clusters() {
+                    let key = keys.keyword_sketch_cluster(model_key, &segment.id, c);
+                    let Some(sealed) = parts.remove(&key) else {
+                        return Ok(Err("a vector sketch cluster is missing".into()));
+                    };
+                    let cluster = match segment.open_cluster(
+                        keys,
+                        model_key,
+                        dims,
+                        (c, directory.size(c)),
+                        sealed,
+                    ) {
+                        Ok(cluster) => cluster,
+                        Err(why) => return Ok(Err(why)),
+                    };
+                    for (member, code) in cluster.sketch.codes() {
+                        found(base + cluster.docs[member as usize], code);
+                    }
+                }
+            }
+            Err(why) => return Ok(Err(why)),
+        }
+        base += segment.docs;
+    }
+    Ok(Ok(()))
+}
+
 /// Deletes every stored segment of the org and its manifest (for `lore reindex`).
 pub async fn clear(ports: &Ports, keys: &OrgKeys) -> Result<()> {
     let mut batch = Batch::new();

@@ -1,5 +1,5 @@
 //! The memory state one engine instance keeps ([`MemoryService`]): per org, the keyword index
-//! and the vector index, and the events read recently. Saving (`save`), searching (`search`)
+//! and the vectors' sketches, and the events read recently. Saving (`save`), searching (`search`)
 //! and catching up with storage (`refresh`) are its methods, in those files.
 
 use std::cell::{Cell, RefCell};

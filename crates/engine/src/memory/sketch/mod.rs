@@ -39,7 +39,7 @@ const CLUSTER_ROUNDS: usize = 6;
 /// The most sketches the clustering trains on (evenly spaced); the rest are only assigned.
 const CLUSTER_SAMPLE: usize = 16_384;
 
-/// The signs of `v`'s components, as [`super::vector::VectorIndex::sign_bits`] stores them.
+/// The signs of `v`'s components, one bit per dimension (a document's sketch).
 pub fn sign_bits(v: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; v.len().div_ceil(8)];
     for (i, &x) in v.iter().enumerate() {
