@@ -2,7 +2,7 @@
 //! cosine similarity of int8 vectors (one scale per vector).
 
 use crate::quantize::{dot_i8, quantize};
-use lore_engine::memory::vector::{Codes, encode, sign_bits, similarity};
+use lore_engine::memory::vector::{Codes, QuerySketch, encode, sign_bits, similarity};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;
@@ -46,7 +46,9 @@ impl Lore {
         ef: usize,
         filter: &dyn Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let near = self.codes.nearest(&sign_bits(query), ef.max(k), filter);
+        let near = self
+            .codes
+            .nearest(&QuerySketch::new(query), ef.max(k), filter);
         let mut ranked: Vec<(u32, f32)> = near
             .into_iter()
             .filter_map(|id| similarity(query, &self.stored[id as usize]).map(|s| (id, s as f32)))

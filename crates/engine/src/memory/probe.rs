@@ -37,7 +37,7 @@ use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{embed_all, model_key};
 use super::service::{MemoryService, Ranking};
 use super::sketch::{self, Cluster, Sketch};
-use super::vector::{RERANK_PER_RESULT, similarity};
+use super::vector::{QuerySketch, RERANK_PER_RESULT, nearest_of, similarity};
 use lore_base::error::Result;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
@@ -440,14 +440,15 @@ impl MemoryService {
                 return Ok(Some((Vec::new(), false)));
             }
         };
-        let bits = sketch::sign_bits(&query_vector);
+        let sketched = QuerySketch::new(&query_vector);
+        let bits = &sketched.bits;
         // The clustered segments' nearest clusters, each segment's share of PROBE_CODES by its
         // size, in one read (or all of them, read already).
         let mut wanted: Vec<(usize, u32, u32)> = Vec::new();
         for (s, directory) in &directories {
             let docs = u64::from(stored.segments[*s].docs);
             let share = (probe_codes as u64 * docs).div_ceil(clustered.max(1)) as usize;
-            for c in directory.nearest(&bits, share) {
+            for c in directory.nearest(bits, share) {
                 wanted.push((*s, c, directory.size(c)));
             }
         }
@@ -491,30 +492,28 @@ impl MemoryService {
             .map(Sketch::len)
             .sum::<usize>()
             + stored.clusters.iter().map(|c| c.docs.len()).sum::<usize>();
-        let mut near: Vec<(u32, u32)> = Vec::with_capacity(ranked);
+        let mut codes: Vec<(u32, &[u8])> = Vec::with_capacity(ranked);
         for (s, sk) in stored.sketches.iter().enumerate() {
             let Some(sk) = sk else { continue };
             let base = stored.starts[s];
-            near.extend(
-                sk.codes()
-                    .map(|(local, code)| (sketch::hamming(&bits, code), base + local)),
-            );
+            codes.extend(sk.codes().map(|(local, code)| (base + local, code)));
         }
         for (&(s, _, _), cluster) in wanted.iter().zip(&stored.clusters) {
             let base = stored.starts[s];
-            near.extend(cluster.sketch.codes().map(|(member, code)| {
-                let doc = base + cluster.docs[member as usize];
-                (sketch::hamming(&bits, code), doc)
-            }));
+            codes.extend(
+                cluster
+                    .sketch
+                    .codes()
+                    .map(|(member, code)| (base + cluster.docs[member as usize], code)),
+            );
         }
-        let keep = depth * RERANK_PER_RESULT;
-        // Nearest first; ties to the newer document.
-        let order = |a: &(u32, u32), b: &(u32, u32)| a.0.cmp(&b.0).then(b.1.cmp(&a.1));
-        if near.len() > keep {
-            near.select_nth_unstable_by(keep - 1, order);
-            near.truncate(keep);
-        }
-        let near: Vec<u32> = near.into_iter().map(|(_, doc)| doc).collect();
+        let near = nearest_of(
+            &sketched,
+            codes.into_iter(),
+            depth * RERANK_PER_RESULT,
+            &|_| true,
+        );
+
         let Some(ids) = stored.ids(ports, &near).await? else {
             return Ok(None);
         };

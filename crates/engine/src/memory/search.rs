@@ -11,8 +11,7 @@ use super::inputs::SearchInput;
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
 use super::service::{MemoryService, Ranking};
-use super::sketch;
-use super::vector::{RERANK_PER_RESULT, similarity};
+use super::vector::{LOADED_RERANK_PER_RESULT, QuerySketch, similarity};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
@@ -77,7 +76,7 @@ impl MemoryService {
         filters: &Filters<'_>,
         depth: usize,
     ) -> Result<Vec<(u32, f64)>> {
-        let bits = sketch::sign_bits(query);
+        let sketched = QuerySketch::new(query);
         let mut ranked: Vec<(u32, f64)> = Vec::new();
         let (wanted, generation) = {
             let indexes = self.indexes.borrow();
@@ -87,9 +86,11 @@ impl MemoryService {
             let Some(sem) = cached.semantic.as_ref() else {
                 return Ok(ranked);
             };
-            let near = sem.codes.nearest(&bits, depth * RERANK_PER_RESULT, &|doc| {
-                cached.index.passes_doc(doc, filters)
-            });
+            let near = sem
+                .codes
+                .nearest(&sketched, depth * LOADED_RERANK_PER_RESULT, &|doc| {
+                    cached.index.passes_doc(doc, filters)
+                });
             let mut wanted: Vec<(u32, String)> = Vec::new();
             for doc in near {
                 match sem.vector(doc) {

@@ -51,8 +51,9 @@ pub const TIER: usize = 4;
 pub const PART_BYTES: usize = lore_base::storage::VALUE_CHUNK;
 /// The manifest's format; every part carries its own magic. 3: id pages, sketches in columns,
 /// the loaded parts under `k/`; 4: large segments' sketches in clusters; 5: parts checked by
-/// XXH3 instead of CRC-32.
-pub const FORMAT: u32 = 5;
+/// XXH3 instead of CRC-32; 6: sketches of the rotated vectors (`sketch::sign_bits`), which the
+/// loaded index ranks too.
+pub const FORMAT: u32 = 6;
 /// Rows per scan page when the parts are read (one round trip for most orgs).
 const SCAN_PAGE: usize = 4096;
 

@@ -23,11 +23,15 @@ fn sketches_round_trip_and_rank_by_sign_agreement() {
         "custom-id",
         "evt_01jabcdefghjkmnpqrstvwxyz1",
     ];
-    let a = sign_bits(&[0.5, -0.1, 0.2, -0.3, 0.0, 0.9, -0.2, 0.1, 0.4]);
-    let b = sign_bits(&[-0.5, -0.1, 0.2, -0.3, 0.0, 0.9, -0.2, 0.1, -0.4]);
+    let v = [0.5, -0.1, 0.2, -0.3, 0.05, 0.9, -0.2, 0.1, 0.4];
+    let a = sign_bits(&v);
+    let b = sign_bits(&v.map(|x| -x));
     assert_eq!(a.len(), 2);
+    assert_eq!(a, sign_bits(&v.map(|x| 3.0 * x)), "a sketch ignores the length");
     assert_eq!(hamming(&a, &a), 0);
-    assert_eq!(hamming(&a, &b), 2);
+    assert_eq!(hamming(&a, &b), 9, "the opposite vector differs in every bit");
+    let near = sign_bits(&[0.5, -0.1, 0.2, -0.3, 0.05, 0.9, -0.2, 0.1, 0.35]);
+    assert!(hamming(&a, &near) < hamming(&a, &b));
     let docs = [
         (ids[0], Some(a.clone())),
         (ids[1], None),
