@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Vector index comparison: lore's int8 HNSW (crates/engine/src/memory/vector/) beside hnsw_rs 0.3.5 (native
-# only) and rust-cv hnsw 0.11, on the same seeded data in one binary (bench/vector/), natively
-# and as wasm32-unknown-unknown under node (V8, the engine of Cloudflare Workers).
+# Vector search comparison: lore's sketch scan with exact reranking
+# (crates/engine/src/memory/vector.rs) beside the HNSW graphs of hnsw_rs 0.3.5 (native only) and
+# rust-cv hnsw 0.11, on the same seeded data in one binary (bench/vector/), natively and as
+# wasm32-unknown-unknown under node (V8, the engine of Cloudflare Workers).
 #
 #   bash bench/vector.sh                 everything but rust-cv hnsw on wasm at 100k (about an
 #                                        hour on 2 busy cores)
@@ -11,11 +12,12 @@
 #
 # Per distribution (clustered sentence-like and uniform random unit vectors, 384-d, seed 42)
 # and size: build time, heap bytes (a counting allocator, the same for every candidate),
-# snapshot size and restore time, then p50/p99 per query (single-threaded, k = 10) and
-# recall@10 against the f32 brute force of the same binary, at ef 16/32/64/128; the int8
-# exact scan as the speed baseline. Times are CPU time (the thread's natively, the process's
-# under node), so time spent preempted by other work on a shared machine does not count. Then the exact-scan threshold (scan vs graph by size) and
-# filtered search at several selectivities (native). Output: bench/out/vector-<timestamp>/ (native.md,
+# snapshot size and restore time where a candidate has one, then p50/p99 per query
+# (single-threaded, k = 10) and recall@10 against the f32 brute force of the same binary, at
+# ef 16 to 512 (for lore: the nearest sketches ranked exactly); the int8 exact scan as the
+# speed baseline. Times are CPU time (the thread's natively, the process's
+# under node), so time spent preempted by other work on a shared machine does not count. Then lore
+# beside the int8 scan by size (threshold) and filtered search at several selectivities (native). Output: bench/out/vector-<timestamp>/ (native.md,
 # wasm.md, machine.txt); each run is also timed by /usr/bin/time (CPU vs wall: anything else
 # on the machine shows as wall > CPU).
 set -euo pipefail

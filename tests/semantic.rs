@@ -61,18 +61,18 @@ fn a_cold_instance_reads_the_sketches_and_tail_instead_of_re_embedding() {
     let storage = Rc::new(MemoryStorage::new());
     let first = node(&storage, "test-model", 48);
     let owner = first.h.owner.clone();
-    for start in (0..1_100).step_by(100) {
+    for start in (0..4_200).step_by(100) {
         first.h.save(&owner, memories(start, start + 100));
     }
-    assert_eq!(first.embedder.texts.get(), 1_100, "saves embed once each");
+    assert_eq!(first.embedder.texts.get(), 4_200, "saves embed once each");
     let query = json!({"query": "topic7 area3", "limit": 5});
     let before = ids(&first.h.search(&owner, query.clone()));
     assert_eq!(
         first.embedder.texts.get(),
-        1_101,
+        4_201,
         "the saving instance reuses its own vectors; only the query is embedded"
     );
-    assert_eq!(stored_keys(&storage, "o/acme/vec/"), 1_100);
+    assert_eq!(stored_keys(&storage, "o/acme/vec/"), 4_200);
     assert!(
         stored_keys(&storage, "o/acme/kidx/p/v/") >= 1,
         "the segments hold the vectors' sketches"
@@ -84,7 +84,8 @@ fn a_cold_instance_reads_the_sketches_and_tail_instead_of_re_embedding() {
     assert_eq!(second.embedder.texts.get(), 1);
 
     // Prove the sketches are what a cold instance starts from: without the per-event vectors,
-    // anything else would have to embed all 1,100 memories again.
+    // anything else would have to embed all 4,200 memories again. (An org of at most
+    // `EXACT_BELOW` memories reads its vectors instead, and ranks them all exactly.)
     let mut batch = lore_base::storage::Batch::new();
     for (key, _) in block_on(storage.scan_all("o/acme/vec/")).unwrap() {
         batch.delete(key);
@@ -99,19 +100,19 @@ fn a_cold_instance_reads_the_sketches_and_tail_instead_of_re_embedding() {
     );
 
     // Newer events than the segments come from their stored vectors.
-    third.h.save(&owner, memories(1_100, 1_120));
+    third.h.save(&owner, memories(4_200, 4_220));
     let fourth = node(&storage, "test-model", 48);
     fourth.h.lore.engine.set_ranking(Ranking::Vector);
     let found = fourth.h.search(
         &owner,
-        json!({"query": "note 1115 about topic35 and area2", "limit": 3}),
+        json!({"query": "note 4215 about topic15 and area1", "limit": 3}),
     );
     assert_eq!(fourth.embedder.texts.get(), 1);
     assert!(
         found[0]["content"]
             .as_str()
             .unwrap()
-            .starts_with("note 1115 "),
+            .starts_with("note 4215 "),
         "{found:?}"
     );
 }

@@ -2,7 +2,7 @@
 //! cosine similarity of int8 vectors (one scale per vector).
 
 use crate::quantize::{dot_i8, quantize};
-use lore_engine::memory::vector::{Codes, QuerySketch, encode, sign_bits, similarity};
+use lore_engine::memory::vector::{Codes, EXACT_BELOW, Exact, QuerySketch, encode, sign_bits};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;
@@ -46,12 +46,21 @@ impl Lore {
         ef: usize,
         filter: &dyn Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        let near = self
-            .codes
-            .nearest(&QuerySketch::new(query), ef.max(k), filter);
+        // As lore does: every vector of a small org, else the nearest `ef` sketches.
+        let keep = if self.stored.len() <= EXACT_BELOW {
+            self.stored.len()
+        } else {
+            ef.max(k)
+        };
+        let near = self.codes.nearest(&QuerySketch::new(query), keep, filter);
+        let exact = Exact::new(query);
         let mut ranked: Vec<(u32, f32)> = near
             .into_iter()
-            .filter_map(|id| similarity(query, &self.stored[id as usize]).map(|s| (id, s as f32)))
+            .filter_map(|id| {
+                exact
+                    .similarity(&self.stored[id as usize])
+                    .map(|s| (id, s as f32))
+            })
             .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         ranked.truncate(k);

@@ -37,7 +37,7 @@ use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{embed_all, model_key};
 use super::service::{MemoryService, Ranking};
 use super::sketch::{self, Cluster, Sketch};
-use super::vector::{QuerySketch, RERANK_PER_RESULT, nearest_of, similarity};
+use super::vector::{Exact, QuerySketch, RERANK_PER_RESULT, nearest_of};
 use lore_base::error::Result;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
@@ -533,9 +533,10 @@ impl MemoryService {
             })
             .collect();
         let vectors = ports.storage.get_many(&vector_keys).await?;
+        let exact = Exact::new(&query_vector);
         let mut ranked: Vec<(u32, f64)> = Vec::with_capacity(candidates.len());
         for ((doc, _), bytes) in candidates.iter().zip(vectors) {
-            if let Some(sim) = bytes.and_then(|b| similarity(&query_vector, &b)) {
+            if let Some(sim) = bytes.and_then(|b| exact.similarity(&b)) {
                 ranked.push((*doc, sim));
             }
         }

@@ -12,7 +12,7 @@ use super::keyword::KeywordIndex;
 use super::segments::{self, Persisted};
 use super::semantic::{MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, Semantic, embed_all, stored_vectors};
 use super::service::{CachedIndex, MAX_CACHED_ORGS, MemoryService, RECENT_VECTORS};
-use super::vector::{Codes, encode};
+use super::vector::{Codes, EXACT_BELOW, encode};
 use lore_base::error::Result;
 use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
@@ -329,7 +329,9 @@ impl MemoryService {
                     (d, id.strip_prefix("evt_").unwrap_or(id).to_string())
                 })
                 .collect();
-            let segments = first.then(|| cached.persisted.segments.clone());
+            // A small org's vectors are all read (one scan) and kept, so the sketches are not.
+            let segments = (first && cached.index.len() > EXACT_BELOW)
+                .then(|| cached.persisted.segments.clone());
             Some((docs, segments, sem.model_key.clone()))
         };
         let Some((mut docs, segments, mkey)) = missing(self) else {

@@ -11,7 +11,7 @@ use super::inputs::SearchInput;
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
 use super::service::{MemoryService, Ranking};
-use super::vector::{LOADED_RERANK_PER_RESULT, QuerySketch, similarity};
+use super::vector::{EXACT_BELOW, Exact, LOADED_RERANK_PER_RESULT, QuerySketch};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
@@ -77,6 +77,7 @@ impl MemoryService {
         depth: usize,
     ) -> Result<Vec<(u32, f64)>> {
         let sketched = QuerySketch::new(query);
+        let exact = Exact::new(query);
         let mut ranked: Vec<(u32, f64)> = Vec::new();
         let (wanted, generation) = {
             let indexes = self.indexes.borrow();
@@ -86,15 +87,19 @@ impl MemoryService {
             let Some(sem) = cached.semantic.as_ref() else {
                 return Ok(ranked);
             };
-            let near = sem
-                .codes
-                .nearest(&sketched, depth * LOADED_RERANK_PER_RESULT, &|doc| {
-                    cached.index.passes_doc(doc, filters)
-                });
+            // A small org's vectors are all ranked exactly (this instance holds them all).
+            let keep = if sem.len() <= EXACT_BELOW {
+                sem.len()
+            } else {
+                depth * LOADED_RERANK_PER_RESULT
+            };
+            let near = sem.codes.nearest(&sketched, keep, &|doc| {
+                cached.index.passes_doc(doc, filters)
+            });
             let mut wanted: Vec<(u32, String)> = Vec::new();
             for doc in near {
                 match sem.vector(doc) {
-                    Some(stored) => ranked.extend(similarity(query, stored).map(|s| (doc, s))),
+                    Some(stored) => ranked.extend(exact.similarity(stored).map(|s| (doc, s))),
                     None => {
                         let id = cached.index.doc_id(doc);
                         let ulid = id.strip_prefix("evt_").unwrap_or(id);
@@ -114,7 +119,7 @@ impl MemoryService {
                 .and_then(|c| c.semantic.as_mut());
             for ((doc, _), stored) in wanted.iter().zip(read) {
                 let Some(stored) = stored else { continue };
-                if let Some(sim) = similarity(query, &stored) {
+                if let Some(sim) = exact.similarity(&stored) {
                     ranked.push((*doc, sim));
                     if let Some(sem) = sem.as_mut() {
                         sem.keep_vector(*doc, stored);

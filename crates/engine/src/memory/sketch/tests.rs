@@ -27,9 +27,17 @@ fn sketches_round_trip_and_rank_by_sign_agreement() {
     let a = sign_bits(&v);
     let b = sign_bits(&v.map(|x| -x));
     assert_eq!(a.len(), 2);
-    assert_eq!(a, sign_bits(&v.map(|x| 3.0 * x)), "a sketch ignores the length");
+    assert_eq!(
+        a,
+        sign_bits(&v.map(|x| 3.0 * x)),
+        "a sketch ignores the length"
+    );
     assert_eq!(hamming(&a, &a), 0);
-    assert_eq!(hamming(&a, &b), 9, "the opposite vector differs in every bit");
+    assert_eq!(
+        hamming(&a, &b),
+        9,
+        "the opposite vector differs in every bit"
+    );
     let near = sign_bits(&[0.5, -0.1, 0.2, -0.3, 0.05, 0.9, -0.2, 0.1, 0.35]);
     assert!(hamming(&a, &near) < hamming(&a, &b));
     let docs = [
