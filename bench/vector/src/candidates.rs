@@ -62,8 +62,12 @@ impl Lore {
                     .map(|s| (id, s as f32))
             })
             .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-        ranked.truncate(k);
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if ranked.len() > k {
+            ranked.select_nth_unstable_by(k - 1, order);
+            ranked.truncate(k);
+        }
+        ranked.sort_by(order);
         ranked
     }
 }

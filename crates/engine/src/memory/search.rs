@@ -127,8 +127,11 @@ impl MemoryService {
                 }
             }
         }
+        if ranked.len() > depth {
+            ranked.select_nth_unstable_by(depth - 1, best_first);
+            ranked.truncate(depth);
+        }
         ranked.sort_by(best_first);
-        ranked.truncate(depth);
         Ok(ranked)
     }
 

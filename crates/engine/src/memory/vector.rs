@@ -101,7 +101,8 @@ impl Codes {
     }
 
     /// The `keep` documents allowed by `filter` whose sketches are nearest `query`, nearest
-    /// first ([`nearest_of`]).
+    /// first ([`nearest_of`]); when `keep` covers every sketch, every allowed document, in
+    /// document order, without ranking them (the caller ranks them all exactly).
     pub fn nearest(
         &self,
         query: &QuerySketch,
@@ -110,6 +111,13 @@ impl Codes {
     ) -> Vec<u32> {
         if query.bits.len() != self.code_len {
             return Vec::new();
+        }
+        if keep >= self.count {
+            return self
+                .iter()
+                .map(|(doc, _)| doc)
+                .filter(|&d| filter(d))
+                .collect();
         }
         nearest_of(query, self.iter(), keep, filter)
     }
@@ -262,27 +270,29 @@ impl Exact {
 /// The dot product of `q` and the signed bytes `v`, and `v`'s squared length, exact in `i32`
 /// (384 × 127² fits many times over), in 16 independent lanes (which LLVM turns into SIMD
 /// multiply-adds).
-#[allow(clippy::needless_range_loop)] // the indexed form is the one LLVM vectorises
 fn dot_and_square(q: &[i8], v: &[u8]) -> (i32, i32) {
-    let (mut dots, mut squares) = ([0i32; 16], [0i32; 16]);
-    let (blocks_q, blocks_v) = (q.chunks_exact(16), v.chunks_exact(16));
-    let (mut dot, mut square) = (0i32, 0i32);
-    for (&x, &y) in blocks_q.remainder().iter().zip(blocks_v.remainder()) {
-        let y = i32::from(y as i8);
-        dot += i32::from(x) * y;
-        square += y * y;
-    }
-    for (x, y) in blocks_q.zip(blocks_v) {
+    (dot(q, v, |x| x), dot(v, v, |y| y as i8))
+}
+
+/// The dot product of `a` and `b` (both read as signed bytes, `a`'s through `signed`), exact in
+/// `i32`, in 16 independent lanes.
+#[inline]
+#[allow(clippy::needless_range_loop)] // the indexed form is the one LLVM vectorises
+fn dot<T: Copy>(a: &[T], b: &[u8], signed: impl Fn(T) -> i8) -> i32 {
+    let mut lanes = [0i32; 16];
+    let (blocks_a, blocks_b) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: i32 = blocks_a
+        .remainder()
+        .iter()
+        .zip(blocks_b.remainder())
+        .map(|(&x, &y)| i32::from(signed(x)) * i32::from(y as i8))
+        .sum();
+    for (x, y) in blocks_a.zip(blocks_b) {
         for i in 0..16 {
-            let b = i32::from(y[i] as i8);
-            dots[i] += i32::from(x[i]) * b;
-            squares[i] += b * b;
+            lanes[i] += i32::from(signed(x[i])) * i32::from(y[i] as i8);
         }
     }
-    (
-        dot + dots.iter().sum::<i32>(),
-        square + squares.iter().sum::<i32>(),
-    )
+    lanes.iter().sum::<i32>() + tail
 }
 
 #[cfg(test)]
@@ -363,8 +373,13 @@ mod tests {
             codes.set(doc, &sign_bits(&v));
         }
         assert_eq!(
-            codes.nearest(&QuerySketch::new(&v), 3, &|_| true),
-            vec![9, 4, 2]
+            codes.nearest(&QuerySketch::new(&v), 2, &|_| true),
+            vec![9, 4]
+        );
+        // Asked for every sketch: every allowed document, unranked.
+        assert_eq!(
+            codes.nearest(&QuerySketch::new(&v), 3, &|d| d != 4),
+            vec![2, 9]
         );
     }
 
