@@ -81,10 +81,10 @@ pub(super) async fn events_after_at_most(
 }
 
 /// Documents without a vector (number, event ulid), the segments whose sketches are yet to be
-/// read (a fresh index), and the model's key.
+/// read (a fresh index) with the manifest they were loaded from, and the model's key.
 type Missing = (
     Vec<(u32, String)>,
-    Option<Vec<segments::SegmentHead>>,
+    Option<(Vec<segments::SegmentHead>, Option<Vec<u8>>)>,
     String,
 );
 
@@ -316,7 +316,8 @@ impl MemoryService {
                 cached.semantic = Semantic::new(&model, dims);
             }
             let sem = cached.semantic.as_mut()?;
-            if sem.retry_after_ms > now {
+            // Another request of this instance is reading the sketches: it indexes the vectors.
+            if sem.retry_after_ms > now || sem.sketches_reading {
                 return None;
             }
             let first = !sem.sketches_read;
@@ -330,8 +331,16 @@ impl MemoryService {
                 })
                 .collect();
             // A small org's vectors are all read (one scan) and kept, so the sketches are not.
-            let segments = (first && cached.index.len() > EXACT_BELOW)
-                .then(|| cached.persisted.segments.clone());
+            let segments = (first
+                && cached.index.len() > EXACT_BELOW
+                && !cached.persisted.segments.is_empty())
+            .then(|| {
+                sem.sketches_reading = true;
+                (
+                    cached.persisted.segments.clone(),
+                    cached.persisted.raw.clone(),
+                )
+            });
             Some((docs, segments, sem.model_key.clone()))
         };
         let Some((mut docs, segments, mkey)) = missing(self) else {
@@ -342,7 +351,7 @@ impl MemoryService {
         }
         // A fresh instance: the sketches its segments store (one scan), so that only the
         // documents past them need their vectors read.
-        if let Some(segments) = segments.filter(|s| !s.is_empty()) {
+        if let Some((segments, manifest)) = segments {
             let mut read = Codes::new(dims);
             let mut found = |doc: u32, code: &[u8]| {
                 read.set(doc, code);
@@ -350,10 +359,15 @@ impl MemoryService {
             match segments::read_sketches(ports, keys, &segments, (&mkey, dims), &mut found).await {
                 Ok(Ok(())) => {}
                 Ok(Err(why)) => {
-                    tracing::warn!(why, org = %org, "a vector sketch is unusable; reading the stored vectors instead, and rebuilding the segments at the next load");
-                    self.broken_parts
-                        .borrow_mut()
-                        .insert(keys.root().to_string());
+                    // A part another instance merged away since this one loaded is not broken:
+                    // only parts of the manifest still stored are.
+                    let current = ports.storage.get(&keys.keyword_manifest()).await;
+                    if matches!(current, Ok(ref m) if *m == manifest) {
+                        tracing::warn!(why, org = %org, "a vector sketch is unusable; reading the stored vectors instead, and rebuilding the segments at the next load");
+                        self.broken_parts
+                            .borrow_mut()
+                            .insert(keys.root().to_string());
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "could not read the vector sketches"),
             }
@@ -362,6 +376,7 @@ impl MemoryService {
                 if let Some(cached) = indexes.get_mut(org).filter(|c| c.generation == generation)
                     && let Some(sem) = cached.semantic.as_mut().filter(|s| s.model == model)
                 {
+                    sem.sketches_reading = false;
                     let len = cached.index.len() as u32;
                     for (doc, code) in read.iter().filter(|(d, _)| *d < len) {
                         sem.codes.set(doc, code);

@@ -111,12 +111,23 @@ impl MemoryService {
         };
         if !wanted.is_empty() {
             let keys: Vec<String> = wanted.iter().map(|(_, k)| k.clone()).collect();
-            let read = ports.storage.get_many(&keys).await?;
+            // A failed read leaves the ranking to the vectors this instance holds.
+            let read = match ports.storage.get_many(&keys).await {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the candidates' vectors");
+                    vec![None; keys.len()]
+                }
+            };
             let mut indexes = self.indexes.borrow_mut();
-            let mut sem = indexes
+            let Some(cached) = indexes
                 .get_mut(caller.org())
                 .filter(|c| c.generation == generation)
-                .and_then(|c| c.semantic.as_mut());
+            else {
+                // The index was replaced meanwhile: its document numbers may not be these.
+                return Ok(Vec::new());
+            };
+            let mut sem = cached.semantic.as_mut();
             for ((doc, _), stored) in wanted.iter().zip(read) {
                 let Some(stored) = stored else { continue };
                 if let Some(sim) = exact.similarity(&stored) {

@@ -80,8 +80,9 @@ pub struct Semantic {
     vectors: HashMap<u32, Vec<u8>>,
     /// When this instance may next try to embed the backlog (after a failure).
     pub retry_after_ms: i64,
-    /// Whether the segments' sketches were read yet.
+    /// Whether the segments' sketches were read yet, and whether a request is reading them.
     pub sketches_read: bool,
+    pub sketches_reading: bool,
 }
 
 impl Semantic {
@@ -99,6 +100,7 @@ impl Semantic {
             vectors: HashMap::new(),
             retry_after_ms: 0,
             sketches_read: false,
+            sketches_reading: false,
         })
     }
 

@@ -132,7 +132,7 @@ impl Codes {
 const PREFILTER_PER_KEPT: usize = 16;
 
 /// The `keep` documents of `items` (document, sketch) allowed by `filter` whose sketches are
-/// nearest `query`, nearest first: the nearest [`PREFILTER_PER_KEPT`] × `keep` by Hamming
+/// nearest `query`, nearest first: the nearest `PREFILTER_PER_KEPT` × `keep` by Hamming
 /// distance (6 popcounts a sketch of 384 bits), then those by the query's closer score
 /// ([`QuerySketch::score`]); ties go to the newer (higher-numbered) document. The loaded index
 /// and the per-request probe both rank this way, so they agree wherever they see the same

@@ -48,7 +48,7 @@ const ROTATIONS: usize = 3;
 /// angle between two vectors whatever the embeddings' shape; the signs of the raw components
 /// do not: sentence embeddings share a mean direction and a few strong ones, and on such data
 /// raw signs ranked the true top 10 among their nearest 128 only 6 times in 10 at 10,000
-/// vectors). The rotation is [`ROTATIONS`] rounds of fixed sign flips and a fast
+/// vectors). The rotation is `ROTATIONS` rounds of fixed sign flips and a fast
 /// Walsh–Hadamard transform over `v` padded to a power of two (O(d log d), about as random as
 /// a dense rotation for this purpose), the same on every platform (integer hashing, IEEE adds).
 pub fn sign_bits(v: &[f32]) -> Vec<u8> {
