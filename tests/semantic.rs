@@ -115,6 +115,19 @@ fn a_cold_instance_reads_the_sketches_and_tail_instead_of_re_embedding() {
             .starts_with("note 4215 "),
         "{found:?}"
     );
+    // A filter that allows few documents of a large org ranks them all exactly.
+    let recent = fourth.h.search(
+        &owner,
+        json!({"query": "note 4210 about topic10 and area3", "since": found[0]["created_at"], "limit": 3}),
+    );
+    assert!(recent.len() <= 3 && !recent.is_empty(), "{recent:?}");
+    assert!(
+        recent[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("note 4210 "),
+        "{recent:?}"
+    );
 }
 
 #[test]

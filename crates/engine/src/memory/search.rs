@@ -11,7 +11,7 @@ use super::inputs::SearchInput;
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
 use super::service::{MemoryService, Ranking};
-use super::vector::{EXACT_BELOW, Exact, LOADED_RERANK_PER_RESULT, QuerySketch};
+use super::vector::{EXACT_BELOW, Exact, FILTERED_EXACT, LOADED_RERANK_PER_RESULT, QuerySketch};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
@@ -87,9 +87,26 @@ impl MemoryService {
             let Some(sem) = cached.semantic.as_ref() else {
                 return Ok(ranked);
             };
-            // A small org's vectors are all ranked exactly (this instance holds them all).
+            // A small org's vectors are all ranked exactly (this instance holds them all), and
+            // so are the few documents a selective filter allows.
+            let filtered = filters.kinds.is_some()
+                || filters.entity_ids.is_some()
+                || filters.author.is_some()
+                || filters.since_ms.is_some()
+                || filters.until_ms.is_some();
+            let allowed = || {
+                (0..cached.index.len() as u32)
+                    .filter(|&doc| sem.has(doc) && cached.index.passes_doc(doc, filters))
+                    .take(FILTERED_EXACT + 1)
+                    .count()
+            };
             let keep = if sem.len() <= EXACT_BELOW {
                 sem.len()
+            } else if filtered
+                && let n = allowed()
+                && n <= FILTERED_EXACT
+            {
+                n
             } else {
                 depth * LOADED_RERANK_PER_RESULT
             };

@@ -25,6 +25,10 @@ pub const LOADED_RERANK_PER_RESULT: usize = 8;
 /// (`bench/vector.sh`, "threshold"), and the sketches alone find the exact top 10 less often
 /// in small orgs, whose neighbourhoods are sparse.
 pub const EXACT_BELOW: usize = 4_096;
+/// A search whose filters allow at most this many documents ranks them all exactly (their
+/// vectors read in one `get_many` where this instance lacks them): the sketches of a few
+/// documents scattered through a large org are as sparse as a small org's.
+pub const FILTERED_EXACT: usize = 1_024;
 
 /// The sketches of an index's documents under one model, by document number.
 pub struct Codes {
