@@ -2,9 +2,7 @@
 //! cosine similarity of int8 vectors (one scale per vector).
 
 use crate::quantize::{dot_i8, quantize};
-use lore_engine::memory::vector::{
-    Codes, EXACT_BELOW, Exact, FILTERED_EXACT, QuerySketch, encode, sign_bits,
-};
+use lore_engine::memory::vector::{Codes, Exact, candidates, encode, sign_bits};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;
@@ -48,20 +46,7 @@ impl Lore {
         ef: usize,
         filter: &dyn Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        // As lore does: every vector of a small org, or of the few a filter allows, else the
-        // nearest `ef` sketches.
-        let allowed = (0..self.stored.len() as u32)
-            .filter(|&id| filter(id))
-            .take(FILTERED_EXACT + 1)
-            .count();
-        let keep = if self.stored.len() <= EXACT_BELOW {
-            self.stored.len()
-        } else if allowed <= FILTERED_EXACT {
-            allowed
-        } else {
-            ef.max(k)
-        };
-        let near = self.codes.nearest(&QuerySketch::new(query), keep, filter);
+        let near = candidates(&self.codes, query, ef.max(k), filter);
         let exact = Exact::new(query);
         let mut ranked: Vec<(u32, f32)> = near
             .into_iter()

@@ -11,7 +11,7 @@ use super::inputs::SearchInput;
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
 use super::service::{MemoryService, Ranking};
-use super::vector::{EXACT_BELOW, Exact, FILTERED_EXACT, LOADED_RERANK_PER_RESULT, QuerySketch};
+use super::vector::{Exact, LOADED_RERANK_PER_RESULT, candidates};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
@@ -76,7 +76,6 @@ impl MemoryService {
         filters: &Filters<'_>,
         depth: usize,
     ) -> Result<Vec<(u32, f64)>> {
-        let sketched = QuerySketch::new(query);
         let exact = Exact::new(query);
         let mut ranked: Vec<(u32, f64)> = Vec::new();
         let (wanted, generation) = {
@@ -87,32 +86,12 @@ impl MemoryService {
             let Some(sem) = cached.semantic.as_ref() else {
                 return Ok(ranked);
             };
-            // A small org's vectors are all ranked exactly (this instance holds them all), and
-            // so are the few documents a selective filter allows.
-            let filtered = filters.kinds.is_some()
-                || filters.entity_ids.is_some()
-                || filters.author.is_some()
-                || filters.since_ms.is_some()
-                || filters.until_ms.is_some();
-            let allowed = || {
-                (0..cached.index.len() as u32)
-                    .filter(|&doc| sem.has(doc) && cached.index.passes_doc(doc, filters))
-                    .take(FILTERED_EXACT + 1)
-                    .count()
-            };
-            let keep = if sem.len() <= EXACT_BELOW {
-                sem.len()
-            } else if filtered
-                && let n = allowed()
-                && n <= FILTERED_EXACT
-            {
-                n
-            } else {
-                depth * LOADED_RERANK_PER_RESULT
-            };
-            let near = sem.codes.nearest(&sketched, keep, &|doc| {
-                cached.index.passes_doc(doc, filters)
-            });
+            let near = candidates(
+                &sem.codes,
+                query,
+                depth * LOADED_RERANK_PER_RESULT,
+                &|doc| cached.index.passes_doc(doc, filters),
+            );
             let mut wanted: Vec<(u32, String)> = Vec::new();
             for doc in near {
                 match sem.vector(doc) {

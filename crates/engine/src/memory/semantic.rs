@@ -148,11 +148,6 @@ impl Semantic {
         }
         self.vectors.insert(doc, stored);
     }
-
-    /// Bytes this holds.
-    pub fn heap_bytes(&self) -> usize {
-        self.codes.heap_bytes() + self.vectors.len() * (8 + 7 + self.dims)
-    }
 }
 
 /// Deletes the vector index snapshots earlier versions stored (`vsnap/`, for `lore reindex`):

@@ -51,11 +51,6 @@ impl Codes {
         }
     }
 
-    /// The bytes of one sketch.
-    pub fn code_len(&self) -> usize {
-        self.code_len
-    }
-
     /// How many documents have a sketch.
     pub fn len(&self) -> usize {
         self.count
@@ -105,8 +100,7 @@ impl Codes {
     }
 
     /// The `keep` documents allowed by `filter` whose sketches are nearest `query`, nearest
-    /// first ([`nearest_of`]); when `keep` covers every sketch, every allowed document, in
-    /// document order, without ranking them (the caller ranks them all exactly).
+    /// first ([`nearest_of`]).
     pub fn nearest(
         &self,
         query: &QuerySketch,
@@ -116,13 +110,6 @@ impl Codes {
         if query.bits.len() != self.code_len {
             return Vec::new();
         }
-        if keep >= self.count {
-            return self
-                .iter()
-                .map(|(doc, _)| doc)
-                .filter(|&d| filter(d))
-                .collect();
-        }
         nearest_of(query, self.iter(), keep, filter)
     }
 
@@ -130,6 +117,34 @@ impl Codes {
     pub fn heap_bytes(&self) -> usize {
         self.codes.capacity() + self.present.capacity()
     }
+}
+
+/// The documents of `codes` allowed by `filter` that a loaded search ranks exactly: all of
+/// them in an org of at most [`EXACT_BELOW`] vectors, all of them when at most
+/// [`FILTERED_EXACT`] are allowed, else the `keep` whose sketches are nearest `query`
+/// ([`Codes::nearest`]; the sketch of the query is made only then).
+pub fn candidates(
+    codes: &Codes,
+    query: &[f32],
+    keep: usize,
+    filter: &dyn Fn(u32) -> bool,
+) -> Vec<u32> {
+    let allowed = |most: usize| -> Vec<u32> {
+        codes
+            .iter()
+            .map(|(doc, _)| doc)
+            .filter(|&doc| filter(doc))
+            .take(most)
+            .collect()
+    };
+    if codes.len() <= EXACT_BELOW {
+        return allowed(usize::MAX);
+    }
+    let few = allowed(FILTERED_EXACT + 1);
+    if few.len() <= FILTERED_EXACT {
+        return few;
+    }
+    codes.nearest(&QuerySketch::new(query), keep, filter)
 }
 
 /// Sketches kept by Hamming distance for the closer score, per document wanted.
@@ -151,6 +166,9 @@ pub fn nearest_of<'a>(
         return Vec::new();
     }
     let first = keep.saturating_mul(PREFILTER_PER_KEPT);
+    // Nearest first; ties to the newer document.
+    let by_distance =
+        |a: &(u32, u32, &[u8]), b: &(u32, u32, &[u8])| a.0.cmp(&b.0).then(b.1.cmp(&a.1));
     let mut near: Vec<(u32, u32, &[u8])> = Vec::new();
     let mut worst = u32::MAX;
     for (doc, code) in items {
@@ -162,11 +180,11 @@ pub fn nearest_of<'a>(
         }
         near.push((d, doc, code));
         if near.len() >= first * 2 {
-            cut(&mut near, first, |a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            cut(&mut near, first, by_distance);
             worst = near.iter().map(|n| n.0).max().unwrap_or(u32::MAX);
         }
     }
-    cut(&mut near, first, |a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    cut(&mut near, first, by_distance);
     let mut scored: Vec<(f32, u32)> = near
         .into_iter()
         .map(|(_, doc, code)| (query.score(code), doc))
@@ -204,16 +222,20 @@ pub fn encode(v: &[f32]) -> Vec<u8> {
     out
 }
 
+/// The signed bytes of a vector stored by [`encode`] of `dims` dimensions; `None` when the
+/// bytes are not one.
+fn stored_components(bytes: &[u8], dims: usize) -> Option<&[u8]> {
+    (bytes.len() == 7 + dims
+        && bytes[0] == VECTOR_VERSION
+        && usize::from(u16::from_le_bytes([bytes[1], bytes[2]])) == dims)
+        .then(|| &bytes[7..])
+}
+
 /// The vector stored by [`encode`], renormalized; `None` when the bytes are not one.
 pub fn decode(bytes: &[u8], dims: usize) -> Option<Vec<f32>> {
-    if bytes.len() != 7 + dims || bytes[0] != VECTOR_VERSION {
-        return None;
-    }
-    if usize::from(u16::from_le_bytes([bytes[1], bytes[2]])) != dims {
-        return None;
-    }
+    let components = stored_components(bytes, dims)?;
     let scale = f32::from_le_bytes(bytes[3..7].try_into().ok()?);
-    let mut v: Vec<f32> = bytes[7..]
+    let mut v: Vec<f32> = components
         .iter()
         .map(|&b| f32::from(b as i8) * scale)
         .collect();
@@ -253,15 +275,9 @@ impl Exact {
     /// The cosine similarity of the query and a stored vector ([`encode`]), `None` when the
     /// bytes are not a vector of the query's dimensions.
     pub fn similarity(&self, stored: &[u8]) -> Option<f64> {
-        let dims = self.q.len();
-        if stored.len() != 7 + dims
-            || stored[0] != VECTOR_VERSION
-            || usize::from(u16::from_le_bytes([stored[1], stored[2]])) != dims
-        {
-            return None;
-        }
+        let components = stored_components(stored, self.q.len())?;
         // The stored scale cancels out of the cosine.
-        let (dot, sq) = dot_and_square(&self.q, &stored[7..]);
+        let (dot, sq) = dot_and_square(&self.q, components);
         let norm = self.norm * f64::from(sq).sqrt();
         Some(if norm > 0.0 {
             f64::from(dot) / norm
@@ -380,10 +396,9 @@ mod tests {
             codes.nearest(&QuerySketch::new(&v), 2, &|_| true),
             vec![9, 4]
         );
-        // Asked for every sketch: every allowed document, unranked.
         assert_eq!(
             codes.nearest(&QuerySketch::new(&v), 3, &|d| d != 4),
-            vec![2, 9]
+            vec![9, 2]
         );
     }
 
