@@ -16,6 +16,13 @@ mod sqlite {
     ));
 }
 
+/// The directory in one store and each org in its own, as on Cloudflare (D1 and an org's
+/// Durable Object): the records suite's orgs each land in a store of their own.
+mod split {
+    lore_testing::storage_suite!(lore_testing::ports::split_memory());
+    lore_testing::records_suite!(std::rc::Rc::new(lore_testing::ports::split_memory()));
+}
+
 mod faulty {
     lore_testing::storage_suite!(lore_testing::faulty::FaultyStorage::new(std::rc::Rc::new(
         lore_base::storage::memory::MemoryStorage::new()

@@ -151,6 +151,33 @@ pub fn oauth_user_grants(principal: &str) -> String {
     format!("oauth/user-grant/{principal}/")
 }
 
+/// What a scan prefix covers: the directory (every key outside `o/`), one org's keys, or
+/// the keys of several orgs (`""`, `"o"`, `"o/"`, a partial org name).
+#[derive(Debug, PartialEq, Eq)]
+pub enum OrgSpan<'a> {
+    Directory,
+    Org(&'a str),
+    Several,
+}
+
+/// The org whose keys `key` is one of (`o/{org}/…`), or `None` for a directory key.
+pub fn org_of_key(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("o/")?;
+    rest.split_once('/').map(|(org, _)| org)
+}
+
+/// Which stores a scan of `prefix` reads (see [`OrgSpan`]).
+pub fn org_of_prefix(prefix: &str) -> OrgSpan<'_> {
+    if let Some(org) = org_of_key(prefix) {
+        return OrgSpan::Org(org);
+    }
+    if prefix.starts_with("o/") || "o/".starts_with(prefix) {
+        OrgSpan::Several
+    } else {
+        OrgSpan::Directory
+    }
+}
+
 /// Keys under one org. Built for an org a caller was authenticated for, or that an operator
 /// or a stored record (a grant, an invite, a behavior) names: never from a request's own text.
 #[derive(Debug, Clone)]

@@ -290,3 +290,30 @@ impl lore_base::ports::Background for Later {
         self.0.borrow_mut().push(task);
     }
 }
+
+/// Each org's store an in-memory one of its own, as on Cloudflare each org's keys live in its
+/// Durable Object (see [`lore_base::storage::split`]).
+#[derive(Default)]
+pub struct MemoryOrgs(RefCell<HashMap<String, Rc<lore_base::storage::memory::MemoryStorage>>>);
+
+impl lore_base::storage::split::OrgStores for MemoryOrgs {
+    fn store(
+        &self,
+        org: &str,
+    ) -> Result<Rc<dyn lore_base::storage::Storage>, lore_base::storage::StorageError> {
+        Ok(self
+            .0
+            .borrow_mut()
+            .entry(org.to_string())
+            .or_default()
+            .clone())
+    }
+}
+
+/// The directory in memory and each org in a memory store of its own.
+pub fn split_memory() -> lore_base::storage::split::SplitStorage {
+    lore_base::storage::split::SplitStorage::new(
+        Rc::new(lore_base::storage::memory::MemoryStorage::new()),
+        Rc::new(MemoryOrgs::default()),
+    )
+}

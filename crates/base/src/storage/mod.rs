@@ -5,6 +5,7 @@
 //! Keys are printable ASCII and compare bytewise; values are opaque bytes (JSON in practice).
 
 pub mod memory;
+pub mod split;
 
 use async_trait::async_trait;
 
