@@ -101,7 +101,7 @@ async function main() {
     host: '127.0.0.1',
     port: 0,
     d1Persist: path.join(args.persist, 'd1'),
-    kvPersist: path.join(args.persist, 'kv'),
+    durableObjectsPersist: path.join(args.persist, 'objects'),
     workers: [
       {
         name: 'lore',
@@ -113,8 +113,7 @@ async function main() {
         ],
         compatibilityDate: config.compatibilityDate,
         d1Databases: { DB: 'lore-local' },
-        kvNamespaces: { CACHE: 'lore-cache-local' },
-        durableObjects: { LORE_LIMITER: 'RateLimiterObject' },
+        durableObjects: { LORE_ORG: { className: 'OrgObject', useSQLite: true } },
         bindings: { ...config.vars, ...args.vars, ...(secret ? { LORE_OPERATOR_SECRET: secret } : {}) },
         wrappedBindings: { AI: { scriptName: 'test-only-workers-ai' } },
       },

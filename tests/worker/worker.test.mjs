@@ -1,5 +1,5 @@
 // Checks of the Workers adapter that the client suite cannot make, under workerd (Miniflare):
-// the shared storage suite on D1, the Workers AI embedder, and what only the test build has.
+// the shared storage and records suites on D1 and on an org object's SQLite, the Workers AI embedder, and what only the test build has.
 //
 //   LORE_TARGET=worker node --test tests/worker/   (scripts/test runs it after building both)
 //
@@ -23,47 +23,33 @@ after(async () => {
   if (testBuild) await testBuild.dispose();
 });
 
-test('the shared storage suite passes on D1, every case', async (t) => {
-  // Its own Worker: every case starts by emptying the D1 table.
-  const suiteHost = await startWorker({ build: TEST_BUILD });
-  t.after(() => suiteHost.dispose());
-  const list = await fetch(`${suiteHost.base}/__test/storage-suite`);
-  assert.equal(list.status, 200);
-  const { cases } = await list.json();
-  assert.ok(cases.length >= 9, `cases: ${cases}`);
-  for (const name of cases) {
-    await t.test(name, async () => {
-      const res = await fetch(`${suiteHost.base}/__test/storage-suite/${name}`, { method: 'POST' });
-      const text = await res.text();
-      assert.equal(res.status, 200, `${name} failed on D1 (a panic in the Worker is a 500; its message is in the Worker log):\n${text}\n${suiteHost.stderr.slice(-4000)}`);
-      assert.deepEqual(JSON.parse(text), { case: name, passed: true });
+// Each suite on each store the Worker uses: D1 (the directory) and an org object's own SQLite
+// (every org's data), the latter run inside a Durable Object through /__test/object/….
+for (const [store, prefix] of [['D1', '/__test/'], ['an org object', '/__test/object/']]) {
+  for (const suite of ['storage-suite', 'records-suite']) {
+    test(`the shared ${suite.replace('-', ' ')} passes on ${store}, every case`, async (t) => {
+      // Its own Worker: every case starts by emptying the store.
+      const suiteHost = await startWorker({ build: TEST_BUILD });
+      t.after(() => suiteHost.dispose());
+      const list = await fetch(`${suiteHost.base}${prefix}${suite}`);
+      assert.equal(list.status, 200);
+      const { cases } = await list.json();
+      assert.ok(cases.length >= 9, `cases: ${cases}`);
+      for (const name of cases) {
+        await t.test(name, async () => {
+          const res = await fetch(`${suiteHost.base}${prefix}${suite}/${name}`, { method: 'POST' });
+          const text = await res.text();
+          assert.equal(res.status, 200, `${name} failed on ${store} (a panic is a 500; its message is in the Worker log):\n${text}\n${suiteHost.stderr.slice(-4000)}`);
+          assert.deepEqual(JSON.parse(text), { case: name, passed: true });
+        });
+      }
+      // An unknown case is an error, not a silent pass.
+      const unknown = await fetch(`${suiteHost.base}${prefix}${suite}/no_such_case`, { method: 'POST' });
+      assert.equal(unknown.status, 404);
+      await unknown.text();
     });
   }
-  // An unknown case is an error, not a silent pass.
-  const unknown = await fetch(`${suiteHost.base}/__test/storage-suite/no_such_case`, { method: 'POST' });
-  assert.equal(unknown.status, 404);
-  await unknown.text();
-});
-
-test('the shared records suite passes on D1, every case', async (t) => {
-  const suiteHost = await startWorker({ build: TEST_BUILD });
-  t.after(() => suiteHost.dispose());
-  const list = await fetch(`${suiteHost.base}/__test/records-suite`);
-  assert.equal(list.status, 200);
-  const { cases } = await list.json();
-  assert.ok(cases.length >= 9, `cases: ${cases}`);
-  for (const name of cases) {
-    await t.test(name, async () => {
-      const res = await fetch(`${suiteHost.base}/__test/records-suite/${name}`, { method: 'POST' });
-      const text = await res.text();
-      assert.equal(res.status, 200, `${name} failed on D1 (a panic in the Worker is a 500; its message is in the Worker log):\n${text}\n${suiteHost.stderr.slice(-4000)}`);
-      assert.deepEqual(JSON.parse(text), { case: name, passed: true });
-    });
-  }
-  const unknown = await fetch(`${suiteHost.base}/__test/records-suite/no_such_case`, { method: 'POST' });
-  assert.equal(unknown.status, 404);
-  await unknown.text();
-});
+}
 
 test('the Workers AI embedder sends a plain object and returns one 384-d vector per text', async () => {
   // The AI binding in tests is the TEST-ONLY stand-in of tests/worker/serve.mjs: it refuses a

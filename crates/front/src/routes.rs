@@ -8,6 +8,9 @@ use http::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
 use crate::instance::Lore;
+use lore_base::ids::OrgId;
+use lore_base::keys;
+use lore_base::model::TokenRecord;
 
 impl Lore {
     /// Serves one HTTP request.
@@ -25,6 +28,45 @@ impl Lore {
         out: Rc<dyn crate::mcp::reply::ReplyStream>,
     ) -> Response<Vec<u8>> {
         self.serve(request, Some(out)).await
+    }
+
+    /// The org whose data a request is about, where each org's data lives apart (on
+    /// Cloudflare, in the org's Durable Object, which then serves the request): the org in an
+    /// org-scoped path (`/mcp/{org}`, `/api/{org}/…`, `/hooks/{org}/…`); for `/mcp`, the only
+    /// org of the bearer token (one directory read) or, without a token on a server that runs
+    /// without auth, the org a tokenless caller reaches. `None` for everything else (OAuth,
+    /// metadata, operator routes, a request that will be refused anyway): the front serves it
+    /// over every org's store. Routing only: whoever serves the request authenticates it.
+    pub async fn home_org(&self, request: &Request<Vec<u8>>) -> Option<OrgId> {
+        let path = request.uri().path();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match segments.as_slice() {
+            ["mcp", org] | ["api", org, _] | ["hooks", org, _] => OrgId::parse(org).ok(),
+            ["mcp"] => match crate::headers::get(request.headers(), "authorization") {
+                Some(value) => {
+                    let (_, secret) = value.split_once(' ')?;
+                    let hash = keys::sha256_hex(secret.trim());
+                    let token: TokenRecord = self
+                        .ports()
+                        .record(&keys::token_by_hash(&hash))
+                        .await
+                        .ok()??;
+                    match token.orgs.as_slice() {
+                        [only] => Some(only.clone()),
+                        _ => None,
+                    }
+                }
+                None if self.config.no_auth => Some(
+                    match self.ports().storage.get(keys::LOCAL_ORG).await {
+                        Ok(Some(bytes)) => OrgId::parse(&String::from_utf8_lossy(&bytes)).ok(),
+                        _ => None,
+                    }
+                    .unwrap_or_else(|| self.config.default_org.clone()),
+                ),
+                None => None,
+            },
+            _ => None,
+        }
     }
 
     async fn serve(

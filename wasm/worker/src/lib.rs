@@ -3,15 +3,20 @@
 //! it implements the core's ports on the platform (D1 storage, `Date.now()`, Web Crypto,
 //! `fetch`, Workers AI). Every behaviour lives in the core.
 //!
-//! One [`lore_front::Lore`] is kept per isolate, so its caches (each org's memory index) serve every
-//! later request the isolate gets; a new isolate builds them again from D1.
+//! Every org is a Durable Object ([`org_object::OrgObject`]) holding the org's data in its own
+//! SQLite and one warm instance of the core: the Worker is the front, and hands each
+//! org-scoped request (`/mcp`, `/api/{org}/…`, `/hooks/{org}/…`) to its org's object
+//! ([`lore_front::Lore::home_org`] says which), unchanged. What belongs to no org (OAuth,
+//! metadata, operator routes) the Worker serves itself, with one [`lore_front::Lore`] per
+//! isolate over the directory in D1 and the orgs' objects.
 
 /// The sandbox's memory cap counts what scripts allocate through this wrapper.
 #[global_allocator]
 static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 mod d1;
-mod limiter;
+mod object_store;
+mod org_object;
 mod ports;
 #[cfg(feature = "test-build")]
 mod test_routes;
@@ -26,6 +31,8 @@ use wasm_bindgen::JsCast;
 use worker::{Ai, Context, Env, Headers, Request, Response, ResponseBuilder, event};
 
 pub use d1::D1Storage;
+pub use object_store::ObjectStorage;
+pub use org_object::OrgObject;
 pub use ports::{EMBEDDING_MODEL, WebCryptoRandom, WorkersAiEmbedder, WorkersClock, WorkersFetch};
 
 /// The D1 database binding (`[[d1_databases]] binding` in `wrangler.toml`).
@@ -34,8 +41,9 @@ pub const D1_BINDING: &str = "DB";
 pub const AI_BINDING: &str = "AI";
 
 thread_local! {
-    /// The isolate's core instance, built on its first request.
-    static INSTANCE: RefCell<Option<Rc<Lore>>> = const { RefCell::new(None) };
+    /// The isolate's core instance, built on its first request, and what it left for after
+    /// the answer.
+    static INSTANCE: RefCell<Option<(Rc<Lore>, ports::AfterAnswer)>> = const { RefCell::new(None) };
 }
 
 /// The Workers AI binding, if configured. Checked by shape rather than by constructor name, so
@@ -46,11 +54,13 @@ fn ai_binding(env: &Env) -> Option<Ai> {
     run.is_function().then(|| value.unchecked_into())
 }
 
-fn ports(env: &Env) -> worker::Result<Ports> {
+/// The ports of an instance of the core on Workers, with the storage split between the
+/// directory on D1 and each org's object, and no org at home (the Worker's own instance).
+fn platform_ports(env: &Env) -> worker::Result<Ports> {
     let embedder =
         ai_binding(env).map(|ai| Rc::new(WorkersAiEmbedder::new(ai)) as Rc<dyn Embedder>);
     Ok(Ports {
-        storage: Rc::new(D1Storage::new(env.d1(D1_BINDING)?)),
+        storage: org_object::split_storage(env, None)?,
         clock: Rc::new(WorkersClock),
         random: Rc::new(WebCryptoRandom),
         http: Some(Rc::new(WorkersFetch)),
@@ -58,13 +68,13 @@ fn ports(env: &Env) -> worker::Result<Ports> {
         // Workers KV is eventually consistent: a deleted entry may be served elsewhere for up
         // to 60 s, so revoked tokens would not stop at once. The isolate's memory is the cache.
         cache: None,
-        background: Some(Rc::new(ports::AfterAnswer)),
+        background: None,
     })
 }
 
 /// The core's configuration (`lore_front::config`) from the Worker's `[vars]` and secrets (client
 /// secrets and `LORE_OPERATOR_SECRET` are put with `wrangler secret put`).
-fn config(env: &Env) -> Result<Config, String> {
+pub(crate) fn config(env: &Env) -> Result<Config, String> {
     let lookup = |name: &str| {
         env.var(name)
             .or_else(|_| env.secret(name))
@@ -75,22 +85,23 @@ fn config(env: &Env) -> Result<Config, String> {
 }
 
 /// The isolate's instance, built from `env` on first use.
-fn instance(env: &Env) -> worker::Result<Rc<Lore>> {
-    if let Some(lore) = INSTANCE.with(|i| i.borrow().clone()) {
-        return Ok(lore);
+fn instance(env: &Env) -> worker::Result<(Rc<Lore>, ports::AfterAnswer)> {
+    if let Some(found) = INSTANCE.with(|i| i.borrow().clone()) {
+        return Ok(found);
     }
     let config = config(env).map_err(worker::Error::RustError)?;
-    let mut lore = Lore::new(ports(env)?, config);
-    if let Some(limiter) = limiter::DurableLimiter::from_env(env) {
-        lore = lore.with_rate_limiter(Rc::new(limiter));
-    }
-    let lore = Rc::new(lore);
-    INSTANCE.with(|i| *i.borrow_mut() = Some(lore.clone()));
-    Ok(lore)
+    let after = ports::AfterAnswer::default();
+    let ports = Ports {
+        background: Some(Rc::new(after.clone())),
+        ..platform_ports(env)?
+    };
+    let found = (Rc::new(Lore::new(ports, config)), after);
+    INSTANCE.with(|i| *i.borrow_mut() = Some(found.clone()));
+    Ok(found)
 }
 
 /// The Worker request as the core's request: method, path and query, headers, whole body.
-async fn to_http(mut request: Request) -> worker::Result<http::Request<Vec<u8>>> {
+pub(crate) async fn to_http(mut request: Request) -> worker::Result<http::Request<Vec<u8>>> {
     let url = request.url()?;
     let path_and_query = match url.query() {
         Some(q) => format!("{}?{q}", url.path()),
@@ -109,7 +120,7 @@ async fn to_http(mut request: Request) -> worker::Result<http::Request<Vec<u8>>>
 }
 
 /// The core's response as a Worker response.
-fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
+pub(crate) fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
     let (parts, body) = response.into_parts();
     let headers = Headers::new();
     for (name, value) in &parts.headers {
@@ -131,16 +142,20 @@ fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let ctx = Rc::new(ctx);
-    let lore = instance(&env)?;
+    let (lore, after) = instance(&env)?;
+    let url = request.url()?.to_string();
     let request = to_http(request).await?;
     #[cfg(feature = "test-build")]
-    if let Some(response) = test_routes::handle(&lore, &env, &request).await {
-        ports::hand_over(&ctx);
-        return from_http(response);
+    if let Some(response) = test_routes::handle(&lore, &env, &url, &request).await {
+        return response;
+    }
+    if let Some(org) = lore.home_org(&request).await {
+        return org_object::forward(&env, org.as_str(), &url, &request).await;
     }
     let response = lore.handle(request).await;
     // What the core left for after the answer runs under this request's `waitUntil`.
-    ports::hand_over(&ctx);
+    let wait_until: Rc<dyn Fn(ports::Task)> = Rc::new(move |task| ctx.wait_until(task));
+    after.hand_over(&wait_until);
     // The request's structured log line, for `wrangler tail` and Workers Logs.
     if let Some(line) = lore_front::request_log::Line::of(&response) {
         worker::console_log!("{}", line.0);

@@ -15,7 +15,7 @@ use lore_base::ports::{
 };
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::wasm_bindgen;
-use worker::{Ai, Context, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{Ai, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 /// `Date.now()` and `setTimeout`. Inside a request it is the time the request's I/O last completed (Workers
 /// freeze the clock during pure computation), which is all the core needs.
@@ -148,34 +148,35 @@ impl Embedder for WorkersAiEmbedder {
     }
 }
 
-type Task = Pin<Box<dyn Future<Output = ()>>>;
-
-thread_local! {
-    /// Work the core left for after its answer, until a request hands it to `waitUntil`.
-    static AFTER_ANSWER: RefCell<Vec<Task>> = const { RefCell::new(Vec::new()) };
-}
+pub type Task = Pin<Box<dyn Future<Output = ()>>>;
 
 /// The background port: what the core spawns (a memory index loaded after a search answered
 /// from the stored segments, segments written, behaviors' reactions) waits until the request
-/// being answered hands it to its context's `waitUntil` ([`hand_over`]), so it runs after the
-/// response and the isolate is kept until it ends.
-pub struct AfterAnswer;
+/// being answered hands it on ([`AfterAnswer::hand_over`]) to its context's `waitUntil` (the
+/// Worker's `ctx`, an org object's `state`), so it runs after the response and the isolate
+/// or object is kept until it ends. Each instance of the core has its own queue: a Worker's
+/// and an org object's may share an isolate.
+#[derive(Clone, Default)]
+pub struct AfterAnswer(Rc<RefCell<Vec<Task>>>);
 
 impl Background for AfterAnswer {
     fn spawn(&self, task: Task) {
-        AFTER_ANSWER.with(|tasks| tasks.borrow_mut().push(task));
+        self.0.borrow_mut().push(task);
     }
 }
 
-/// Hands the waiting tasks to `ctx.waitUntil`; each hands on, when it ends, what it left in
-/// turn (a reaction that saves leaves a segment write).
-pub fn hand_over(ctx: &Rc<Context>) {
-    let tasks = AFTER_ANSWER.with(|tasks| std::mem::take(&mut *tasks.borrow_mut()));
-    for task in tasks {
-        let next = ctx.clone();
-        ctx.wait_until(async move {
-            task.await;
-            hand_over(&next);
-        });
+impl AfterAnswer {
+    /// Hands the waiting tasks to `wait_until`; each hands on, when it ends, what it left in
+    /// turn (a reaction that saves leaves a segment write).
+    pub fn hand_over(&self, wait_until: &Rc<dyn Fn(Task)>) {
+        let tasks = std::mem::take(&mut *self.0.borrow_mut());
+        for task in tasks {
+            let queue = self.clone();
+            let next = wait_until.clone();
+            wait_until(Box::pin(async move {
+                task.await;
+                queue.hand_over(&next);
+            }));
+        }
     }
 }

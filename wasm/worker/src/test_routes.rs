@@ -4,6 +4,9 @@
 //! - `/__test/storage-suite`, `/__test/records-suite`: the shared suites on [`D1Storage`] over
 //!   the Worker's own D1 binding (`lore_testing::routes`, which empties `lore_kv` through
 //!   [`empty_store`] before each case).
+//! - `/__test/object/storage-suite`, `/__test/object/records-suite`: the same suites on an org
+//!   object's own SQLite ([`crate::ObjectStorage`]), run inside a Durable Object of the
+//!   `LORE_ORG` class set aside for them (`__suites`).
 //! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`crate::WorkersAiEmbedder`] and
 //!   returns the model id and the vectors.
 //! - `POST /__test/fetch` `{"method", "url", "headers": [[name, value]], "body"}`: one outbound
@@ -21,23 +24,40 @@ use worker::Env;
 
 use crate::{D1_BINDING, D1Storage};
 
+/// The object the suites run in: no org can have this name.
+const SUITES_OBJECT: &str = "__suites";
+
 pub async fn handle(
     lore: &Lore,
     env: &Env,
+    url: &str,
     request: &Request<Vec<u8>>,
-) -> Option<Response<Vec<u8>>> {
+) -> Option<worker::Result<worker::Response>> {
     let route = request.uri().path().strip_prefix(routes::PREFIX)?;
-    if let Some(response) = routes::handle(route, || empty_store(env)).await {
-        return Some(response);
+    if route.starts_with("object/") {
+        let url = url.replacen("/__test/object/", "/__test/", 1);
+        return Some(crate::org_object::forward(env, SUITES_OBJECT, &url, request).await);
     }
-    Some(match route {
+    Some(crate::from_http(answer(lore, env, route, request).await))
+}
+
+async fn answer(
+    lore: &Lore,
+    env: &Env,
+    route: &str,
+    request: &Request<Vec<u8>>,
+) -> Response<Vec<u8>> {
+    if let Some(response) = routes::handle(route, || empty_store(env)).await {
+        return response;
+    }
+    match route {
         "embed" => embed(lore, request.body()).await,
         "fetch" => fetch(lore, request.body()).await,
         _ => json_response(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
         ),
-    })
+    }
 }
 
 /// The Worker's D1 database, emptied, as storage for one suite case.

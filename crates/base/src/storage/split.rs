@@ -196,18 +196,26 @@ mod tests {
             let acme = orgs.store("acme").unwrap();
             assert_eq!(acme.get("o/acme/token/1").await.unwrap().unwrap(), b"a");
             assert!(acme.get("o/beta/x").await.unwrap().is_none());
-            let keys = ["o/beta/x", "auth/token/h", "o/acme/token/1", "o/acme/none"]
-                .map(String::from);
+            let keys =
+                ["o/beta/x", "auth/token/h", "o/acme/token/1", "o/acme/none"].map(String::from);
             let values = split.get_many(&keys).await.unwrap();
             assert_eq!(
                 values,
-                vec![Some(b"b".to_vec()), Some(b"t".to_vec()), Some(b"a".to_vec()), None]
+                vec![
+                    Some(b"b".to_vec()),
+                    Some(b"t".to_vec()),
+                    Some(b"a".to_vec()),
+                    None
+                ]
             );
             let page = split.scan("o/acme/", None, 10).await.unwrap();
             assert_eq!(page.entries.len(), 1);
             assert!(split.scan("o/", None, 10).await.is_err());
             assert!(split.scan("", None, 10).await.is_err());
-            assert_eq!(split.scan("auth/", None, 10).await.unwrap().entries.len(), 1);
+            assert_eq!(
+                split.scan("auth/", None, 10).await.unwrap().entries.len(),
+                1
+            );
         });
     }
 

@@ -1,0 +1,451 @@
+//! Every org is a Durable Object (binding `LORE_ORG`, class [`OrgObject`], addressed by
+//! `idFromName(org)`): it holds the org's keys (`o/{org}/…`) in its own SQLite
+//! ([`ObjectStorage`]), keeps one warm instance of the core for the org (its indexes, caches
+//! and rate-limit buckets live as long as the object), and serves every request the Worker
+//! routes to it ([`lore_front::Lore::home_org`]). The directory (orgs, principals, tokens,
+//! OAuth) stays in D1; [`lore_base::storage::split`] sends each key to its store, so a key of
+//! another org (rare: an operator action, a token issued) is read and written through that
+//! org's object ([`RemoteOrg`], the `/__kv` route below).
+//!
+//! The object learns its org from the `x-lore-org` header the Worker sets (and refuses a
+//! request that names another); Durable Objects are not reachable from outside the Worker,
+//! and the Worker sets the header itself, so a client cannot choose it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use lore_base::ports::Ports;
+use lore_base::ratelimit::MemoryLimiter;
+use lore_base::storage::split::{OrgStores, SplitStorage};
+use lore_base::storage::{Batch, Check, ScanPage, Storage, StorageError, Write};
+use lore_front::Lore;
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::JsValue;
+use worker::{
+    DurableObject, Env, Headers, Method, Request, RequestInit, Response, State, durable_object,
+};
+
+use crate::object_store::ObjectStorage;
+use crate::ports::{AfterAnswer, Task};
+
+/// The binding of the org objects.
+pub const BINDING: &str = "LORE_ORG";
+/// The header naming the org a request to an org object is for.
+pub const ORG_HEADER: &str = "x-lore-org";
+/// The route of the storage port served to other instances.
+const KV_PATH: &str = "/__kv";
+/// The URL requests to an object are made on (the host is never resolved).
+const OBJECT_URL: &str = "https://org-object.lore.internal";
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn unb64(text: &str) -> Result<Vec<u8>, StorageError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| StorageError::Backend(format!("org object: a value is not base64: {e}")))
+}
+
+/// One storage call, as sent to an org object.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum KvCall {
+    Get {
+        key: String,
+    },
+    GetMany {
+        keys: Vec<String>,
+    },
+    Scan {
+        prefix: String,
+        after: Option<String>,
+        limit: usize,
+    },
+    Commit {
+        /// `(key, None)`: must be absent; `(key, Some(value))`: must hold the value.
+        checks: Vec<(String, Option<String>)>,
+        /// `(key, None)`: delete; `(key, Some(value))`: put.
+        writes: Vec<(String, Option<String>)>,
+        relaxed: bool,
+    },
+}
+
+/// Its answer.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum KvAnswer {
+    Value(Option<String>),
+    Values(Vec<Option<String>>),
+    Page {
+        entries: Vec<(String, String)>,
+        cursor: Option<String>,
+    },
+    Done,
+    Conflict(String),
+    InvalidKey(String),
+    Failed(String),
+}
+
+fn failure(e: StorageError) -> KvAnswer {
+    match e {
+        StorageError::Conflict { key } => KvAnswer::Conflict(key),
+        StorageError::InvalidKey { key } => KvAnswer::InvalidKey(key),
+        StorageError::Backend(message) => KvAnswer::Failed(message),
+    }
+}
+
+/// Serves one storage call on the object's own store.
+async fn serve_kv(store: &ObjectStorage, call: KvCall) -> KvAnswer {
+    let answer = match call {
+        KvCall::Get { key } => store
+            .get(&key)
+            .await
+            .map(|v| KvAnswer::Value(v.as_deref().map(b64))),
+        KvCall::GetMany { keys } => store
+            .get_many(&keys)
+            .await
+            .map(|values| KvAnswer::Values(values.iter().map(|v| v.as_deref().map(b64)).collect())),
+        KvCall::Scan {
+            prefix,
+            after,
+            limit,
+        } => store
+            .scan(&prefix, after.as_deref(), limit)
+            .await
+            .map(|page| KvAnswer::Page {
+                entries: page
+                    .entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), b64(v)))
+                    .collect(),
+                cursor: page.cursor,
+            }),
+        KvCall::Commit {
+            checks,
+            writes,
+            relaxed,
+        } => {
+            let decode = || -> Result<Batch, StorageError> {
+                let mut batch = Batch::new();
+                for (key, value) in checks {
+                    batch.checks.push(match value {
+                        None => Check::Absent(key),
+                        Some(v) => Check::Equals(key, unb64(&v)?),
+                    });
+                }
+                for (key, value) in writes {
+                    batch.writes.push(match value {
+                        None => Write::Delete(key),
+                        Some(v) => Write::Put(key, unb64(&v)?),
+                    });
+                }
+                batch.relaxed = relaxed;
+                Ok(batch)
+            };
+            match decode() {
+                Ok(batch) => store.commit(batch).await.map(|()| KvAnswer::Done),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    answer.unwrap_or_else(failure)
+}
+
+/// The stub of `org`'s object.
+fn stub(env: &Env, org: &str) -> worker::Result<worker::Stub> {
+    env.durable_object(BINDING)?.id_from_name(org)?.get_stub()
+}
+
+/// Another org's store, reached through its object.
+pub struct RemoteOrg {
+    env: Env,
+    org: String,
+}
+
+impl RemoteOrg {
+    async fn call(&self, call: &KvCall) -> Result<KvAnswer, StorageError> {
+        let fail = |e: worker::Error| {
+            StorageError::Backend(format!("org object {} unreachable: {e}", self.org))
+        };
+        let body = serde_json::to_string(call).map_err(|e| StorageError::Backend(e.to_string()))?;
+        let headers = Headers::new();
+        headers.set(ORG_HEADER, &self.org).map_err(fail)?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(JsValue::from_str(&body)));
+        let request =
+            Request::new_with_init(&format!("{OBJECT_URL}{KV_PATH}"), &init).map_err(fail)?;
+        let mut response = stub(&self.env, &self.org)
+            .map_err(fail)?
+            .fetch_with_request(request)
+            .await
+            .map_err(fail)?;
+        let answer: KvAnswer = response.json().await.map_err(fail)?;
+        match answer {
+            KvAnswer::Conflict(key) => Err(StorageError::Conflict { key }),
+            KvAnswer::InvalidKey(key) => Err(StorageError::InvalidKey { key }),
+            KvAnswer::Failed(message) => Err(StorageError::Backend(message)),
+            other => Ok(other),
+        }
+    }
+}
+
+fn unexpected() -> StorageError {
+    StorageError::Backend("org object: an answer of the wrong kind".into())
+}
+
+#[async_trait(?Send)]
+impl Storage for RemoteOrg {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        match self.call(&KvCall::Get { key: key.into() }).await? {
+            KvAnswer::Value(v) => v.as_deref().map(unb64).transpose(),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        match self
+            .call(&KvCall::GetMany {
+                keys: keys.to_vec(),
+            })
+            .await?
+        {
+            KvAnswer::Values(values) => values
+                .iter()
+                .map(|v| v.as_deref().map(unb64).transpose())
+                .collect(),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn scan(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let call = KvCall::Scan {
+            prefix: prefix.into(),
+            after: after.map(str::to_string),
+            limit,
+        };
+        match self.call(&call).await? {
+            KvAnswer::Page { entries, cursor } => Ok(ScanPage {
+                entries: entries
+                    .into_iter()
+                    .map(|(k, v)| Ok((k, unb64(&v)?)))
+                    .collect::<Result<_, StorageError>>()?,
+                cursor,
+            }),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
+        let call = KvCall::Commit {
+            checks: batch
+                .checks
+                .iter()
+                .map(|c| match c {
+                    Check::Absent(k) => (k.clone(), None),
+                    Check::Equals(k, v) => (k.clone(), Some(b64(v))),
+                })
+                .collect(),
+            writes: batch
+                .writes
+                .iter()
+                .map(|w| match w {
+                    Write::Delete(k) => (k.clone(), None),
+                    Write::Put(k, v) => (k.clone(), Some(b64(v))),
+                })
+                .collect(),
+            relaxed: batch.relaxed,
+        };
+        match self.call(&call).await? {
+            KvAnswer::Done => Ok(()),
+            _ => Err(unexpected()),
+        }
+    }
+}
+
+/// Where each org's keys are, seen from one instance: its home org's in its own SQLite (an
+/// org object's), every other org's through that org's object.
+pub struct ObjectOrgs {
+    env: Env,
+    home: Option<(String, Rc<ObjectStorage>)>,
+    remote: RefCell<HashMap<String, Rc<RemoteOrg>>>,
+}
+
+impl ObjectOrgs {
+    pub fn new(env: Env, home: Option<(String, Rc<ObjectStorage>)>) -> Self {
+        Self {
+            env,
+            home,
+            remote: RefCell::default(),
+        }
+    }
+}
+
+impl OrgStores for ObjectOrgs {
+    fn store(&self, org: &str) -> Result<Rc<dyn Storage>, StorageError> {
+        if let Some((home, store)) = &self.home
+            && home == org
+        {
+            return Ok(store.clone());
+        }
+        let mut remote = self.remote.borrow_mut();
+        let store = remote.entry(org.to_string()).or_insert_with(|| {
+            Rc::new(RemoteOrg {
+                env: self.env.clone(),
+                org: org.to_string(),
+            })
+        });
+        Ok(store.clone())
+    }
+}
+
+/// The storage of an instance: the directory on D1, each org in its object.
+pub fn split_storage(
+    env: &Env,
+    home: Option<(String, Rc<ObjectStorage>)>,
+) -> worker::Result<Rc<dyn Storage>> {
+    let directory = Rc::new(crate::D1Storage::new(env.d1(crate::D1_BINDING)?));
+    Ok(Rc::new(SplitStorage::new(
+        directory,
+        Rc::new(ObjectOrgs::new(env.clone(), home)),
+    )))
+}
+
+/// Sends `request` (the Worker's, already read) to `org`'s object and returns its answer,
+/// streamed through as the object sends it.
+pub async fn forward(
+    env: &Env,
+    org: &str,
+    url: &str,
+    request: &http::Request<Vec<u8>>,
+) -> worker::Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in request.headers() {
+        if name.as_str() == ORG_HEADER {
+            continue;
+        }
+        if let Ok(value) = value.to_str() {
+            headers.append(name.as_str(), value)?;
+        }
+    }
+    headers.set(ORG_HEADER, org)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::from(request.method().to_string()))
+        .with_headers(headers);
+    if !request.body().is_empty() {
+        init.with_body(Some(
+            js_sys::Uint8Array::from(request.body().as_slice()).into(),
+        ));
+    }
+    let outbound = Request::new_with_init(url, &init)?;
+    stub(env, org)?.fetch_with_request(outbound).await
+}
+
+/// One org's object.
+#[durable_object]
+pub struct OrgObject {
+    state: Rc<State>,
+    env: Env,
+    store: Rc<ObjectStorage>,
+    /// The org, from the first request's header.
+    org: RefCell<Option<String>>,
+    lore: RefCell<Option<Rc<Lore>>>,
+    after: AfterAnswer,
+}
+
+impl OrgObject {
+    /// The object's instance of the core, built on its first request.
+    fn instance(&self, org: &str) -> worker::Result<Rc<Lore>> {
+        if let Some(lore) = self.lore.borrow().clone() {
+            return Ok(lore);
+        }
+        let storage = split_storage(&self.env, Some((org.to_string(), self.store.clone())))?;
+        let ports = Ports {
+            storage,
+            background: Some(Rc::new(self.after.clone())),
+            ..crate::platform_ports(&self.env)?
+        };
+        let config = crate::config(&self.env).map_err(worker::Error::RustError)?;
+        // One object per org and never two at once, so the usage counters' keys can be fixed.
+        let lore = Rc::new(
+            Lore::with_usage_instance(ports, config, "object".into())
+                .with_rate_limiter(Rc::new(MemoryLimiter::default())),
+        );
+        *self.lore.borrow_mut() = Some(lore.clone());
+        Ok(lore)
+    }
+
+    /// Hands what the core left for after the answer to the object's `waitUntil`.
+    fn hand_over(&self) {
+        let state = self.state.clone();
+        let wait_until: Rc<dyn Fn(Task)> = Rc::new(move |task| state.wait_until(task));
+        self.after.hand_over(&wait_until);
+    }
+}
+
+impl DurableObject for OrgObject {
+    fn new(state: State, env: Env) -> Self {
+        let store = Rc::new(ObjectStorage::new(&state.storage()));
+        Self {
+            state: Rc::new(state),
+            env,
+            store,
+            org: RefCell::default(),
+            lore: RefCell::default(),
+            after: AfterAnswer::default(),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let Some(org) = req.headers().get(ORG_HEADER)? else {
+            return Response::error("a request to an org object names its org", 400);
+        };
+        let known = self.org.borrow().clone();
+        match known {
+            Some(known) if known != org => {
+                return Response::error(format!("this object serves org {known}, not {org}"), 500);
+            }
+            Some(_) => {}
+            None => *self.org.borrow_mut() = Some(org.clone()),
+        }
+        let path = req.path();
+        if path == KV_PATH {
+            let call: KvCall = req.json().await?;
+            return Response::from_json(&serve_kv(&self.store, call).await);
+        }
+        #[cfg(feature = "test-build")]
+        if let Some(route) = path.strip_prefix(lore_testing::routes::PREFIX) {
+            let store = self.store.clone();
+            let response = lore_testing::routes::handle(route, || {
+                let store = store.clone();
+                async move {
+                    store.clear().map_err(|e| e.to_string())?;
+                    Ok(store as Rc<dyn Storage>)
+                }
+            })
+            .await;
+            return match response {
+                Some(response) => crate::from_http(response),
+                None => Response::error(format!("no object test route {route}"), 404),
+            };
+        }
+        let lore = self.instance(&org)?;
+        let request = crate::to_http(req).await?;
+        let response = lore.handle(request).await;
+        self.hand_over();
+        if let Some(line) = lore_front::request_log::Line::of(&response) {
+            worker::console_log!("{}", line.0);
+        }
+        crate::from_http(response)
+    }
+}
