@@ -166,3 +166,34 @@ test('operator routes: a wrong secret is refused, and they hand out working toke
   assert.equal(bad.status, 400, 'an invalid role is a 400 naming the field');
   assert.match(await bad.text(), /role/);
 });
+
+test('a warm tools/call is one call from the Worker to the org object; the object reads the directory on D1', async () => {
+  const call = (url, id) => fetch(url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${testBuild.ownerToken}`, 'content-type': 'application/json',
+      accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'search_memory', arguments: { query: 'warm' } } }),
+  });
+  const counts = async (url) => {
+    for (let i = 0; i < 2; i++) await (await call(url, i)).text(); // warm the object and its index
+    const res = await call(url, 9);
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.ok(body.result && !body.result.isError, JSON.stringify(body));
+    return {
+      worker: Number(res.headers.get('x-lore-test-worker-subrequests')),
+      object: Number(res.headers.get('x-lore-test-object-subrequests')),
+    };
+  };
+  // /mcp/{org}: the Worker sends nothing but the call to the org's object.
+  const scoped = await counts(`${testBuild.base}/mcp/default`);
+  assert.equal(scoped.worker, 1, JSON.stringify(scoped));
+  // The object verifies the token against the directory on D1 (the token and its principal)
+  // and reads the org record for its rate limits; every other read is its own SQLite.
+  assert.equal(scoped.object, 3, JSON.stringify(scoped));
+  // /mcp: the Worker reads the token's record to learn its org first.
+  const bare = await counts(`${testBuild.base}/mcp`);
+  assert.deepEqual(bare, { worker: 2, object: 3 });
+});

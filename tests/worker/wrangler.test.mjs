@@ -37,9 +37,11 @@ test('wrangler deploy --dry-run builds the bundle offline, within the size limit
   t.diagnostic(`bundle: ${m[1]} KiB, gzip ${gzipKiB} KiB (goal ${GOAL_KIB} KiB, hard limit ${HARD_LIMIT_KIB} KiB)`);
   assert.ok(gzipKiB <= HARD_LIMIT_KIB, `gzip ${gzipKiB} KiB is over the ${HARD_LIMIT_KIB} KiB limit`);
   if (gzipKiB > GOAL_KIB) t.diagnostic(`WARNING: over the ${GOAL_KIB} KiB goal (free plan)`);
-  for (const binding of [/env\.DB \(lore\)\s+D1 Database/, /env\.CACHE\s+KV Namespace/, /env\.AI\s+AI/]) {
+  for (const binding of [/env\.LORE_ORG \(OrgObject\)\s+Durable Object/, /env\.DB \(lore\)\s+D1 Database/, /env\.AI\s+AI/]) {
     assert.match(out, binding);
   }
+  // Nothing the Worker does not use (the README's setup creates exactly these).
+  assert.doesNotMatch(out, /KV Namespace|RateLimiterObject/);
 });
 
 test('the schema migration from the README runs with wrangler d1 execute --file', async () => {

@@ -32,6 +32,7 @@ const GUARD_FAILED: &str = "CHECK constraint failed";
 /// A D1 database as lore storage.
 pub struct D1Storage {
     db: D1Database,
+    subrequests: crate::ports::Subrequests,
 }
 
 fn backend(e: impl std::fmt::Display) -> StorageError {
@@ -130,9 +131,32 @@ fn bytes_of(value: &JsValue) -> Result<Vec<u8>, StorageError> {
     Err(backend(format!("unexpected value column {value:?}")))
 }
 
+/// Sends a statement, counting it as a subrequest.
+trait Counted {
+    async fn raw_js_value_counted(
+        self,
+        subrequests: &crate::ports::Subrequests,
+    ) -> worker::Result<Vec<JsValue>>;
+}
+
+impl Counted for D1PreparedStatement {
+    async fn raw_js_value_counted(
+        self,
+        subrequests: &crate::ports::Subrequests,
+    ) -> worker::Result<Vec<JsValue>> {
+        subrequests.count();
+        self.raw_js_value().await
+    }
+}
+
 impl D1Storage {
     pub fn new(db: D1Database) -> Self {
-        Self { db }
+        Self::counted(db, crate::ports::Subrequests::default())
+    }
+
+    /// A store that counts each query it sends in `subrequests`.
+    pub fn counted(db: D1Database, subrequests: crate::ports::Subrequests) -> Self {
+        Self { db, subrequests }
     }
 
     fn statement(&self, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement, StorageError> {
@@ -146,7 +170,7 @@ impl Storage for D1Storage {
         validate_key(key)?;
         let rows = self
             .statement(GET, &[text(key)])?
-            .raw_js_value()
+            .raw_js_value_counted(&self.subrequests)
             .await
             .map_err(backend)?;
         match rows.first() {
@@ -168,7 +192,7 @@ impl Storage for D1Storage {
             }
             let rows = self
                 .statement(&hex_values(&get_many_sql(chunk.len())), &args)?
-                .raw_js_value()
+                .raw_js_value_counted(&self.subrequests)
                 .await
                 .map_err(backend)?;
             found.extend(key_value_rows(rows)?);
@@ -191,7 +215,7 @@ impl Storage for D1Storage {
                 &hex_values(scan_sql(after_cursor)),
                 &[text(lower), text(&upper), JsValue::from_f64(fetch)],
             )?
-            .raw_js_value()
+            .raw_js_value_counted(&self.subrequests)
             .await
             .map_err(backend)?;
         Ok(page_from_rows(key_value_rows(rows)?, limit))
@@ -220,6 +244,7 @@ impl Storage for D1Storage {
         if !batch.checks.is_empty() {
             statements.push(self.db.prepare(GUARD_CLEAR));
         }
+        self.subrequests.count();
         match self.db.batch(statements).await {
             Ok(_) => Ok(()),
             Err(e) => {

@@ -43,7 +43,7 @@ pub const AI_BINDING: &str = "AI";
 thread_local! {
     /// The isolate's core instance, built on its first request, and what it left for after
     /// the answer.
-    static INSTANCE: RefCell<Option<(Rc<Lore>, ports::AfterAnswer)>> = const { RefCell::new(None) };
+    static INSTANCE: RefCell<Option<Instance>> = const { RefCell::new(None) };
 }
 
 /// The Workers AI binding, if configured. Checked by shape rather than by constructor name, so
@@ -56,11 +56,11 @@ fn ai_binding(env: &Env) -> Option<Ai> {
 
 /// The ports of an instance of the core on Workers, with the storage split between the
 /// directory on D1 and each org's object, and no org at home (the Worker's own instance).
-fn platform_ports(env: &Env) -> worker::Result<Ports> {
+fn platform_ports(env: &Env, subrequests: &ports::Subrequests) -> worker::Result<Ports> {
     let embedder =
         ai_binding(env).map(|ai| Rc::new(WorkersAiEmbedder::new(ai)) as Rc<dyn Embedder>);
     Ok(Ports {
-        storage: org_object::split_storage(env, None)?,
+        storage: org_object::split_storage(env, None, subrequests)?,
         clock: Rc::new(WorkersClock),
         random: Rc::new(WebCryptoRandom),
         http: Some(Rc::new(WorkersFetch)),
@@ -84,18 +84,32 @@ pub(crate) fn config(env: &Env) -> Result<Config, String> {
     Config::from_vars(Spelling::Upper, lookup, cfg!(feature = "test-build"))
 }
 
+/// The Worker's own instance of the core, with what it left for after the answer and its
+/// count of subrequests.
+#[derive(Clone)]
+struct Instance {
+    lore: Rc<Lore>,
+    after: ports::AfterAnswer,
+    subrequests: ports::Subrequests,
+}
+
 /// The isolate's instance, built from `env` on first use.
-fn instance(env: &Env) -> worker::Result<(Rc<Lore>, ports::AfterAnswer)> {
+fn instance(env: &Env) -> worker::Result<Instance> {
     if let Some(found) = INSTANCE.with(|i| i.borrow().clone()) {
         return Ok(found);
     }
     let config = config(env).map_err(worker::Error::RustError)?;
     let after = ports::AfterAnswer::default();
+    let subrequests = ports::Subrequests::default();
     let ports = Ports {
         background: Some(Rc::new(after.clone())),
-        ..platform_ports(env)?
+        ..platform_ports(env, &subrequests)?
     };
-    let found = (Rc::new(Lore::new(ports, config)), after);
+    let found = Instance {
+        lore: Rc::new(Lore::new(ports, config)),
+        after,
+        subrequests,
+    };
     INSTANCE.with(|i| *i.borrow_mut() = Some(found.clone()));
     Ok(found)
 }
@@ -142,7 +156,12 @@ pub(crate) fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Res
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let ctx = Rc::new(ctx);
-    let (lore, after) = instance(&env)?;
+    let Instance {
+        lore,
+        after,
+        subrequests,
+    } = instance(&env)?;
+    let before = subrequests.get();
     let url = request.url()?.to_string();
     let request = to_http(request).await?;
     #[cfg(feature = "test-build")]
@@ -150,12 +169,25 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
         return response;
     }
     if let Some(org) = lore.home_org(&request).await {
-        return org_object::forward(&env, org.as_str(), &url, &request).await;
+        let response = org_object::forward(&env, org.as_str(), &url, &request, &subrequests).await;
+        #[cfg(feature = "test-build")]
+        let response = response
+            .and_then(|r| test_routes::report_worker_subrequests(r, subrequests.get() - before));
+        return response;
     }
-    let response = lore.handle(request).await;
+    #[allow(unused_mut)]
+    let mut response = lore.handle(request).await;
     // What the core left for after the answer runs under this request's `waitUntil`.
     let wait_until: Rc<dyn Fn(ports::Task)> = Rc::new(move |task| ctx.wait_until(task));
     after.hand_over(&wait_until);
+    #[cfg(feature = "test-build")]
+    test_routes::report_subrequests(
+        response.headers_mut(),
+        "x-lore-test-worker-subrequests",
+        subrequests.get() - before,
+    );
+    #[cfg(not(feature = "test-build"))]
+    let _ = before;
     // The request's structured log line, for `wrangler tail` and Workers Logs.
     if let Some(line) = lore_front::request_log::Line::of(&response) {
         worker::console_log!("{}", line.0);

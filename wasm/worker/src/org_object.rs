@@ -29,7 +29,7 @@ use worker::{
 };
 
 use crate::object_store::ObjectStorage;
-use crate::ports::{AfterAnswer, Task};
+use crate::ports::{AfterAnswer, Subrequests, Task};
 
 /// The binding of the org objects.
 pub const BINDING: &str = "LORE_ORG";
@@ -164,6 +164,7 @@ fn stub(env: &Env, org: &str) -> worker::Result<worker::Stub> {
 pub struct RemoteOrg {
     env: Env,
     org: String,
+    subrequests: Subrequests,
 }
 
 impl RemoteOrg {
@@ -180,6 +181,7 @@ impl RemoteOrg {
             .with_body(Some(JsValue::from_str(&body)));
         let request =
             Request::new_with_init(&format!("{OBJECT_URL}{KV_PATH}"), &init).map_err(fail)?;
+        self.subrequests.count();
         let mut response = stub(&self.env, &self.org)
             .map_err(fail)?
             .fetch_with_request(request)
@@ -279,16 +281,7 @@ pub struct ObjectOrgs {
     env: Env,
     home: Option<(String, Rc<ObjectStorage>)>,
     remote: RefCell<HashMap<String, Rc<RemoteOrg>>>,
-}
-
-impl ObjectOrgs {
-    pub fn new(env: Env, home: Option<(String, Rc<ObjectStorage>)>) -> Self {
-        Self {
-            env,
-            home,
-            remote: RefCell::default(),
-        }
-    }
+    subrequests: Subrequests,
 }
 
 impl OrgStores for ObjectOrgs {
@@ -303,22 +296,31 @@ impl OrgStores for ObjectOrgs {
             Rc::new(RemoteOrg {
                 env: self.env.clone(),
                 org: org.to_string(),
+                subrequests: self.subrequests.clone(),
             })
         });
         Ok(store.clone())
     }
 }
 
-/// The storage of an instance: the directory on D1, each org in its object.
+/// The storage of an instance: the directory on D1, each org in its object; every D1 query
+/// and object call counted in `subrequests`.
 pub fn split_storage(
     env: &Env,
     home: Option<(String, Rc<ObjectStorage>)>,
+    subrequests: &Subrequests,
 ) -> worker::Result<Rc<dyn Storage>> {
-    let directory = Rc::new(crate::D1Storage::new(env.d1(crate::D1_BINDING)?));
-    Ok(Rc::new(SplitStorage::new(
-        directory,
-        Rc::new(ObjectOrgs::new(env.clone(), home)),
-    )))
+    let directory = Rc::new(crate::D1Storage::counted(
+        env.d1(crate::D1_BINDING)?,
+        subrequests.clone(),
+    ));
+    let orgs = ObjectOrgs {
+        env: env.clone(),
+        home,
+        remote: RefCell::default(),
+        subrequests: subrequests.clone(),
+    };
+    Ok(Rc::new(SplitStorage::new(directory, Rc::new(orgs))))
 }
 
 /// Sends `request` (the Worker's, already read) to `org`'s object and returns its answer,
@@ -328,7 +330,9 @@ pub async fn forward(
     org: &str,
     url: &str,
     request: &http::Request<Vec<u8>>,
+    subrequests: &Subrequests,
 ) -> worker::Result<Response> {
+    subrequests.count();
     let headers = Headers::new();
     for (name, value) in request.headers() {
         if name.as_str() == ORG_HEADER {
@@ -361,6 +365,7 @@ pub struct OrgObject {
     org: RefCell<Option<String>>,
     lore: RefCell<Option<Rc<Lore>>>,
     after: AfterAnswer,
+    subrequests: Subrequests,
 }
 
 impl OrgObject {
@@ -369,11 +374,12 @@ impl OrgObject {
         if let Some(lore) = self.lore.borrow().clone() {
             return Ok(lore);
         }
-        let storage = split_storage(&self.env, Some((org.to_string(), self.store.clone())))?;
+        let home = Some((org.to_string(), self.store.clone()));
+        let storage = split_storage(&self.env, home, &self.subrequests)?;
         let ports = Ports {
             storage,
             background: Some(Rc::new(self.after.clone())),
-            ..crate::platform_ports(&self.env)?
+            ..crate::platform_ports(&self.env, &self.subrequests)?
         };
         let config = crate::config(&self.env).map_err(worker::Error::RustError)?;
         // One object per org and never two at once, so the usage counters' keys can be fixed.
@@ -403,6 +409,7 @@ impl DurableObject for OrgObject {
             org: RefCell::default(),
             lore: RefCell::default(),
             after: AfterAnswer::default(),
+            subrequests: Subrequests::default(),
         }
     }
 
@@ -441,8 +448,18 @@ impl DurableObject for OrgObject {
         }
         let lore = self.instance(&org)?;
         let request = crate::to_http(req).await?;
-        let response = lore.handle(request).await;
+        let before = self.subrequests.get();
+        #[allow(unused_mut)]
+        let mut response = lore.handle(request).await;
         self.hand_over();
+        #[cfg(feature = "test-build")]
+        crate::test_routes::report_subrequests(
+            response.headers_mut(),
+            "x-lore-test-object-subrequests",
+            self.subrequests.get() - before,
+        );
+        #[cfg(not(feature = "test-build"))]
+        let _ = before;
         if let Some(line) = lore_front::request_log::Line::of(&response) {
             worker::console_log!("{}", line.0);
         }

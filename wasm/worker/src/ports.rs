@@ -1,7 +1,7 @@
 //! The clock, randomness, outbound HTTP, embedding and background ports on Workers:
 //! `Date.now()`, `crypto.getRandomValues`, `fetch`, the Workers AI binding, and `waitUntil`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -178,5 +178,20 @@ impl AfterAnswer {
                 queue.hand_over(&next);
             }));
         }
+    }
+}
+
+/// Counts the subrequests an instance makes (D1 queries, calls to org objects): the test
+/// build reports each request's count in a header, which the Worker tests assert.
+#[derive(Clone, Default)]
+pub struct Subrequests(Rc<Cell<u64>>);
+
+impl Subrequests {
+    pub fn count(&self) {
+        self.0.set(self.0.get() + 1);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.get()
     }
 }

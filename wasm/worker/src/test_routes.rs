@@ -36,9 +36,28 @@ pub async fn handle(
     let route = request.uri().path().strip_prefix(routes::PREFIX)?;
     if route.starts_with("object/") {
         let url = url.replacen("/__test/object/", "/__test/", 1);
-        return Some(crate::org_object::forward(env, SUITES_OBJECT, &url, request).await);
+        let uncounted = crate::ports::Subrequests::default();
+        return Some(
+            crate::org_object::forward(env, SUITES_OBJECT, &url, request, &uncounted).await,
+        );
     }
     Some(crate::from_http(answer(lore, env, route, request).await))
+}
+
+/// Puts `count` (the subrequests one request made) in header `name` of a reply.
+pub fn report_subrequests(headers: &mut http::HeaderMap, name: &'static str, count: u64) {
+    headers.insert(name, http::HeaderValue::from(count));
+}
+
+/// The reply an org object sent, with the Worker's own subrequests for the request (the call
+/// to the object among them) in `x-lore-test-worker-subrequests`.
+pub fn report_worker_subrequests(
+    response: worker::Response,
+    count: u64,
+) -> worker::Result<worker::Response> {
+    let headers = response.headers().clone();
+    headers.set("x-lore-test-worker-subrequests", &count.to_string())?;
+    Ok(response.with_headers(headers))
 }
 
 async fn answer(
