@@ -131,9 +131,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
-        for key in batch.keys() {
-            validate_key(key)?;
-        }
+        batch.validate_keys()?;
         // A relaxed batch commits without an fsync (the WAL is synced at the next durable commit
         // or checkpoint); the connection is durable again after it.
         if batch.relaxed {

@@ -19,21 +19,9 @@ impl Lore {
         headers: &http::HeaderMap,
         path_org: Option<&str>,
     ) -> Result<Caller, (LoreError, bool)> {
-        let credential = match crate::headers::get(headers, "authorization") {
-            Some(value) => {
-                // The scheme name is case-insensitive (RFC 7235).
-                let token = value
-                    .split_once(' ')
-                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                    .map(|(_, token)| token.trim())
-                    .ok_or_else(|| {
-                        (
-                            LoreError::Unauthorized(
-                                "use the Authorization: Bearer <token> scheme".into(),
-                            ),
-                            true,
-                        )
-                    })?;
+        let credential = match bearer(headers) {
+            Some(token) => {
+                let token = token.map_err(|e| (e, true))?;
                 tokens::verify_token(&self.engine.ports, token)
                     .await
                     .map_err(|e| (e, true))?
@@ -117,13 +105,38 @@ impl Lore {
     /// Without `org`: the org `lore init` created, else the configured default org.
     pub async fn local_caller(&self, org: Option<&str>) -> Result<Caller, LoreError> {
         let credential = caller::local_owner(&self.engine.ports).await?;
-        let mut default = self.config.default_org.clone();
-        if org.is_none()
-            && let Some(bytes) = self.engine.ports.storage.get(keys::LOCAL_ORG).await?
-            && let Ok(first) = OrgId::parse(&String::from_utf8_lossy(&bytes))
-        {
-            default = first;
-        }
+        let default = match org {
+            None => self.tokenless_org().await?,
+            Some(_) => self.config.default_org.clone(),
+        };
         caller::resolve_caller(&self.engine.ports, credential, org, &default).await
     }
+
+    /// The org a caller without a token reaches when none is named: the org `lore init`
+    /// created, else the configured default org.
+    pub(crate) async fn tokenless_org(&self) -> Result<OrgId, LoreError> {
+        Ok(
+            match self.engine.ports.storage.get(keys::LOCAL_ORG).await? {
+                Some(bytes) => OrgId::parse(&String::from_utf8_lossy(&bytes)).ok(),
+                None => None,
+            }
+            .unwrap_or_else(|| self.config.default_org.clone()),
+        )
+    }
+}
+
+/// The bearer token of a request, if it sends an `Authorization` header: the token, or an
+/// error when the header uses another scheme.
+pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<Result<&str, LoreError>> {
+    let value = crate::headers::get(headers, "authorization")?;
+    // The scheme name is case-insensitive (RFC 7235).
+    Some(
+        value
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .ok_or_else(|| {
+                LoreError::Unauthorized("use the Authorization: Bearer <token> scheme".into())
+            }),
+    )
 }

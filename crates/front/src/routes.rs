@@ -42,10 +42,9 @@ impl Lore {
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match segments.as_slice() {
             ["mcp", org] | ["api", org, _] | ["hooks", org, _] => OrgId::parse(org).ok(),
-            ["mcp"] => match crate::headers::get(request.headers(), "authorization") {
-                Some(value) => {
-                    let (_, secret) = value.split_once(' ')?;
-                    let hash = keys::sha256_hex(secret.trim());
+            ["mcp"] => match crate::auth::bearer(request.headers()) {
+                Some(secret) => {
+                    let hash = keys::sha256_hex(secret.ok()?);
                     let token: TokenRecord = self
                         .ports()
                         .record(&keys::token_by_hash(&hash))
@@ -57,11 +56,9 @@ impl Lore {
                     }
                 }
                 None if self.config.no_auth => Some(
-                    match self.ports().storage.get(keys::LOCAL_ORG).await {
-                        Ok(Some(bytes)) => OrgId::parse(&String::from_utf8_lossy(&bytes)).ok(),
-                        _ => None,
-                    }
-                    .unwrap_or_else(|| self.config.default_org.clone()),
+                    self.tokenless_org()
+                        .await
+                        .unwrap_or_else(|_| self.config.default_org.clone()),
                 ),
                 None => None,
             },

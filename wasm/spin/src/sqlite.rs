@@ -194,9 +194,7 @@ impl Storage for SpinSqliteStorage {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
-        for key in batch.keys() {
-            validate_key(key)?;
-        }
+        batch.validate_keys()?;
         if batch.is_empty() {
             return Ok(());
         }

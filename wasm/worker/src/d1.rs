@@ -131,24 +131,6 @@ fn bytes_of(value: &JsValue) -> Result<Vec<u8>, StorageError> {
     Err(backend(format!("unexpected value column {value:?}")))
 }
 
-/// Sends a statement, counting it as a subrequest.
-trait Counted {
-    async fn raw_js_value_counted(
-        self,
-        subrequests: &crate::ports::Subrequests,
-    ) -> worker::Result<Vec<JsValue>>;
-}
-
-impl Counted for D1PreparedStatement {
-    async fn raw_js_value_counted(
-        self,
-        subrequests: &crate::ports::Subrequests,
-    ) -> worker::Result<Vec<JsValue>> {
-        subrequests.count();
-        self.raw_js_value().await
-    }
-}
-
 impl D1Storage {
     pub fn new(db: D1Database) -> Self {
         Self::counted(db, crate::ports::Subrequests::default())
@@ -162,17 +144,20 @@ impl D1Storage {
     fn statement(&self, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement, StorageError> {
         self.db.prepare(sql).bind(args).map_err(backend)
     }
+
+    /// The rows of one query (one subrequest, counted).
+    async fn query(&self, sql: &str, args: &[JsValue]) -> Result<Vec<JsValue>, StorageError> {
+        let statement = self.statement(sql, args)?;
+        self.subrequests.count();
+        statement.raw_js_value().await.map_err(backend)
+    }
 }
 
 #[async_trait(?Send)]
 impl Storage for D1Storage {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
         validate_key(key)?;
-        let rows = self
-            .statement(GET, &[text(key)])?
-            .raw_js_value_counted(&self.subrequests)
-            .await
-            .map_err(backend)?;
+        let rows = self.query(GET, &[text(key)]).await?;
         match rows.first() {
             Some(row) => {
                 let row: &Array = row.unchecked_ref();
@@ -191,10 +176,8 @@ impl Storage for D1Storage {
                 args.push(text(key));
             }
             let rows = self
-                .statement(&hex_values(&get_many_sql(chunk.len())), &args)?
-                .raw_js_value_counted(&self.subrequests)
-                .await
-                .map_err(backend)?;
+                .query(&hex_values(&get_many_sql(chunk.len())), &args)
+                .await?;
             found.extend(key_value_rows(rows)?);
         }
         Ok(in_key_order(keys, found))
@@ -211,20 +194,16 @@ impl Storage for D1Storage {
         // and the shift wraps: every scan stopped after 256 rows.)
         let fetch = f64::from(u32::try_from(limit.saturating_add(1)).unwrap_or(u32::MAX));
         let rows = self
-            .statement(
+            .query(
                 &hex_values(scan_sql(after_cursor)),
                 &[text(lower), text(&upper), JsValue::from_f64(fetch)],
-            )?
-            .raw_js_value_counted(&self.subrequests)
-            .await
-            .map_err(backend)?;
+            )
+            .await?;
         Ok(page_from_rows(key_value_rows(rows)?, limit))
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
-        for key in batch.keys() {
-            validate_key(key)?;
-        }
+        batch.validate_keys()?;
         if batch.is_empty() {
             return Ok(());
         }

@@ -133,15 +133,21 @@ pub(crate) async fn to_http(mut request: Request) -> worker::Result<http::Reques
         .map_err(|e| worker::Error::RustError(format!("unusable request: {e}")))
 }
 
-/// The core's response as a Worker response.
-pub(crate) fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
-    let (parts, body) = response.into_parts();
+/// `http` headers as Worker headers (values that are not visible ASCII are left out).
+pub(crate) fn worker_headers(map: &http::HeaderMap) -> worker::Result<Headers> {
     let headers = Headers::new();
-    for (name, value) in &parts.headers {
+    for (name, value) in map {
         if let Ok(value) = value.to_str() {
             headers.append(name.as_str(), value)?;
         }
     }
+    Ok(headers)
+}
+
+/// The core's response as a Worker response.
+pub(crate) fn from_http(response: http::Response<Vec<u8>>) -> worker::Result<Response> {
+    let (parts, body) = response.into_parts();
+    let headers = worker_headers(&parts.headers)?;
     let builder = ResponseBuilder::new()
         .with_status(parts.status.as_u16())
         .with_headers(headers);
@@ -170,24 +176,18 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
     }
     if let Some(org) = lore.home_org(&request).await {
         let response = org_object::forward(&env, org.as_str(), &url, &request, &subrequests).await;
-        #[cfg(feature = "test-build")]
-        let response = response
-            .and_then(|r| test_routes::report_worker_subrequests(r, subrequests.get() - before));
-        return response;
+        return response
+            .and_then(|r| ports::report_forwarded_subrequests(r, subrequests.get() - before));
     }
-    #[allow(unused_mut)]
     let mut response = lore.handle(request).await;
     // What the core left for after the answer runs under this request's `waitUntil`.
     let wait_until: Rc<dyn Fn(ports::Task)> = Rc::new(move |task| ctx.wait_until(task));
     after.hand_over(&wait_until);
-    #[cfg(feature = "test-build")]
-    test_routes::report_subrequests(
+    ports::report_subrequests(
         response.headers_mut(),
-        "x-lore-test-worker-subrequests",
+        ports::WORKER_SUBREQUESTS,
         subrequests.get() - before,
     );
-    #[cfg(not(feature = "test-build"))]
-    let _ = before;
     // The request's structured log line, for `wrangler tail` and Workers Logs.
     if let Some(line) = lore_front::request_log::Line::of(&response) {
         worker::console_log!("{}", line.0);

@@ -333,15 +333,8 @@ pub async fn forward(
     subrequests: &Subrequests,
 ) -> worker::Result<Response> {
     subrequests.count();
-    let headers = Headers::new();
-    for (name, value) in request.headers() {
-        if name.as_str() == ORG_HEADER {
-            continue;
-        }
-        if let Ok(value) = value.to_str() {
-            headers.append(name.as_str(), value)?;
-        }
-    }
+    let headers = crate::worker_headers(request.headers())?;
+    // Replaces any the client sent.
     headers.set(ORG_HEADER, org)?;
     let mut init = RequestInit::new();
     init.with_method(Method::from(request.method().to_string()))
@@ -449,17 +442,13 @@ impl DurableObject for OrgObject {
         let lore = self.instance(&org)?;
         let request = crate::to_http(req).await?;
         let before = self.subrequests.get();
-        #[allow(unused_mut)]
         let mut response = lore.handle(request).await;
         self.hand_over();
-        #[cfg(feature = "test-build")]
-        crate::test_routes::report_subrequests(
+        crate::ports::report_subrequests(
             response.headers_mut(),
-            "x-lore-test-object-subrequests",
+            crate::ports::OBJECT_SUBREQUESTS,
             self.subrequests.get() - before,
         );
-        #[cfg(not(feature = "test-build"))]
-        let _ = before;
         if let Some(line) = lore_front::request_log::Line::of(&response) {
             worker::console_log!("{}", line.0);
         }

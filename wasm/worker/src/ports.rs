@@ -195,3 +195,29 @@ impl Subrequests {
         self.0.get()
     }
 }
+
+/// The header in which the test build reports the subrequests the Worker made for a request.
+pub const WORKER_SUBREQUESTS: &str = "x-lore-test-worker-subrequests";
+/// The header in which the test build reports the subrequests an org object made for it.
+pub const OBJECT_SUBREQUESTS: &str = "x-lore-test-object-subrequests";
+
+/// In the test build, puts `count` (the subrequests one request made) in header `name` of a
+/// reply; in the product, nothing.
+pub fn report_subrequests(headers: &mut http::HeaderMap, name: &'static str, count: u64) {
+    if cfg!(feature = "test-build") {
+        headers.insert(name, http::HeaderValue::from(count));
+    }
+}
+
+/// [`report_subrequests`] on the reply an org object sent (its headers are immutable).
+pub fn report_forwarded_subrequests(
+    response: worker::Response,
+    count: u64,
+) -> worker::Result<worker::Response> {
+    if !cfg!(feature = "test-build") {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    headers.set(WORKER_SUBREQUESTS, &count.to_string())?;
+    Ok(response.with_headers(headers))
+}

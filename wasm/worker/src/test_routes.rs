@@ -44,22 +44,6 @@ pub async fn handle(
     Some(crate::from_http(answer(lore, env, route, request).await))
 }
 
-/// Puts `count` (the subrequests one request made) in header `name` of a reply.
-pub fn report_subrequests(headers: &mut http::HeaderMap, name: &'static str, count: u64) {
-    headers.insert(name, http::HeaderValue::from(count));
-}
-
-/// The reply an org object sent, with the Worker's own subrequests for the request (the call
-/// to the object among them) in `x-lore-test-worker-subrequests`.
-pub fn report_worker_subrequests(
-    response: worker::Response,
-    count: u64,
-) -> worker::Result<worker::Response> {
-    let headers = response.headers().clone();
-    headers.set("x-lore-test-worker-subrequests", &count.to_string())?;
-    Ok(response.with_headers(headers))
-}
-
 async fn answer(
     lore: &Lore,
     env: &Env,

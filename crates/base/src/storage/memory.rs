@@ -54,9 +54,7 @@ impl Storage for MemoryStorage {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
-        for key in batch.keys() {
-            validate_key(key)?;
-        }
+        batch.validate_keys()?;
         let mut map = self.lock();
         for check in &batch.checks {
             let holds = match check {

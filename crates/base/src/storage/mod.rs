@@ -32,10 +32,28 @@ pub enum Check {
     Equals(String, Vec<u8>),
 }
 
+impl Check {
+    /// The key the condition is about.
+    pub fn key(&self) -> &str {
+        match self {
+            Check::Absent(k) | Check::Equals(k, _) => k,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     Put(String, Vec<u8>),
     Delete(String),
+}
+
+impl Write {
+    /// The key written.
+    pub fn key(&self) -> &str {
+        match self {
+            Write::Put(k, _) | Write::Delete(k) => k,
+        }
+    }
 }
 
 /// Writes applied all together or not at all, after every check holds.
@@ -84,15 +102,15 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.checks.is_empty()
     }
-    /// Every key named by the batch, for validation.
+    /// Every key named by the batch.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        let checks = self.checks.iter().map(|c| match c {
-            Check::Absent(k) | Check::Equals(k, _) => k.as_str(),
-        });
-        let writes = self.writes.iter().map(|w| match w {
-            Write::Put(k, _) | Write::Delete(k) => k.as_str(),
-        });
-        checks.chain(writes)
+        let checks = self.checks.iter().map(Check::key);
+        checks.chain(self.writes.iter().map(Write::key))
+    }
+    /// Checks every key the batch names against [`validate_key`], as each backend does before
+    /// it commits.
+    pub fn validate_keys(&self) -> Result<(), StorageError> {
+        self.keys().try_for_each(validate_key)
     }
 }
 

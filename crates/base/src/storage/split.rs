@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::{Batch, Check, ScanPage, Storage, StorageError, Write};
+use super::{Batch, ScanPage, Storage, StorageError};
 use crate::keys::{OrgSpan, org_of_key, org_of_prefix};
 
 /// Where each org's store is.
@@ -34,8 +34,9 @@ impl SplitStorage {
         Self { directory, orgs }
     }
 
-    fn store_of_key(&self, key: &str) -> Result<Rc<dyn Storage>, StorageError> {
-        match org_of_key(key) {
+    /// The store of `org`'s keys, or the directory's for `None`.
+    fn store_of(&self, org: Option<&str>) -> Result<Rc<dyn Storage>, StorageError> {
+        match org {
             Some(org) => self.orgs.store(org),
             None => Ok(self.directory.clone()),
         }
@@ -45,28 +46,23 @@ impl SplitStorage {
 /// The parts of a batch, each for one store: the directory's (`None`) first, then each org's
 /// in the order the batch first names it.
 fn split(batch: Batch) -> Vec<(Option<String>, Batch)> {
-    let mut parts: Vec<(Option<String>, Batch)> = vec![(None, Batch::new())];
-    let part_of = |key: &str, parts: &mut Vec<(Option<String>, Batch)>| -> usize {
-        let org = org_of_key(key).map(str::to_string);
-        if let Some(i) = parts.iter().position(|(o, _)| *o == org) {
-            return i;
-        }
-        parts.push((org, Batch::new()));
-        parts.len() - 1
-    };
-    for check in batch.checks {
-        let key = match &check {
-            Check::Absent(k) | Check::Equals(k, _) => k.clone(),
+    fn part_of<'a>(parts: &'a mut Vec<(Option<String>, Batch)>, key: &str) -> &'a mut Batch {
+        let org = org_of_key(key);
+        let i = match parts.iter().position(|(o, _)| o.as_deref() == org) {
+            Some(i) => i,
+            None => {
+                parts.push((org.map(str::to_string), Batch::new()));
+                parts.len() - 1
+            }
         };
-        let i = part_of(&key, &mut parts);
-        parts[i].1.checks.push(check);
+        &mut parts[i].1
+    }
+    let mut parts: Vec<(Option<String>, Batch)> = vec![(None, Batch::new())];
+    for check in batch.checks {
+        part_of(&mut parts, check.key()).checks.push(check);
     }
     for write in batch.writes {
-        let key = match &write {
-            Write::Put(k, _) | Write::Delete(k) => k.clone(),
-        };
-        let i = part_of(&key, &mut parts);
-        parts[i].1.writes.push(write);
+        part_of(&mut parts, write.key()).writes.push(write);
     }
     for (_, part) in &mut parts {
         part.relaxed = batch.relaxed;
@@ -78,7 +74,7 @@ fn split(batch: Batch) -> Vec<(Option<String>, Batch)> {
 #[async_trait(?Send)]
 impl Storage for SplitStorage {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        self.store_of_key(key)?.get(key).await
+        self.store_of(org_of_key(key))?.get(key).await
     }
 
     async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
@@ -93,10 +89,7 @@ impl Storage for SplitStorage {
         }
         let mut out = vec![None; keys.len()];
         for (org, members) in groups {
-            let store = match org {
-                Some(org) => self.orgs.store(org)?,
-                None => self.directory.clone(),
-            };
+            let store = self.store_of(org)?;
             let wanted: Vec<String> = members.iter().map(|&i| keys[i].clone()).collect();
             let values = store.get_many(&wanted).await?;
             for (i, value) in members.into_iter().zip(values) {
@@ -113,8 +106,8 @@ impl Storage for SplitStorage {
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
         let store = match org_of_prefix(prefix) {
-            OrgSpan::Directory => self.directory.clone(),
-            OrgSpan::Org(org) => self.orgs.store(org)?,
+            OrgSpan::Directory => self.store_of(None)?,
+            OrgSpan::Org(org) => self.store_of(Some(org))?,
             OrgSpan::Several => {
                 return Err(StorageError::Backend(format!(
                     "a scan of {prefix:?} would cross the stores of several orgs; scan one org's keys (o/{{org}}/…) or the directory's"
@@ -125,28 +118,19 @@ impl Storage for SplitStorage {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
-        for key in batch.keys() {
-            super::validate_key(key)?;
-        }
-        let mut parts = split(batch).into_iter();
-        let Some((first_org, first)) = parts.next() else {
-            return Ok(());
-        };
-        let store = match &first_org {
-            Some(org) => self.orgs.store(org)?,
-            None => self.directory.clone(),
-        };
-        store.commit(first).await?;
-        for (org, part) in parts {
-            let org = org.unwrap_or_default();
-            let result = match self.orgs.store(&org) {
+        batch.validate_keys()?;
+        for (i, (org, part)) in split(batch).into_iter().enumerate() {
+            let result = match self.store_of(org.as_deref()) {
                 Ok(store) => store.commit(part).await,
                 Err(e) => Err(e),
             };
-            result.map_err(|e| {
-                StorageError::Backend(format!(
-                    "the batch's first part was written, then org {org}'s part failed: {e}"
-                ))
+            // The first part's failure left nothing written: it is the batch's error as it is.
+            result.map_err(|e| match i {
+                0 => e,
+                _ => StorageError::Backend(format!(
+                    "the batch's first part was written, then org {}'s part failed: {e}",
+                    org.unwrap_or_default()
+                )),
             })?;
         }
         Ok(())

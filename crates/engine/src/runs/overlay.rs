@@ -13,7 +13,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use lore_base::storage::{
-    Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end, validate_key,
+    Batch, Check, ScanPage, Storage, StorageError, Write, page_from_rows, prefix_end,
 };
 
 /// Buffered writes over a base store.
@@ -168,9 +168,7 @@ impl Storage for Overlay {
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
-        for key in batch.keys() {
-            validate_key(key)?;
-        }
+        batch.validate_keys()?;
         // Read what the checks need from the base store first (this may yield), then decide and
         // apply without yielding, so concurrent calls of one run cannot interleave in between.
         let mut base_values = Vec::with_capacity(batch.checks.len());
