@@ -12,8 +12,9 @@ use std::cell::Cell;
 
 use async_trait::async_trait;
 use lore_base::storage::{
-    Batch, Check, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, Write,
-    failing_check, get_many_sql, in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
+    Batch, Check, GET_MANY_CHUNK, ScanPage, Storage, StorageError, Write, failing_check,
+    get_many_sql, in_key_order, page_from_rows, scan_bounds, scan_sql, schema_statements,
+    validate_key,
 };
 use spin_sdk::sqlite::{Connection, Value};
 
@@ -36,20 +37,6 @@ fn backend(e: impl std::fmt::Debug) -> StorageError {
 
 fn text(s: &str) -> Value {
     Value::Text(s.to_string())
-}
-
-/// The statements of [`SQL_SCHEMA`], comments dropped (Spin runs one statement per call).
-fn schema_statements() -> impl Iterator<Item = String> {
-    let sql: String = SQL_SCHEMA
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    sql.split(';')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .into_iter()
 }
 
 /// A Spin SQLite database as lore storage.

@@ -25,6 +25,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use lore_base::ports::{Embedder, Ports};
+use lore_base::storage::Storage;
 use lore_front::config::Spelling;
 use lore_front::{Config, Lore};
 use wasm_bindgen::JsCast;
@@ -54,13 +55,13 @@ fn ai_binding(env: &Env) -> Option<Ai> {
     run.is_function().then(|| value.unchecked_into())
 }
 
-/// The ports of an instance of the core on Workers, with the storage split between the
-/// directory on D1 and each org's object, and no org at home (the Worker's own instance).
-fn platform_ports(env: &Env, subrequests: &ports::Subrequests) -> worker::Result<Ports> {
+/// The ports of an instance of the core on Workers over `storage` (the directory on D1 and
+/// each org's object, [`org_object::split_storage`]); the caller adds its background port.
+fn platform_ports(env: &Env, storage: Rc<dyn Storage>) -> Ports {
     let embedder =
         ai_binding(env).map(|ai| Rc::new(WorkersAiEmbedder::new(ai)) as Rc<dyn Embedder>);
-    Ok(Ports {
-        storage: org_object::split_storage(env, None, subrequests)?,
+    Ports {
+        storage,
         clock: Rc::new(WorkersClock),
         random: Rc::new(WebCryptoRandom),
         http: Some(Rc::new(WorkersFetch)),
@@ -69,7 +70,7 @@ fn platform_ports(env: &Env, subrequests: &ports::Subrequests) -> worker::Result
         // to 60 s, so revoked tokens would not stop at once. The isolate's memory is the cache.
         cache: None,
         background: None,
-    })
+    }
 }
 
 /// The core's configuration (`lore_front::config`) from the Worker's `[vars]` and secrets (client
@@ -103,7 +104,7 @@ fn instance(env: &Env) -> worker::Result<Instance> {
     let subrequests = ports::Subrequests::default();
     let ports = Ports {
         background: Some(Rc::new(after.clone())),
-        ..platform_ports(env, &subrequests)?
+        ..platform_ports(env, org_object::split_storage(env, None, &subrequests)?)
     };
     let found = Instance {
         lore: Rc::new(Lore::new(ports, config)),

@@ -12,8 +12,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use js_sys::{Function, Reflect};
 use lore_base::storage::{
-    Batch, Check, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, get_many_sql,
-    in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
+    Batch, Check, GET_MANY_CHUNK, ScanPage, Storage, StorageError, Write, get_many_sql,
+    in_key_order, page_from_rows, scan_bounds, scan_sql, schema_statements, validate_key,
 };
 use wasm_bindgen::JsValue;
 use wasm_bindgen::closure::Closure;
@@ -69,6 +69,17 @@ fn bytes(value: SqlStorageValue) -> Result<Vec<u8>, StorageError> {
     }
 }
 
+/// The value stored under `key`, if any.
+fn stored(sql: &SqlStorage, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+    let found = rows(&sql.exec(GET, vec![text(key)]).map_err(backend)?)?;
+    found
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next())
+        .map(bytes)
+        .transpose()
+}
+
 impl ObjectStorage {
     pub fn new(storage: &worker::Storage) -> Self {
         Self {
@@ -99,16 +110,8 @@ impl ObjectStorage {
         if self.ready()? {
             return Ok(());
         }
-        for statement in SQL_SCHEMA
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n")
-            .split(';')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            rows(&self.exec(statement, Vec::new())?)?;
+        for statement in schema_statements() {
+            rows(&self.exec(&statement, Vec::new())?)?;
         }
         self.ready.set(true);
         Ok(())
@@ -158,11 +161,7 @@ impl Storage for ObjectStorage {
         if !self.ready()? {
             return Ok(None);
         }
-        let found = rows(&self.exec(GET, vec![text(key)])?)?;
-        match found.into_iter().next().and_then(|r| r.into_iter().next()) {
-            Some(v) => Ok(Some(bytes(v)?)),
-            None => Ok(None),
-        }
+        stored(&self.sql, key)
     }
 
     async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
@@ -216,16 +215,14 @@ impl Storage for ObjectStorage {
         self.transaction(move || {
             let exec = |q: &str, args: Vec<SqlStorageValue>| sql.exec(q, args).map_err(backend);
             for check in &batch.checks {
-                let (key, holds) = match check {
-                    Check::Absent(k) => (k, rows(&exec(GET, vec![text(k)])?)?.is_empty()),
-                    Check::Equals(k, v) => {
-                        let found = rows(&exec(GET, vec![text(k)])?)?;
-                        let stored = found.into_iter().next().and_then(|r| r.into_iter().next());
-                        (k, matches!(stored.map(bytes), Some(Ok(s)) if s == *v))
-                    }
+                let holds = match check {
+                    Check::Absent(k) => stored(&sql, k)?.is_none(),
+                    Check::Equals(k, v) => stored(&sql, k)?.as_ref() == Some(v),
                 };
                 if !holds {
-                    return Err(StorageError::Conflict { key: key.clone() });
+                    return Err(StorageError::Conflict {
+                        key: check.key().to_string(),
+                    });
                 }
             }
             for write in batch.writes {

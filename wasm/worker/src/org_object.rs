@@ -23,10 +23,7 @@ use lore_base::storage::split::{OrgStores, SplitStorage};
 use lore_base::storage::{Batch, Check, ScanPage, Storage, StorageError, Write};
 use lore_front::Lore;
 use serde::{Deserialize, Serialize};
-use wasm_bindgen::JsValue;
-use worker::{
-    DurableObject, Env, Headers, Method, Request, RequestInit, Response, State, durable_object,
-};
+use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
 
 use crate::object_store::ObjectStorage;
 use crate::ports::{AfterAnswer, Subrequests, Task};
@@ -100,59 +97,54 @@ fn failure(e: StorageError) -> KvAnswer {
 
 /// Serves one storage call on the object's own store.
 async fn serve_kv(store: &ObjectStorage, call: KvCall) -> KvAnswer {
-    let answer = match call {
-        KvCall::Get { key } => store
-            .get(&key)
-            .await
-            .map(|v| KvAnswer::Value(v.as_deref().map(b64))),
-        KvCall::GetMany { keys } => store
-            .get_many(&keys)
-            .await
-            .map(|values| KvAnswer::Values(values.iter().map(|v| v.as_deref().map(b64)).collect())),
+    answer_kv(store, call).await.unwrap_or_else(failure)
+}
+
+async fn answer_kv(store: &ObjectStorage, call: KvCall) -> Result<KvAnswer, StorageError> {
+    Ok(match call {
+        KvCall::Get { key } => KvAnswer::Value(store.get(&key).await?.as_deref().map(b64)),
+        KvCall::GetMany { keys } => {
+            let values = store.get_many(&keys).await?;
+            KvAnswer::Values(values.iter().map(|v| v.as_deref().map(b64)).collect())
+        }
         KvCall::Scan {
             prefix,
             after,
             limit,
-        } => store
-            .scan(&prefix, after.as_deref(), limit)
-            .await
-            .map(|page| KvAnswer::Page {
+        } => {
+            let page = store.scan(&prefix, after.as_deref(), limit).await?;
+            KvAnswer::Page {
                 entries: page
                     .entries
                     .iter()
                     .map(|(k, v)| (k.clone(), b64(v)))
                     .collect(),
                 cursor: page.cursor,
-            }),
+            }
+        }
         KvCall::Commit {
             checks,
             writes,
             relaxed,
         } => {
-            let decode = || -> Result<Batch, StorageError> {
-                let mut batch = Batch::new();
-                for (key, value) in checks {
-                    batch.checks.push(match value {
-                        None => Check::Absent(key),
-                        Some(v) => Check::Equals(key, unb64(&v)?),
-                    });
-                }
-                for (key, value) in writes {
-                    batch.writes.push(match value {
-                        None => Write::Delete(key),
-                        Some(v) => Write::Put(key, unb64(&v)?),
-                    });
-                }
-                batch.relaxed = relaxed;
-                Ok(batch)
-            };
-            match decode() {
-                Ok(batch) => store.commit(batch).await.map(|()| KvAnswer::Done),
-                Err(e) => Err(e),
+            let mut batch = Batch::new();
+            for (key, value) in checks {
+                batch.checks.push(match value {
+                    None => Check::Absent(key),
+                    Some(v) => Check::Equals(key, unb64(&v)?),
+                });
             }
+            for (key, value) in writes {
+                batch.writes.push(match value {
+                    None => Write::Delete(key),
+                    Some(v) => Write::Put(key, unb64(&v)?),
+                });
+            }
+            batch.relaxed = relaxed;
+            store.commit(batch).await?;
+            KvAnswer::Done
         }
-    };
-    answer.unwrap_or_else(failure)
+    })
 }
 
 /// The stub of `org`'s object.
@@ -172,19 +164,12 @@ impl RemoteOrg {
         let fail = |e: worker::Error| {
             StorageError::Backend(format!("org object {} unreachable: {e}", self.org))
         };
-        let body = serde_json::to_string(call).map_err(|e| StorageError::Backend(e.to_string()))?;
-        let headers = Headers::new();
-        headers.set(ORG_HEADER, &self.org).map_err(fail)?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_headers(headers)
-            .with_body(Some(JsValue::from_str(&body)));
-        let request =
-            Request::new_with_init(&format!("{OBJECT_URL}{KV_PATH}"), &init).map_err(fail)?;
-        self.subrequests.count();
-        let mut response = stub(&self.env, &self.org)
-            .map_err(fail)?
-            .fetch_with_request(request)
+        let body = serde_json::to_vec(call).map_err(|e| StorageError::Backend(e.to_string()))?;
+        let request = http::Request::post(format!("{OBJECT_URL}{KV_PATH}"))
+            .body(body)
+            .map_err(|e| StorageError::Backend(e.to_string()))?;
+        let url = request.uri().to_string();
+        let mut response = forward(&self.env, &self.org, &url, &request, &self.subrequests)
             .await
             .map_err(fail)?;
         let answer: KvAnswer = response.json().await.map_err(fail)?;
@@ -368,11 +353,12 @@ impl OrgObject {
             return Ok(lore);
         }
         let home = Some((org.to_string(), self.store.clone()));
-        let storage = split_storage(&self.env, home, &self.subrequests)?;
         let ports = Ports {
-            storage,
             background: Some(Rc::new(self.after.clone())),
-            ..crate::platform_ports(&self.env, &self.subrequests)?
+            ..crate::platform_ports(
+                &self.env,
+                split_storage(&self.env, home, &self.subrequests)?,
+            )
         };
         let config = crate::config(&self.env).map_err(worker::Error::RustError)?;
         // One object per org and never two at once, so the usage counters' keys can be fixed.

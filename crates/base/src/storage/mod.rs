@@ -12,6 +12,20 @@ use async_trait::async_trait;
 /// The SQL schema shared by every SQL backend (native SQLite, D1, Spin SQLite).
 pub const SQL_SCHEMA: &str = include_str!("schema.sql");
 
+/// The statements of [`SQL_SCHEMA`], comments dropped, for hosts that run one statement per
+/// call (Spin SQLite, a Durable Object's SQLite).
+pub fn schema_statements() -> Vec<String> {
+    let sql: String = SQL_SCHEMA
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    sql.split(';')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StorageError {
     /// A batch precondition did not hold; nothing was written.
