@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
+use lore_base::cache::MemoryCache;
 use lore_base::ports::{
     Clock, Embedder, HttpClient, OutboundRequest, OutboundResponse, PortError, Ports, Randomness,
 };
@@ -161,13 +162,14 @@ pub fn native_ports(db: &Path, embedder: &EmbedderChoice) -> Result<Ports, Stora
             Rc::new(OpenAiEmbedder::new(config.clone(), http.clone()))
         }
     };
+    let clock: Rc<dyn Clock> = Rc::new(SystemClock);
     Ok(Ports {
         storage: Rc::new(SqliteStorage::open(db)?),
-        clock: Rc::new(SystemClock),
+        cache: Some(Rc::new(MemoryCache::new(clock.clone()))),
+        clock,
         random: Rc::new(OsRandom),
         http: Some(http),
         embedder: Some(embedder),
-        cache: None,
         background: None,
     })
 }

@@ -1277,14 +1277,26 @@ fn revoked_and_expired_tokens_stop_working() {
     assert!(listed.iter().any(|t| t.id == live.token_id && t.revoked));
 }
 
-/// With a cache port (Spin key-value), a verified token is served from the cache, and revoking
-/// it (the operator path and the SDK's `tokens.revoke`) deletes the entry, so the next request
-/// is refused at once although the cache was warm.
+/// Two instances over one store, each with its own cache (two processes, or two org objects):
+/// a verified token is served from the cache, and a revocation made through the other
+/// instance (the operator path, the SDK's `tokens.revoke`, an OAuth grant withdrawn) holds at
+/// the next request although the copy is still cached: it renews the org's auth stamp, which
+/// the copy is checked against. A change of the org's record (its profile) shows the same way.
 #[test]
-fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
+fn a_revocation_through_another_instance_holds_at_once_while_the_credential_is_cached() {
     let clock: Rc<dyn lore_base::ports::Clock> = Rc::new(StepClock::starting_at(1_767_225_600_000));
-    let cache = Rc::new(MemoryCache::new(clock));
+    let cache = Rc::new(MemoryCache::new(clock.clone()));
     let h = Harness::with_cache(Some(cache.clone()));
+    let other = Harness {
+        lore: Lore::new(
+            Ports {
+                cache: Some(Rc::new(MemoryCache::new(clock))),
+                ..h.lore.ports().clone()
+            },
+            Config::default(),
+        ),
+        owner: h.owner.clone(),
+    };
     let issue = || {
         let request = TokenRequest {
             org: "default".into(),
@@ -1294,7 +1306,7 @@ fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
             name: None,
             expires_at_ms: None,
         };
-        block_on(admin::create_token(h.lore.ports(), request)).unwrap()
+        block_on(admin::create_token(other.lore.ports(), request)).unwrap()
     };
     let cached = |token: &str| {
         cache.contains(&lore_base::keys::cached_credential(
@@ -1302,6 +1314,16 @@ fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
         ))
     };
     let ping = |token: &str| h.post_as(token, "/mcp", &[], &rpc("ping", json!({})));
+    let refused = |token: &str| {
+        let r = ping(token);
+        assert_eq!(r.status, 401, "{}", r.body);
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("revoked")
+        );
+    };
 
     // The operator path (`lore token revoke`, `/operator/token-revoke`).
     let t = issue();
@@ -1315,36 +1337,62 @@ fn a_revoked_token_is_refused_at_once_while_its_credential_is_cached() {
         hits + 1,
         "the second request reads the cache"
     );
-    block_on(admin::revoke_token(h.lore.ports(), "default", &t.token_id)).unwrap();
-    assert!(
-        !cached(&t.token),
-        "revocation deletes the cached credential"
-    );
-    let r = ping(&t.token);
-    assert_eq!(r.status, 401);
-    assert!(
-        r.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("revoked")
-    );
-    assert!(!cached(&t.token), "a refused token is not cached");
+    block_on(admin::revoke_token(
+        other.lore.ports(),
+        "default",
+        &t.token_id,
+    ))
+    .unwrap();
+    assert!(cached(&t.token), "the copy is still there");
+    refused(&t.token);
+    refused(&t.token);
 
     // The SDK path (`tokens.revoke` over REST), also warm.
     let t = issue();
     assert_eq!(ping(&t.token).status, 200);
-    assert!(cached(&t.token));
-    let r = h.post_as(
+    assert_eq!(ping(&t.token).status, 200);
+    let r = other.post_as(
         &h.owner,
         "/api/default/tokens.revoke",
         &[],
         &json!({ "id": t.token_id }),
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(!cached(&t.token));
-    assert_eq!(ping(&t.token).status, 401);
-    // The owner's own cached credential still works.
+    refused(&t.token);
+    // The owner's own cached credential still works, verified again under the new stamp.
     assert_eq!(ping(&h.owner).status, 200);
+    let hits = cache.hits.get();
+    assert_eq!(ping(&h.owner).status, 200);
+    assert_eq!(cache.hits.get(), hits + 1, "and cached again");
+
+    // The org's profile, changed through the other instance, applies at the next request.
+    let profile = || {
+        let r = h.post_as(
+            &h.owner,
+            "/mcp",
+            &[],
+            &rpc(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"}
+                }),
+            ),
+        );
+        r.body["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let before = profile();
+    let r = other.post_as(
+        &h.owner,
+        "/api/default/organizations.update",
+        &[],
+        &json!({ "default_profile": "compact" }),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_ne!(profile(), before, "the new profile's instructions");
 }
 
 #[test]

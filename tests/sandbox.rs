@@ -506,46 +506,14 @@ fn a_script_call_with_a_progress_token_streams_its_progress() {
     assert_eq!(v["result"]["structuredContent"]["result"], "done");
 }
 
-/// A cache that, when an entry is dropped, notes whether storage already held the revocation.
-struct WitnessCache {
-    inner: lore_testing::ports::MemoryCache,
-    storage: Rc<MemoryStorage>,
-    deletes_after_commit: std::cell::RefCell<Vec<bool>>,
-}
-
-#[async_trait::async_trait(?Send)]
-impl lore_base::ports::Cache for WitnessCache {
-    async fn get(&self, key: &str) -> Option<Vec<u8>> {
-        self.inner.get(key).await
-    }
-    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
-        self.inner.put(key, bytes, ttl_secs).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), lore_base::ports::PortError> {
-        use lore_base::storage::Storage;
-        let hash = key.rsplit('/').next().unwrap_or_default();
-        let stored = self
-            .storage
-            .get(&lore_base::keys::token_by_hash(hash))
-            .await
-            .unwrap()
-            .unwrap_or_default();
-        let revoked = serde_json::from_slice::<Value>(&stored)
-            .is_ok_and(|record| record["revoked_at_ms"].is_number());
-        self.deletes_after_commit.borrow_mut().push(revoked);
-        self.inner.delete(key).await
-    }
-}
-
+/// A revocation in a script holds once its run commits, and not before: the run's writes
+/// (the token record and its org's auth stamp) are one batch, and the cached credential is
+/// trusted only under the stamp it was verified with.
 #[test]
-fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
+fn a_script_revocation_holds_at_once_when_its_run_commits_and_not_when_it_fails() {
     let clock = Rc::new(JumpClock::starting_at(1_767_225_600_000));
     let storage = Rc::new(MemoryStorage::new());
-    let cache = Rc::new(WitnessCache {
-        inner: lore_testing::ports::MemoryCache::new(clock.clone()),
-        storage: storage.clone(),
-        deletes_after_commit: Default::default(),
-    });
+    let cache = Rc::new(lore_testing::ports::MemoryCache::new(clock.clone()));
     let ports = Ports {
         storage: storage.clone(),
         clock,
@@ -557,14 +525,26 @@ fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
     };
     let h = Harness::on(ports, "acme");
     let agent = token(&h, Role::Member, "mcp:read");
-    let id = block_on(lore_directory::tokens::verify_token(h.lore.ports(), &agent))
-        .unwrap()
-        .token
-        .unwrap()
-        .id;
-    // Warm: the agent's credential is cached.
+    let id = block_on(lore_directory::tokens::verify_token(
+        h.lore.ports(),
+        &agent,
+        None,
+    ))
+    .unwrap()
+    .token
+    .unwrap()
+    .id;
+    let key = lore_base::keys::cached_credential(&lore_base::keys::sha256_hex(&agent));
+    // Warm: the agent's credential is cached, and the next call is answered from it.
     ok(&query_as(&h, &agent, "return 1"));
-    // A revocation in a run that then throws revokes nothing and drops nothing.
+    assert!(cache.contains(&key));
+    let hits = cache.hits.get();
+    ok(&query_as(&h, &agent, "return 1"));
+    assert!(
+        cache.hits.get() > hits,
+        "a warm call reads the cached credential"
+    );
+    // A revocation in a run that then throws revokes nothing.
     let r = run(
         &h,
         &format!(
@@ -573,15 +553,14 @@ fn a_script_revocation_drops_the_cached_credential_only_after_it_commits() {
         None,
     );
     failed(&r);
-    assert!(cache.deletes_after_commit.borrow().is_empty());
     ok(&query_as(&h, &agent, "return 1"));
-    // A run that succeeds drops the entry after its batch is in storage, and the token stops.
+    // A run that succeeds: the token stops at once, its cached copy still in the cache.
     ok(&run(
         &h,
         &format!("await client.tokens.revoke({{ id: '{id}' }}); return 1"),
         None,
     ));
-    assert_eq!(*cache.deletes_after_commit.borrow(), vec![true]);
+    assert!(cache.contains(&key), "the copy is not trusted, not deleted");
     assert_eq!(
         h.status(&agent, "query_sdk", json!({"code": "return 1"})),
         401,

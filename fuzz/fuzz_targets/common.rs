@@ -86,7 +86,7 @@ pub fn build(config: Config) -> Core {
 }
 
 async fn caller(lore: &Lore, token: &str) -> Caller {
-    let credential = verify_token(lore.ports(), token).await.unwrap();
+    let credential = verify_token(lore.ports(), token, None).await.unwrap();
     let org = OrgId::parse(ORG).unwrap();
     resolve_caller(lore.ports(), credential, Some(ORG), &org)
         .await

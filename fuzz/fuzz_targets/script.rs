@@ -52,7 +52,7 @@ fn run(code: String) {
             lore_directory::admin::InitOutcome::Created(t) => t.token,
             _ => unreachable!("a fresh store"),
         };
-        let credential = verify_token(lore.ports(), &token).await.unwrap();
+        let credential = verify_token(lore.ports(), &token, None).await.unwrap();
         let org = OrgId::parse("fuzz").unwrap();
         let caller = resolve_caller(lore.ports(), credential, None, &org)
             .await

@@ -120,7 +120,9 @@ impl Harness {
             random: Rc::new(SeqRandom::seeded(11)),
             http: Some(http.clone()),
             embedder: None,
-            cache: None,
+            // As natively: verified credentials cached, so every revocation path is proven
+            // against a warm cache.
+            cache: Some(Rc::new(lore_base::cache::MemoryCache::new(clock.clone()))),
             background: None,
         };
         let lore = Lore::new(ports, Config::default());

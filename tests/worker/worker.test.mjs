@@ -167,11 +167,11 @@ test('operator routes: a wrong secret is refused, and they hand out working toke
   assert.match(await bad.text(), /role/);
 });
 
-test('a warm tools/call is one call from the Worker to the org object; the object reads the directory on D1', async () => {
-  const call = (url, id) => fetch(url, {
+test('a warm tools/call is one call from the Worker to the org object, which reads nothing from D1; a revocation holds at once', async () => {
+  const call = (url, id, token = testBuild.ownerToken) => fetch(url, {
     method: 'POST',
     headers: {
-      authorization: `Bearer ${testBuild.ownerToken}`, 'content-type': 'application/json',
+      authorization: `Bearer ${token}`, 'content-type': 'application/json',
       accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25',
     },
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'search_memory', arguments: { query: 'warm' } } }),
@@ -187,13 +187,30 @@ test('a warm tools/call is one call from the Worker to the org object; the objec
       object: Number(res.headers.get('x-lore-test-object-subrequests')),
     };
   };
-  // /mcp/{org}: the Worker sends nothing but the call to the org's object.
+  // /mcp/{org}: the Worker sends nothing but the call to the org's object. The object has the
+  // verified credential and the org record in memory, checked against the org's auth stamp in
+  // its own SQLite: no read of the directory on D1.
   const scoped = await counts(`${testBuild.base}/mcp/default`);
-  assert.equal(scoped.worker, 1, JSON.stringify(scoped));
-  // The object verifies the token against the directory on D1 (the token and its principal)
-  // and reads the org record for its rate limits; every other read is its own SQLite.
-  assert.equal(scoped.object, 3, JSON.stringify(scoped));
-  // /mcp: the Worker reads the token's record to learn its org first.
+  assert.deepEqual(scoped, { worker: 1, object: 0 });
+  // /mcp: the Worker learned the token's org on the first call and keeps it (it never changes).
   const bare = await counts(`${testBuild.base}/mcp`);
-  assert.deepEqual(bare, { worker: 2, object: 3 });
+  assert.deepEqual(bare, { worker: 1, object: 0 });
+
+  // A token revoked through the Worker's operator route stops at the next call, although the
+  // object had it cached: the revocation renewed the org's stamp in the object's store.
+  const issued = await testBuild.operator('token-create', { org: 'default', role: 'member', scopes: 'mcp:read', name: 'revoked-warm' });
+  for (const url of [`${testBuild.base}/mcp/default`, `${testBuild.base}/mcp`]) {
+    for (let i = 0; i < 2; i++) {
+      const res = await call(url, i, issued.token);
+      const text = await res.text();
+      assert.equal(res.status, 200, text);
+    }
+  }
+  await testBuild.operator('token-revoke', { org: 'default', token_id: issued.token_id });
+  for (const url of [`${testBuild.base}/mcp/default`, `${testBuild.base}/mcp`]) {
+    const res = await call(url, 20, issued.token);
+    const text = await res.text();
+    assert.equal(res.status, 401, text);
+    assert.match(text, /revoked/);
+  }
 });

@@ -17,6 +17,8 @@
 //! o/{org}/meta/events-seq       the org's event sequence number (commit order)
 //! o/{org}/evseq/{n:020}         ulid of the event with sequence number n
 //! o/{org}/meta/records-version  changes with every entity or relationship write (SQL cache)
+//! o/{org}/meta/auth-stamp  changes when access to the org may end or its record changes
+//!                               (cached directory records are checked against it)
 //! o/{org}/session/{id}          Session (legacy MCP sessions)
 //! o/{org}/type/{name}           EntityType (template)
 //! o/{org}/ent/{ulid}            Entity
@@ -53,7 +55,9 @@
 //! Keys of the cache port (`Ports::cache`), a separate store holding copies, never the truth:
 //!
 //! ```text
-//! cred/{sha256}                 a verified TokenRecord and its Principal (auth::verify_token)
+//! cred/{sha256}                 a verified TokenRecord and its Principal, with the org and its
+//!                               auth stamp they were verified under (tokens::verify_token)
+//! route/{sha256}                the only org of a token, which never changes (Lore::home_org)
 //! ```
 
 use sha2::{Digest, Sha256};
@@ -86,9 +90,14 @@ pub fn org(org: &OrgId) -> String {
 pub fn principal(id: &str) -> String {
     format!("principal/{id}")
 }
-/// The cache entry of a verified token (see `auth::verify_token`); deleted on revocation.
+/// The cache entry of a verified token (see `tokens::verify_token`), trusted while its org's
+/// auth stamp is unchanged.
 pub fn cached_credential(hash: &str) -> String {
     format!("cred/{hash}")
+}
+/// The cache entry of the org a token routes to (see `Lore::home_org`).
+pub fn token_route(hash: &str) -> String {
+    format!("route/{hash}")
 }
 pub fn token_by_hash(hash: &str) -> String {
     format!("auth/token/{hash}")
@@ -378,6 +387,10 @@ impl OrgKeys {
     }
     pub fn invites(&self) -> String {
         format!("{}invite/", self.root)
+    }
+    /// The org's auth stamp (`lore_directory::stamp`).
+    pub fn auth_stamp(&self) -> String {
+        format!("{}meta/auth-stamp", self.root)
     }
     pub fn settings(&self) -> String {
         format!("{}settings", self.root)

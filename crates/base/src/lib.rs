@@ -3,6 +3,7 @@
 //! (the only ways lore reaches the world), the storage contract with its in-memory backend,
 //! rate-limit buckets, and JSON Schema. Nothing here knows a request, a tool or a platform.
 
+pub mod cache;
 pub mod error;
 pub mod ids;
 pub mod keys;

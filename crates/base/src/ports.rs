@@ -109,9 +109,10 @@ pub struct Ports {
     pub random: Rc<dyn Randomness>,
     pub http: Option<Rc<dyn HttpClient>>,
     pub embedder: Option<Rc<dyn Embedder>>,
-    /// A cache shared across instances, where the host has one (Spin key-value). `None`
-    /// natively: the CLI revokes tokens from another process, which an in-process cache of
-    /// the server would not hear about.
+    /// A cache of copies (verified credentials): shared across instances where the host has
+    /// one (Spin key-value), else the instance's own ([`crate::cache::MemoryCache`], natively
+    /// and in an org object). Its entries are checked against the org's auth stamp, so a
+    /// change made by another instance or process holds at once.
     pub cache: Option<Rc<dyn Cache>>,
     /// Where work runs after the answer (natively); `None` runs it inline.
     pub background: Option<Rc<dyn Background>>,

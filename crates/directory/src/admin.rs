@@ -303,8 +303,9 @@ pub async fn list_tokens(ports: &Ports, org_name: &str) -> Result<Vec<TokenSumma
     Ok(out)
 }
 
-/// Revokes a token by id; it stops working on the next request, on every instance: the
-/// cached credential (see `auth::verify_token`) is deleted after the record is written.
+/// Revokes a token by id; it stops working on the next request, on every instance: the auth
+/// stamp of each org it reaches is renewed in the same batch ([`crate::stamp`]), so no cached
+/// copy of it is trusted any more.
 pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Result<()> {
     let org = require_org(ports, org_name).await?;
     let index_key = OrgKeys::new(&org).token(token_id);
@@ -312,23 +313,18 @@ pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Resu
         .record(&index_key)
         .await?
         .ok_or_else(|| LoreError::not_found(format!("token {token_id} in org {org}")))?;
+    let key = keys::token_by_hash(&entry.hash);
     let mut record = ports
-        .record::<TokenRecord>(&keys::token_by_hash(&entry.hash))
+        .record::<TokenRecord>(&key)
         .await?
         .ok_or_else(|| LoreError::not_found(format!("token {token_id}")))?;
+    let mut batch = Batch::new();
     if record.revoked_at_ms.is_none() {
         record.revoked_at_ms = Some(ports.clock.now_ms());
-        ports
-            .storage
-            .put(&keys::token_by_hash(&entry.hash), json(&record))
-            .await?;
+        batch.put(key, json(&record));
     }
-    // Also when it was already revoked: a retry after a failed delete clears the entry.
-    crate::tokens::forget_cached_credential(ports, &entry.hash)
-        .await
-        .map_err(|e| match e {
-            LoreError::Internal(why) => LoreError::Internal(format!("token {token_id}: {why}")),
-            other => other,
-        })?;
+    // Also when it was already revoked: a retry after a failed stamp write renews them.
+    crate::stamp::renew(ports, &mut batch, &record.orgs);
+    ports.storage.commit(batch).await?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod caller;
 pub mod grants;
 pub mod invites;
 pub mod password;
+pub mod stamp;
 pub mod tokens;
 
 pub use caller::{Caller, Credential};

@@ -1,11 +1,12 @@
 //! Bearer tokens: their secrets, and verifying one into a [`Credential`]. Only hashes are
-//! stored; a verified credential may be cached for [`CREDENTIAL_TTL_SECS`], and every
-//! revocation path drops the cached copy at once.
+//! stored; a verified credential may be cached, and is trusted while its org's auth stamp
+//! ([`crate::stamp`]) is unchanged, so every revocation holds at once.
 
 use base64::Engine;
 
 use crate::caller::Credential;
 use lore_base::error::{LoreError, Result};
+use lore_base::ids::OrgId;
 use lore_base::keys;
 use lore_base::model::{Principal, TokenRecord};
 use lore_base::ports::Ports;
@@ -23,72 +24,114 @@ pub fn new_token_secret(ports: &Ports) -> String {
     )
 }
 
-/// How long a verified credential may be served from the cache ([`Ports::cache`]). Revocation
-/// deletes the entry at once; this bounds only a verification that raced a revocation.
+/// How long a verified credential may stay in the cache ([`Ports::cache`]). It is trusted only
+/// while its org's auth stamp ([`crate::stamp`]) is the one it was verified under, so every
+/// revocation holds at once; this bounds only how long an unused entry is kept.
 pub const CREDENTIAL_TTL_SECS: u32 = 60;
 
-/// A verified token and its principal as cached under [`keys::cached_credential`]. Principals
-/// are never rewritten, and every change that must stop a token (revocation, removing the
-/// member or agent) goes through [`crate::admin::revoke_token`], which deletes the entry.
+/// A verified token and its principal as cached under [`keys::cached_credential`], with the
+/// org it was verified for and that org's auth stamp then. Principals are never rewritten.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct CachedCredential {
     token: TokenRecord,
     principal: Principal,
+    org: OrgId,
+    stamp: Option<Vec<u8>>,
 }
 
-/// Drops the cached copy of the credential whose secret hashes to `hash`, so that a revocation
-/// written to storage holds on every instance at once. Every revocation path calls it after
-/// writing the record; without a cache port there is nothing to drop.
-pub async fn forget_cached_credential(ports: &Ports, hash: &str) -> Result<()> {
-    let Some(cache) = &ports.cache else {
-        return Ok(());
-    };
-    cache
-        .delete(&keys::cached_credential(hash))
-        .await
-        .map_err(|e| {
-            LoreError::Internal(format!(
-                "the token is revoked, but its cached credential could not be deleted ({e}); \
-                 it stops working within {CREDENTIAL_TTL_SECS} s, or revoke it again"
-            ))
-        })
-}
-
-/// Verifies a bearer secret: known, not revoked, not expired, principal exists. With a cache
-/// port, a credential verified by any instance in the last [`CREDENTIAL_TTL_SECS`] is read from
-/// the cache instead of storage (two reads saved); expiry is checked either way.
-pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
-    let unauthorized = |why: &str| LoreError::Unauthorized(why.to_string());
+/// Verifies a bearer secret for a request to `path_org` (`None`: the token's only org): known,
+/// not revoked, not expired, its grant live, its principal there. With a cache port, a
+/// credential verified before is served from the cache while the org's auth stamp is the one
+/// it was verified under (one read of the org's own store instead of two to four of the
+/// directory); expiry is checked either way.
+pub async fn verify_token(
+    ports: &Ports,
+    secret: &str,
+    path_org: Option<&str>,
+) -> Result<Credential> {
     if !secret.starts_with(TOKEN_PREFIX) || secret.len() > 256 {
         return Err(unauthorized("the bearer token is not a lore token"));
     }
     let hash = keys::sha256_hex(secret);
-    let cached = match &ports.cache {
-        Some(cache) => cache
-            .get(&keys::cached_credential(&hash))
-            .await
-            .and_then(|bytes| serde_json::from_slice::<CachedCredential>(&bytes).ok()),
-        None => None,
+    let Some(cache) = &ports.cache else {
+        return verify_stored(ports, &hash).await;
     };
-    let (record, principal) = match cached {
-        Some(c) => (c.token, Some(c.principal)),
-        None => {
-            let record: TokenRecord = ports
-                .record(&keys::token_by_hash(&hash))
-                .await?
-                .ok_or_else(|| unauthorized("the bearer token is unknown"))?;
-            (record, None)
-        }
+    let key = keys::cached_credential(&hash);
+    let cached = cache
+        .get(&key)
+        .await
+        .and_then(|bytes| serde_json::from_slice::<CachedCredential>(&bytes).ok());
+    // The org whose stamp vouches for the request; its stamp is read before any record.
+    let org = match (path_org, &cached) {
+        (Some(name), _) => OrgId::parse(name).ok(),
+        (None, Some(c)) => only_org(&c.token),
+        // Learns the org from the record, which is read again after the stamp.
+        (None, None) => ports
+            .record::<TokenRecord>(&keys::token_by_hash(&hash))
+            .await?
+            .as_ref()
+            .and_then(only_org),
     };
-    if record.revoked_at_ms.is_some() {
-        return Err(unauthorized("the bearer token was revoked"));
+    let Some(org) = org else {
+        return verify_stored(ports, &hash).await;
+    };
+    let stamp = crate::stamp::read(ports, &org).await?;
+    if let Some(c) = cached
+        && c.org == org
+        && c.stamp == stamp
+    {
+        check_expiry(ports, &c.token)?;
+        return Ok(Credential {
+            principal: c.principal,
+            token: Some(c.token),
+        });
     }
-    if record
+    let credential = verify_stored(ports, &hash).await?;
+    if let Some(token) = &credential.token {
+        let entry = CachedCredential {
+            token: token.clone(),
+            principal: credential.principal.clone(),
+            org,
+            stamp,
+        };
+        if let Ok(bytes) = serde_json::to_vec(&entry) {
+            cache.put(&key, bytes, CREDENTIAL_TTL_SECS).await;
+        }
+    }
+    Ok(credential)
+}
+
+fn unauthorized(why: &str) -> LoreError {
+    LoreError::Unauthorized(why.to_string())
+}
+
+fn only_org(token: &TokenRecord) -> Option<OrgId> {
+    match token.orgs.as_slice() {
+        [only] => Some(only.clone()),
+        _ => None,
+    }
+}
+
+fn check_expiry(ports: &Ports, token: &TokenRecord) -> Result<()> {
+    if token
         .expires_at_ms
         .is_some_and(|exp| exp <= ports.clock.now_ms())
     {
         return Err(unauthorized("the bearer token has expired"));
     }
+    Ok(())
+}
+
+/// Verifies the token whose secret hashes to `hash` from storage.
+async fn verify_stored(ports: &Ports, hash: &str) -> Result<Credential> {
+    let record: TokenRecord = ports
+        .record(&keys::token_by_hash(hash))
+        .await?
+        .ok_or_else(|| unauthorized("the bearer token is unknown"))?;
+    if record.revoked_at_ms.is_some() {
+        return Err(unauthorized("the bearer token was revoked"));
+    }
+    check_expiry(ports, &record)?;
     if let Some(grant) = &record.grant
         && !crate::grants::is_live(ports, grant).await?
     {
@@ -96,27 +139,10 @@ pub async fn verify_token(ports: &Ports, secret: &str) -> Result<Credential> {
             "the bearer token was revoked (its grant was withdrawn)",
         ));
     }
-    let principal = match principal {
-        Some(p) => p,
-        None => {
-            let principal: Principal = ports
-                .record(&keys::principal(&record.principal))
-                .await?
-                .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
-            if let Some(cache) = &ports.cache {
-                let entry = CachedCredential {
-                    token: record.clone(),
-                    principal: principal.clone(),
-                };
-                if let Ok(bytes) = serde_json::to_vec(&entry) {
-                    cache
-                        .put(&keys::cached_credential(&hash), bytes, CREDENTIAL_TTL_SECS)
-                        .await;
-                }
-            }
-            principal
-        }
-    };
+    let principal: Principal = ports
+        .record(&keys::principal(&record.principal))
+        .await?
+        .ok_or_else(|| unauthorized("the token's principal no longer exists"))?;
     Ok(Credential {
         principal,
         token: Some(record),

@@ -65,12 +65,8 @@ pub trait Scripts {
     ) -> Local<'a, ()>;
 }
 
-/// Org records an instance read, with when it read them.
-type OrgCache = Rc<RefCell<HashMap<OrgId, (i64, Option<model::Org>)>>>;
-
-/// How long an instance trusts an org record it read: a change of an org's limits or profile
-/// made through another instance applies within this time.
-pub const ORG_TTL_MS: i64 = 5_000;
+/// Org records an instance read, with the org's auth stamp read before each.
+type OrgCache = Rc<RefCell<HashMap<OrgId, (Option<Vec<u8>>, Option<model::Org>)>>>;
 
 /// One engine instance: ports, configuration and per-instance caches.
 pub struct Engine {
@@ -156,26 +152,23 @@ impl Engine {
         self.memory.set_probe_codes(codes);
     }
 
-    /// The org's record, read at most every [`ORG_TTL_MS`] by this instance.
+    /// The org's record. An instance keeps the copy it read while the org's auth stamp is the
+    /// one it read before it (`lore_directory::stamp`): one read of the org's own store, and a
+    /// change made through any instance or process holds at the next call.
     pub async fn org_record(&self, org: &OrgId) -> Result<Option<model::Org>, LoreError> {
-        let now = self.ports.clock.now_ms();
-        if let Some((at, org)) = self.orgs.borrow().get(org)
-            && now - at < ORG_TTL_MS
+        let stamp = lore_directory::stamp::read(&self.ports, org).await?;
+        if let Some((seen, record)) = self.orgs.borrow().get(org)
+            && *seen == stamp
         {
-            return Ok(org.clone());
+            return Ok(record.clone());
         }
         let record: Option<model::Org> = self.ports.record(&keys::org(org)).await?;
         let mut orgs = self.orgs.borrow_mut();
         if orgs.len() >= 4_096 {
             orgs.clear();
         }
-        orgs.insert(org.clone(), (now, record.clone()));
+        orgs.insert(org.clone(), (stamp, record.clone()));
         Ok(record)
-    }
-
-    /// Forgets a cached org record (after this instance changed it).
-    pub fn forget_org(&self, org: &OrgId) {
-        self.orgs.borrow_mut().remove(org);
     }
 
     /// The engine as a script run sees it: the same configuration, `ports` (whose storage

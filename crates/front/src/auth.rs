@@ -22,7 +22,7 @@ impl Lore {
         let credential = match bearer(headers) {
             Some(token) => {
                 let token = token.map_err(|e| (e, true))?;
-                tokens::verify_token(&self.engine.ports, token)
+                tokens::verify_token(&self.engine.ports, token, path_org)
                     .await
                     .map_err(|e| (e, true))?
             }

@@ -12,6 +12,9 @@ use lore_base::ids::OrgId;
 use lore_base::keys;
 use lore_base::model::TokenRecord;
 
+/// How long the cache port keeps the org a token routes to (see [`Lore::home_org`]).
+const ROUTE_TTL_SECS: u32 = 3_600;
+
 impl Lore {
     /// Serves one HTTP request.
     pub async fn handle(&self, request: Request<Vec<u8>>) -> Response<Vec<u8>> {
@@ -33,7 +36,7 @@ impl Lore {
     /// The org whose data a request is about, where each org's data lives apart (on
     /// Cloudflare, in the org's Durable Object, which then serves the request): the org in an
     /// org-scoped path (`/mcp/{org}`, `/api/{org}/…`, `/hooks/{org}/…`); for `/mcp`, the only
-    /// org of the bearer token (one directory read) or, without a token on a server that runs
+    /// org of the bearer token (one directory read, then kept in the cache port) or, without a token on a server that runs
     /// without auth, the org a tokenless caller reaches. `None` for everything else (OAuth,
     /// metadata, operator routes, a request that will be refused anyway): the front serves it
     /// over every org's store. Routing only: whoever serves the request authenticates it.
@@ -45,15 +48,30 @@ impl Lore {
             ["mcp"] => match crate::auth::bearer(request.headers()) {
                 Some(secret) => {
                     let hash = keys::sha256_hex(secret.ok()?);
+                    // A token's orgs never change, so the cache port may keep its route for
+                    // long; whether the token still works is for the org's server to say.
+                    let route = keys::token_route(&hash);
+                    let cache = self.ports().cache.as_ref();
+                    if let Some(bytes) = match cache {
+                        Some(cache) => cache.get(&route).await,
+                        None => None,
+                    } {
+                        return OrgId::parse(&String::from_utf8_lossy(&bytes)).ok();
+                    }
                     let token: TokenRecord = self
                         .ports()
                         .record(&keys::token_by_hash(&hash))
                         .await
                         .ok()??;
-                    match token.orgs.as_slice() {
-                        [only] => Some(only.clone()),
-                        _ => None,
+                    let [only] = token.orgs.as_slice() else {
+                        return None;
+                    };
+                    if let Some(cache) = cache {
+                        cache
+                            .put(&route, only.as_str().as_bytes().to_vec(), ROUTE_TTL_SECS)
+                            .await;
                     }
+                    Some(only.clone())
                 }
                 None if self.config.no_auth => Some(
                     self.tokenless_org()

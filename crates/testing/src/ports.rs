@@ -1,12 +1,10 @@
 //! Deterministic ports for tests and the shared suites: a clock that ticks one millisecond per
-//! read, a clock whose sleeps jump, a seeded pseudo-random source, a word-hash embedder and an
-//! in-memory cache with its contract suite. Never used by a server.
+//! read, a clock whose sleeps jump, a seeded pseudo-random source, a word-hash embedder and the
+//! cache port's contract suite. Never used by a server.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-
-use async_trait::async_trait;
 
 use lore_base::ports::{Cache, Clock, Embedder, PortError, Randomness};
 
@@ -131,58 +129,7 @@ impl Randomness for SeqRandom {
     }
 }
 
-/// An in-memory [`Cache`] with TTLs on `clock`, and a count of the reads it answered.
-pub struct MemoryCache {
-    clock: Rc<dyn Clock>,
-    entries: RefCell<HashMap<String, (Vec<u8>, i64)>>,
-    pub hits: Cell<usize>,
-}
-
-impl MemoryCache {
-    pub fn new(clock: Rc<dyn Clock>) -> Self {
-        Self {
-            clock,
-            entries: RefCell::new(HashMap::new()),
-            hits: Cell::new(0),
-        }
-    }
-
-    /// Whether `key` holds an entry (expired or not).
-    pub fn contains(&self, key: &str) -> bool {
-        self.entries.borrow().contains_key(key)
-    }
-}
-
-#[async_trait(?Send)]
-impl Cache for MemoryCache {
-    async fn get(&self, key: &str) -> Option<Vec<u8>> {
-        let now = self.clock.now_ms();
-        let mut entries = self.entries.borrow_mut();
-        match entries.get(key) {
-            Some((_, expires)) if *expires <= now => {
-                entries.remove(key);
-                None
-            }
-            Some((bytes, _)) => {
-                self.hits.set(self.hits.get() + 1);
-                Some(bytes.clone())
-            }
-            None => None,
-        }
-    }
-
-    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
-        let expires = self.clock.now_ms() + i64::from(ttl_secs) * 1000;
-        self.entries
-            .borrow_mut()
-            .insert(key.to_string(), (bytes, expires));
-    }
-
-    async fn delete(&self, key: &str) -> Result<(), PortError> {
-        self.entries.borrow_mut().remove(key);
-        Ok(())
-    }
-}
+pub use lore_base::cache::MemoryCache;
 
 /// The cache port's contract, for every implementation (the in-memory one here, Spin
 /// key-value through the Spin test build): misses, overwrites, deletes, expiry. `clock`

@@ -66,7 +66,7 @@ async fn agent(lore: &Lore, owner: &Caller, role: &str, scopes: &str) -> Caller 
         json!({"principal_id": a["principal_id"], "scopes": scopes}),
     )
     .await;
-    let credential = tokens::verify_token(lore.ports(), t["token"].as_str().unwrap())
+    let credential = tokens::verify_token(lore.ports(), t["token"].as_str().unwrap(), None)
         .await
         .expect("fresh token verifies");
     caller::resolve_caller(

@@ -24,6 +24,7 @@ mod test_routes;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use lore_base::cache::MemoryCache;
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::Storage;
 use lore_front::config::Spelling;
@@ -60,15 +61,17 @@ fn ai_binding(env: &Env) -> Option<Ai> {
 fn platform_ports(env: &Env, storage: Rc<dyn Storage>) -> Ports {
     let embedder =
         ai_binding(env).map(|ai| Rc::new(WorkersAiEmbedder::new(ai)) as Rc<dyn Embedder>);
+    let clock: Rc<dyn lore_base::ports::Clock> = Rc::new(WorkersClock);
     Ports {
         storage,
-        clock: Rc::new(WorkersClock),
+        // The instance's memory: verified credentials (checked against the org's auth stamp
+        // in the org's object) and the org each token routes to. Workers KV is not needed,
+        // and being eventually consistent it could not hold a revocation at once.
+        cache: Some(Rc::new(MemoryCache::new(clock.clone()))),
+        clock,
         random: Rc::new(WebCryptoRandom),
         http: Some(Rc::new(WorkersFetch)),
         embedder,
-        // Workers KV is eventually consistent: a deleted entry may be served elsewhere for up
-        // to 60 s, so revoked tokens would not stop at once. The isolate's memory is the cache.
-        cache: None,
         background: None,
     }
 }

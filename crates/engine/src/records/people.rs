@@ -484,6 +484,12 @@ pub async fn update_org(
     if let Some(own) = args.rate_limits {
         org.rate_limits = (own != lore_base::ratelimit::OrgRateLimits::default()).then_some(own);
     }
-    super::replace(ports, &key, &old, &org).await?;
+    // The org's copies of its record (engines cache it) are checked against its auth stamp.
+    let mut batch = Batch::new();
+    batch
+        .require_equals(key.clone(), to_bytes(&old))
+        .put(key, to_bytes(&org));
+    lore_directory::stamp::renew(ports, &mut batch, [caller.org()]);
+    ports.storage.commit(batch).await?;
     get_org(ports, caller).await
 }

@@ -235,49 +235,6 @@ impl Storage for Overlay {
     }
 }
 
-/// The cache as a run sees it: reads and puts go through; deletes (a revocation dropping a
-/// cached credential) wait until the run's writes commit. Deleting first would let another
-/// request cache the still-valid record again before the revocation lands, and it would stay
-/// valid until the entry expired; a run that fails revokes nothing and deletes nothing.
-pub struct DeferredCache {
-    inner: Rc<dyn lore_base::ports::Cache>,
-    deletes: RefCell<Vec<String>>,
-}
-
-impl DeferredCache {
-    pub fn new(inner: Rc<dyn lore_base::ports::Cache>) -> Self {
-        Self {
-            inner,
-            deletes: RefCell::default(),
-        }
-    }
-
-    /// After the commit: the deletes, in order. A failure is logged; the entry then expires
-    /// within its TTL.
-    pub async fn flush(&self) {
-        let deletes = std::mem::take(&mut *self.deletes.borrow_mut());
-        for key in deletes {
-            if let Err(e) = self.inner.delete(&key).await {
-                tracing::warn!(error = %e, "a committed run could not drop a cache entry; it expires within its TTL");
-            }
-        }
-    }
-}
-
-#[async_trait(?Send)]
-impl lore_base::ports::Cache for DeferredCache {
-    async fn get(&self, key: &str) -> Option<Vec<u8>> {
-        self.inner.get(key).await
-    }
-    async fn put(&self, key: &str, bytes: Vec<u8>, ttl_secs: u32) {
-        self.inner.put(key, bytes, ttl_secs).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), lore_base::ports::PortError> {
-        self.deletes.borrow_mut().push(key.to_string());
-        Ok(())
-    }
-}
-
 /// The run's outbound HTTP: notes whether a request that may change something outside lore
 /// (anything but `GET` and `HEAD`) went out, so that a run that lost a commit race is run
 /// again only when nothing outside saw it.

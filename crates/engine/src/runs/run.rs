@@ -189,13 +189,6 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
         ports.http = Some(o.clone());
     }
     let mut retryable = false;
-    let deferred = ports
-        .cache
-        .clone()
-        .map(|inner| Rc::new(overlay::DeferredCache::new(inner)));
-    if let Some(d) = &deferred {
-        ports.cache = Some(d.clone());
-    }
     let mut seed = [0u8; 8];
     engine.ports.random.fill(&mut seed);
     let spec = HostSpec {
@@ -328,9 +321,6 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             match engine.ports.storage.commit(batch).await {
                 Ok(()) => {
                     if !dry_run {
-                        if let Some(d) = &deferred {
-                            d.flush().await;
-                        }
                         let events = scope.events.take();
                         if !events.is_empty() {
                             // The run's saves counted the sequence in its overlay.

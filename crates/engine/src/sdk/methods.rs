@@ -329,11 +329,7 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| people::get_org(&cx.engine.ports, cx.caller).await?),
     method!("organizations".update, Admin, Try, UpdateOrg => OrgInfo,
     "Change the current organization's description, its default tool profile (workspace or compact), or lower its rate limits.",
-    |cx, a| {
-        let info = people::update_org(&cx.engine.ports, cx.caller, a, cx.engine.config.rate_limits).await?;
-        cx.engine.forget_org(cx.caller.org());
-        info
-    }),
+    |cx, a| people::update_org(&cx.engine.ports, cx.caller, a, cx.engine.config.rate_limits).await?),
 ];
 
 /// Runtime helpers scripts get beside the SDK (`ctx`), for `search_sdk` and the `.d.ts`.

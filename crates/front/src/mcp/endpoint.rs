@@ -63,10 +63,11 @@ impl Endpoint {
                 )
             })?,
             None => {
-                // Read fresh: a profile change through another instance applies at once.
-                let org: Option<lore_base::model::Org> = lore
-                    .ports()
-                    .record(&lore_base::keys::org(caller.org()))
+                // Checked against the org's auth stamp: a profile change through another
+                // instance applies at once.
+                let org = lore
+                    .engine
+                    .org_record(caller.org())
                     .await
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 org.and_then(|o| o.default_profile).unwrap_or_default()

@@ -143,16 +143,24 @@ pub fn new_grant(lore: &Lore, code: &AuthorizationCode, client_name: &str) -> Gr
     }
 }
 
-/// Revokes a grant: every access and refresh token of it stops working at once.
+/// Revokes a grant: every access and refresh token of it stops working at once (the org's auth
+/// stamp is renewed with it, so no cached credential of the grant is trusted).
 pub async fn revoke(lore: &Lore, grant_id: &str, reason: &str) -> Result<()> {
     let key = keys::oauth_grant(grant_id);
     let Some(mut grant) = lore.ports().record::<Grant>(&key).await? else {
         return Ok(());
     };
-    if grant.revoked_at_ms.is_none() {
+    let mut batch = Batch::new();
+    let fresh = grant.revoked_at_ms.is_none();
+    if fresh {
         grant.revoked_at_ms = Some(lore.ports().clock.now_ms());
         grant.revoked_reason = Some(reason.to_string());
-        lore.ports().storage.put(&key, json(&grant)).await?;
+        batch.put(key, json(&grant));
+    }
+    // Its tokens reach only its org; cached copies of them stop being trusted there.
+    lore_directory::stamp::renew(lore.ports(), &mut batch, [&grant.org]);
+    lore.ports().storage.commit(batch).await?;
+    if fresh {
         tracing::info!(grant = %grant_id, client_id = %grant.client_id, reason, "OAuth grant revoked");
     }
     Ok(())

@@ -330,18 +330,18 @@ async fn revoke_token(cx: &Cx<'_>, client: &Client, token: &str) -> Result<(), O
             // A static token, or another client's: not this client's to revoke.
             _ => return Err(not_yours()),
         }
-        if record.revoked_at_ms.is_none() {
+        let mut batch = Batch::new();
+        let fresh = record.revoked_at_ms.is_none();
+        if fresh {
             record.revoked_at_ms = Some(cx.lore.ports().clock.now_ms());
-            cx.lore
-                .ports()
-                .storage
-                .put(&key, grants::json(&record))
-                .await?;
+            batch.put(key, grants::json(&record));
+        }
+        // Every instance stops accepting it at once: no cached copy outlives its org's stamp.
+        lore_directory::stamp::renew(cx.lore.ports(), &mut batch, &record.orgs);
+        cx.lore.ports().storage.commit(batch).await?;
+        if fresh {
             tracing::info!(token_id = %record.id, client_id = %client.client_id, "access token revoked");
         }
-        // Every instance stops accepting it at once: drop the shared verified copy too.
-        lore_directory::tokens::forget_cached_credential(cx.lore.ports(), &keys::sha256_hex(token))
-            .await?;
     }
     Ok(())
 }
