@@ -416,11 +416,7 @@ async fn respond(
         match tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await {
             Ok(Ok(collected)) => {
                 let body = collected.to_bytes().to_vec();
-                // Only an MCP request that asks for progress may stream; the rest are answered
-                // whole, without a task and channel of their own.
-                let may_stream = method == http::Method::POST
-                    && path.starts_with("/mcp")
-                    && body.windows(13).any(|w| w == b"progressToken");
+                let may_stream = lore_front::mcp::reply::may_stream(&method, &path, &body);
                 let request = http::Request::from_parts(parts, body);
                 if may_stream {
                     handle_streaming(lore.clone(), request).await

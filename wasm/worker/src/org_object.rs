@@ -27,6 +27,7 @@ use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, 
 
 use crate::object_store::ObjectStorage;
 use crate::ports::{AfterAnswer, Subrequests, Task};
+use crate::stream::Served;
 
 /// The binding of the org objects.
 pub const BINDING: &str = "LORE_ORG";
@@ -369,13 +370,6 @@ impl OrgObject {
         *self.lore.borrow_mut() = Some(lore.clone());
         Ok(lore)
     }
-
-    /// Hands what the core left for after the answer to the object's `waitUntil`.
-    fn hand_over(&self) {
-        let state = self.state.clone();
-        let wait_until: Rc<dyn Fn(Task)> = Rc::new(move |task| state.wait_until(task));
-        self.after.hand_over(&wait_until);
-    }
 }
 
 impl DurableObject for OrgObject {
@@ -428,16 +422,53 @@ impl DurableObject for OrgObject {
         let lore = self.instance(&org)?;
         let request = crate::to_http(req).await?;
         let before = self.subrequests.get();
-        let mut response = lore.handle(request).await;
-        self.hand_over();
+        let streams = lore_front::mcp::reply::may_stream(
+            request.method(),
+            request.uri().path(),
+            request.body(),
+        );
+        let mut response = if streams {
+            // What the core left for after the answer goes to `waitUntil` once it is done.
+            let (state, after) = (self.state.clone(), self.after.clone());
+            let done = move |response: &http::Response<Vec<u8>>| {
+                hand_over(&state, &after);
+                log(response);
+            };
+            match crate::stream::serve(lore, request, done).await? {
+                Served::Whole(response) => response,
+                Served::Streamed(response) => {
+                    return crate::ports::report_forwarded_subrequests(
+                        response,
+                        crate::ports::OBJECT_SUBREQUESTS,
+                        self.subrequests.get() - before,
+                    );
+                }
+            }
+        } else {
+            let response = lore.handle(request).await;
+            hand_over(&self.state, &self.after);
+            log(&response);
+            response
+        };
         crate::ports::report_subrequests(
             response.headers_mut(),
             crate::ports::OBJECT_SUBREQUESTS,
             self.subrequests.get() - before,
         );
-        if let Some(line) = lore_front::request_log::Line::of(&response) {
-            worker::console_log!("{}", line.0);
-        }
         crate::from_http(response)
+    }
+}
+
+/// Hands what the core left for after the answer to the object's `waitUntil`.
+fn hand_over(state: &Rc<State>, after: &AfterAnswer) {
+    let state = state.clone();
+    let wait_until: Rc<dyn Fn(Task)> = Rc::new(move |task| state.wait_until(task));
+    after.hand_over(&wait_until);
+}
+
+/// The request's structured log line, for `wrangler tail` and Workers Logs.
+pub(crate) fn log(response: &http::Response<Vec<u8>>) {
+    if let Some(line) = lore_front::request_log::Line::of(response) {
+        worker::console_log!("{}", line.0);
     }
 }

@@ -209,15 +209,17 @@ pub fn report_subrequests(headers: &mut http::HeaderMap, name: &'static str, cou
     }
 }
 
-/// [`report_subrequests`] on the reply an org object sent (its headers are immutable).
+/// [`report_subrequests`] on a Worker response (the reply an org object sent, whose headers
+/// are immutable, or a streamed one).
 pub fn report_forwarded_subrequests(
     response: worker::Response,
+    name: &'static str,
     count: u64,
 ) -> worker::Result<worker::Response> {
     if !cfg!(feature = "test-build") {
         return Ok(response);
     }
     let headers = response.headers().clone();
-    headers.set(WORKER_SUBREQUESTS, &count.to_string())?;
+    headers.set(name, &count.to_string())?;
     Ok(response.with_headers(headers))
 }

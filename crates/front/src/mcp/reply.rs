@@ -20,6 +20,15 @@ pub trait ReplyStream {
     fn send(&self, bytes: Vec<u8>);
 }
 
+/// Whether a request may get a streamed reply ([`crate::Lore::handle_streaming`]): an MCP
+/// `POST` that asks for progress. Hosts answer the rest whole, without a task and channel of
+/// their own.
+pub fn may_stream(method: &http::Method, path: &str, body: &[u8]) -> bool {
+    method == http::Method::POST
+        && path.starts_with("/mcp")
+        && body.windows(13).any(|w| w == b"progressToken")
+}
+
 /// One SSE event of a message.
 pub fn sse_event(message: &Value) -> Vec<u8> {
     let mut out = b"event: message\ndata: ".to_vec();
