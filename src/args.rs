@@ -201,6 +201,54 @@ pub(crate) enum OrgCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write an org (its memories, records, members and tokens) into a new lore database file,
+    /// which `lore restore` accepts and `lore org import` reads; from --db, or from a server's
+    /// operator routes (--url).
+    Export {
+        org: String,
+        file: PathBuf,
+        #[command(flatten)]
+        side: SideArgs,
+        /// Replace the file if it exists.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import an org from a lore database file (an export or a backup) into --db, or into a
+    /// server through its operator routes (--url); the org must be new there.
+    Import {
+        file: PathBuf,
+        org: String,
+        #[command(flatten)]
+        side: SideArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// On a Workers deployment made before org objects: copy an org's rows from D1 into its
+    /// Durable Object (the server's operator routes, --url).
+    MoveIn {
+        org: String,
+        /// The server's URL.
+        #[arg(long, env = "LORE_URL")]
+        url: String,
+        #[arg(long, env = "LORE_OPERATOR_SECRET", hide_env_values = true)]
+        operator_secret: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A local database or a server's operator routes.
+#[derive(clap::Args)]
+pub(crate) struct SideArgs {
+    #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+    pub db: PathBuf,
+    /// A server's URL instead of --db: its operator routes, with its operator secret.
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, env = "LORE_OPERATOR_SECRET", hide_env_values = true)]
+    pub operator_secret: Option<String>,
 }
 
 #[derive(Subcommand)]

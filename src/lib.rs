@@ -14,6 +14,7 @@ pub mod ports;
 pub mod server;
 pub mod sqlite;
 pub mod threads;
+pub mod transfer;
 
 /// Runs `f` to its end on a fresh current-thread runtime: the CLI's one-shot commands.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -12,6 +12,7 @@ use lore::block_on;
 use lore::client::{admin_url, call_remote_admin, call_remote_tool};
 use lore::ports::{EmbedderChoice, UreqClient, native_ports};
 use lore::server::{ConnectionLimits, ServeOptions, serve};
+use lore::transfer::Side;
 use lore_base::model::{Role, Scopes};
 use lore_directory::admin::{self, InitOutcome, IssuedToken, TokenRequest};
 use lore_front::headers::OriginPolicy;
@@ -93,6 +94,20 @@ fn print_memory_index(index: &Value) {
             line.push_str(&format!(": {why}"));
         }
         println!("{line}");
+    }
+}
+
+/// Prints what an org transfer moved.
+fn moved(moved: lore::transfer::Moved, json: bool) {
+    if json {
+        print_json(&serde_json::to_value(&moved).unwrap_or_default());
+    } else {
+        outln!(
+            "{}: {} entries in {} pages",
+            moved.org,
+            moved.entries,
+            moved.pages
+        );
     }
 }
 
@@ -320,6 +335,56 @@ fn run(command: Command) -> anyhow::Result<()> {
                     outln!("{}", o.id);
                 }
             }
+            Ok(())
+        }
+        Command::Org {
+            command:
+                OrgCommand::Export {
+                    org,
+                    file,
+                    side,
+                    force,
+                    json,
+                },
+        } => {
+            let side = Side::from_args(side.db, side.url, side.operator_secret)?;
+            moved(
+                block_on(lore::transfer::export(&side, &org, &file, force))?,
+                json,
+            );
+            Ok(())
+        }
+        Command::Org {
+            command:
+                OrgCommand::Import {
+                    file,
+                    org,
+                    side,
+                    json,
+                },
+        } => {
+            let side = Side::from_args(side.db, side.url, side.operator_secret)?;
+            moved(block_on(lore::transfer::import(&side, &file, &org))?, json);
+            Ok(())
+        }
+        Command::Org {
+            command:
+                OrgCommand::MoveIn {
+                    org,
+                    url,
+                    operator_secret,
+                    json,
+                },
+        } => {
+            let Side::Remote { base, secret } =
+                Side::from_args(PathBuf::new(), Some(url), Some(operator_secret))?
+            else {
+                unreachable!("a URL was given");
+            };
+            moved(
+                block_on(lore::transfer::move_in(&base, &secret, &org))?,
+                json,
+            );
             Ok(())
         }
         Command::Token { command } => token(command),

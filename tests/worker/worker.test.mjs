@@ -9,8 +9,11 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
 import http from 'node:http';
+import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 
 import { startWorker } from '../e2e/lib/worker.mjs';
+import { initDb, lore, loreJson, raw2026, tempDir, cleanupDir } from '../e2e/lib/server.mjs';
 
 const TEST_BUILD = process.env.LORE_WORKER_TEST_BUILD || 'build-test';
 const PRODUCT_BUILD = process.env.LORE_WORKER_BUILD || 'build';
@@ -212,5 +215,44 @@ test('a warm tools/call is one call from the Worker to the org object, which rea
     const text = await res.text();
     assert.equal(res.status, 401, text);
     assert.match(text, /revoked/);
+  }
+});
+
+test('an org whose rows are in D1 (a deployment from before org objects) moves into its object with lore org move-in', async () => {
+  const dir = await tempDir();
+  try {
+    // An org as the old Worker kept it: every key, the directory's and the org's, a row of D1.
+    const db = path.join(dir, 'old.db');
+    const created = await initDb(db, 'legacy');
+    const saved = await loreJson(['memory', 'run', 'save_memory', JSON.stringify({ content: 'The kestrel cameras go live in spring.' }), '--db', db, '--org', 'legacy']);
+    const id = saved.ids[0];
+    const sqlite = new DatabaseSync(db, { readOnly: true });
+    const rows = sqlite.prepare("SELECT k, v FROM lore_kv WHERE k NOT LIKE 'meta/%'").all();
+    sqlite.close();
+    const entries = rows.map(({ k, v }) => [k, Buffer.from(v).toString('base64')]);
+    const put = await fetch(`${testBuild.base}/__test/d1-rows`, { method: 'POST', body: JSON.stringify({ entries }) });
+    assert.equal(put.status, 200, await put.text());
+
+    const call = () => raw2026(`${testBuild.url}/legacy`, created.token, 'tools/call', { name: 'search_memory', arguments: { query: 'kestrel cameras' } });
+    // The org's object does not read D1's rows: before the move even its memberships are not
+    // found there.
+    const before = await call();
+    assert.equal(before.status, 403, before.text);
+    assert.match(before.text, /not a member/);
+    const search = async () => {
+      const r = await call();
+      assert.equal(r.status, 200, r.text);
+      return r.json.result.structuredContent.results;
+    };
+    const side = ['--url', testBuild.base, '--operator-secret', testBuild.operatorSecret];
+    const moved = await loreJson(['org', 'move-in', 'legacy', ...side, '--json']);
+    assert.equal(moved.entries, rows.filter((r) => r.k.startsWith('o/legacy/')).length, JSON.stringify(moved));
+    assert.equal((await search())[0]?.id, id, 'found once moved, by the warm object too');
+    // Its history is in the object now: a second move-in is refused.
+    const again = await lore(['org', 'move-in', 'legacy', ...side]);
+    assert.notEqual(again.code, 0);
+    assert.match(again.stderr, /already has memories or records/);
+  } finally {
+    await cleanupDir(dir);
   }
 });

@@ -11,5 +11,6 @@ pub mod invites;
 pub mod password;
 pub mod stamp;
 pub mod tokens;
+pub mod transfer;
 
 pub use caller::{Caller, Credential};

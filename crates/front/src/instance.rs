@@ -21,6 +21,9 @@ pub struct Lore {
     pub engine: Engine,
     /// Where rate-limit buckets live; `None`: no limits.
     pub(crate) limiter: Option<Rc<dyn RateLimiter>>,
+    /// A store orgs lived in before (a Workers deployment's D1 rows from before org objects),
+    /// which the operator route `org-move-in` copies an org's keys from.
+    pub(crate) former_store: Option<Rc<dyn lore_base::storage::Storage>>,
 }
 
 impl Lore {
@@ -42,6 +45,7 @@ impl Lore {
             engine: Engine::new(ports, engine_config, instance),
             config,
             limiter: None,
+            former_store: None,
         }
     }
 
@@ -60,6 +64,12 @@ impl Lore {
     /// Caps the scripts running at once (shared by every clone of `slots`).
     pub fn with_script_slots(mut self, slots: ScriptSlots) -> Self {
         self.engine = self.engine.with_script_slots(slots);
+        self
+    }
+
+    /// Names the store orgs lived in before (see `former_store`).
+    pub fn with_former_store(mut self, store: Rc<dyn lore_base::storage::Storage>) -> Self {
+        self.former_store = Some(store);
         self
     }
 

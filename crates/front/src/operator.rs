@@ -1,5 +1,6 @@
 //! Operator routes: `lore init` (with the owner's sign-in password), `lore org create|list`
-//! `lore token create|list|revoke`, and `lore doctor`'s and `lore reindex`'s memory index
+//! `lore token create|list|revoke`, `lore org export|import|move-in` (an org's keys in pages,
+//! `lore_directory::transfer`), and `lore doctor`'s and `lore reindex`'s memory index
 //! report and rebuild (`doctor`, `reindex`, each with an optional `org`) for a deployment whose database no `lore` CLI can open
 //! (a Worker's D1, a Spin app's SQLite). They call the same [`lore_directory::admin`] functions as the
 //! CLI.
@@ -14,9 +15,11 @@ use crate::instance::Lore;
 use crate::responses::json_response;
 use http::{Method, Request, Response, StatusCode};
 use lore_base::error::LoreError;
+use lore_base::ids::OrgId;
 use lore_base::keys::sha256_hex;
 use lore_base::model::{Role, Scopes};
 use lore_directory::admin::{self, TokenRequest};
+use lore_directory::transfer;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -228,6 +231,9 @@ async fn run(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, Refusal> {
                 .map_err(from_lore)?;
             Ok(json!({ "revoked": args.token_id }))
         }
+        "org-export" | "org-import" | "org-move-in" => {
+            transfer(lore, action, body).await.map_err(from_lore)
+        }
         "doctor" | "reindex" => {
             let args: MaybeOrg = parse(body)?;
             lore.memory_index(args.org.as_deref(), action == "reindex")
@@ -238,9 +244,78 @@ async fn run(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, Refusal> {
             StatusCode::NOT_FOUND,
             "not_found",
             format!(
-                "no operator action {other:?}; actions: init, org-create, org-list, token-create, token-list, token-revoke, doctor, reindex"
+                "no operator action {other:?}; actions: init, org-create, org-list, org-export, org-import, org-move-in, token-create, token-list, token-revoke, doctor, reindex"
             ),
         )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransferArgs {
+    org: String,
+    /// `org-export`, `org-move-in`: where the page starts (the previous page's `next`).
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    /// `org-import`: the entries, `[key, base64 value]` each.
+    #[serde(default)]
+    entries: Vec<(String, String)>,
+    /// `org-import`: the first page (refused unless the org is new here).
+    #[serde(default)]
+    first: bool,
+}
+
+/// `org-export`, `org-import` and `org-move-in` (`lore_directory::transfer`), a page per
+/// request. Values travel as base64.
+async fn transfer(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, LoreError> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let args: TransferArgs =
+        serde_json::from_slice(body).map_err(|e| LoreError::invalid("body", e.to_string()))?;
+    let org = OrgId::parse(&args.org)?;
+    let page_json = |page: transfer::Page| {
+        let entries: Vec<(String, String)> = page
+            .entries
+            .into_iter()
+            .map(|(k, v)| (k, b64.encode(v)))
+            .collect();
+        json!({ "org": org.as_str(), "entries": entries, "next": page.next })
+    };
+    match action {
+        "org-export" => {
+            let limit = args.limit.unwrap_or(transfer::MAX_PAGE);
+            let page =
+                transfer::export_page(lore.ports(), &org, args.after.as_deref(), limit).await?;
+            Ok(page_json(page))
+        }
+        "org-import" => {
+            let mut entries = Vec::with_capacity(args.entries.len());
+            for (key, value) in args.entries {
+                let value = b64.decode(value.as_bytes()).map_err(|e| {
+                    LoreError::invalid(
+                        "entries",
+                        format!("the value of {key:?} is not base64: {e}"),
+                    )
+                })?;
+                entries.push((key, value));
+            }
+            let written = transfer::import_page(lore.ports(), &org, entries, args.first).await?;
+            Ok(json!({ "org": org.as_str(), "written": written }))
+        }
+        _ => {
+            let Some(former) = &lore.former_store else {
+                return Err(LoreError::invalid(
+                    "action",
+                    "this server keeps every org where it always did; there is nothing to move in",
+                ));
+            };
+            let page =
+                transfer::move_in_page(lore.ports(), former.as_ref(), &org, args.after.as_deref())
+                    .await?;
+            Ok(json!({ "org": org.as_str(), "moved": page.entries.len(), "next": page.next }))
+        }
     }
 }
 

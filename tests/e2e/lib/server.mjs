@@ -46,6 +46,11 @@ export function onlyNative(reason) {
   return TARGET === 'native' ? {} : { skip: `native only: ${reason}` };
 }
 
+/** Test options that skip a test on `target` (one of `TARGET`'s values), saying why. */
+export function skipOn(target, reason) {
+  return TARGET === target ? { skip: `not on ${target}: ${reason}` } : {};
+}
+
 if (TARGET === 'native' && !existsSync(LORE_BIN)) {
   throw new Error(`lore binary not found at ${LORE_BIN}; run \`cargo build\` or set LORE_BIN`);
 }
@@ -79,6 +84,7 @@ function delay(ms) {
  * opts.workers: worker threads (default 2); opts.env: extra environment variables.
  */
 export async function startServer(opts = {}) {
+  if (opts.native) return startNative(opts);
   if (TARGET === 'worker') {
     const { startWorker } = await import('./worker.mjs');
     return startWorker(opts);
@@ -87,6 +93,11 @@ export async function startServer(opts = {}) {
     const { startSpin } = await import('./spin.mjs');
     return startSpin(opts);
   }
+  return startNative(opts);
+}
+
+/** `lore serve` (startServer's native target; `opts.native` asks for it on any target). */
+async function startNative(opts) {
   const ownDir = opts.db ? null : await tempDir();
   const db = opts.db ?? path.join(ownDir, 'lore.db');
   const args = ['serve', '--addr', '127.0.0.1:0', '--db', db, '--workers', String(opts.workers ?? 2), ...(opts.args ?? [])];

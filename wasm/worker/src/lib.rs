@@ -18,6 +18,7 @@ mod d1;
 mod object_store;
 mod org_object;
 mod ports;
+mod stream;
 #[cfg(feature = "test-build")]
 mod test_routes;
 
@@ -109,8 +110,10 @@ fn instance(env: &Env) -> worker::Result<Instance> {
         background: Some(Rc::new(after.clone())),
         ..platform_ports(env, org_object::split_storage(env, None, &subrequests)?)
     };
+    // Before org objects every org's keys were rows of D1; `org-move-in` copies them over.
+    let former = Rc::new(D1Storage::counted(env.d1(D1_BINDING)?, subrequests.clone()));
     let found = Instance {
-        lore: Rc::new(Lore::new(ports, config)),
+        lore: Rc::new(Lore::new(ports, config).with_former_store(former)),
         after,
         subrequests,
     };
@@ -180,8 +183,13 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
     }
     if let Some(org) = lore.home_org(&request).await {
         let response = org_object::forward(&env, org.as_str(), &url, &request, &subrequests).await;
-        return response
-            .and_then(|r| ports::report_forwarded_subrequests(r, subrequests.get() - before));
+        return response.and_then(|r| {
+            ports::report_forwarded_subrequests(
+                r,
+                ports::WORKER_SUBREQUESTS,
+                subrequests.get() - before,
+            )
+        });
     }
     let mut response = lore.handle(request).await;
     // What the core left for after the answer runs under this request's `waitUntil`.
@@ -192,9 +200,6 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
         ports::WORKER_SUBREQUESTS,
         subrequests.get() - before,
     );
-    // The request's structured log line, for `wrangler tail` and Workers Logs.
-    if let Some(line) = lore_front::request_log::Line::of(&response) {
-        worker::console_log!("{}", line.0);
-    }
+    org_object::log(&response);
     from_http(response)
 }

@@ -11,6 +11,9 @@
 //!   returns the model id and the vectors.
 //! - `POST /__test/fetch` `{"method", "url", "headers": [[name, value]], "body"}`: one outbound
 //!   request through the HTTP port ([`crate::WorkersFetch`]); returns status, headers and body.
+//! - `POST /__test/d1-rows` `{"entries": [[key, base64 value]]}`: writes the entries as rows of
+//!   D1 itself, as a deployment made before org objects held every org's keys (the test of
+//!   `org-move-in`).
 
 use std::rc::Rc;
 
@@ -56,6 +59,7 @@ async fn answer(
     match route {
         "embed" => embed(lore, request.body()).await,
         "fetch" => fetch(lore, request.body()).await,
+        "d1-rows" => d1_rows(env, request.body()).await,
         _ => json_response(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
@@ -135,5 +139,41 @@ async fn fetch(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
             json!({ "status": r.status, "headers": r.headers, "body": String::from_utf8_lossy(&r.body) }),
         ),
         Err(e) => json_response(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() })),
+    }
+}
+
+async fn d1_rows(env: &Env, body: &[u8]) -> Response<Vec<u8>> {
+    use base64::Engine as _;
+    #[derive(serde::Deserialize)]
+    struct Rows {
+        entries: Vec<(String, String)>,
+    }
+    let Ok(rows) = serde_json::from_slice::<Rows>(body) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({ "error": "body must be {entries: [[key, base64]]}" }),
+        );
+    };
+    let mut batch = lore_base::storage::Batch::new();
+    for (key, value) in rows.entries {
+        let Ok(value) = base64::engine::general_purpose::STANDARD.decode(value) else {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": format!("{key}: not base64") }),
+            );
+        };
+        batch.put(key, value);
+    }
+    let written = batch.keys().count();
+    let stored = match env.d1(D1_BINDING) {
+        Ok(db) => D1Storage::new(db)
+            .commit(batch)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match stored {
+        Ok(()) => json_response(StatusCode::OK, json!({ "written": written })),
+        Err(e) => json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": e })),
     }
 }

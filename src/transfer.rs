@@ -1,0 +1,227 @@
+//! `lore org export`, `lore org import` and `lore org move-in`: an org's keys moved a page at a
+//! time (`lore_directory::transfer`), between a local database (`--db`) and a server's operator
+//! routes (`--url`, with `LORE_OPERATOR_SECRET`), and an export written as a lore database file
+//! that `lore restore` accepts and `lore org import` reads.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use lore_base::ids::OrgId;
+use lore_base::ports::Ports;
+use lore_base::storage::Batch;
+use lore_directory::transfer::{self, MAX_PAGE, Page};
+
+use crate::ports::{EmbedderChoice, UreqClient, native_ports};
+
+/// Where an org is read from or written to.
+pub enum Side {
+    /// A local database file.
+    Db(PathBuf),
+    /// A server's operator routes: its base URL and the operator secret.
+    Remote { base: String, secret: String },
+}
+
+impl Side {
+    /// `--url` (any URL of the server: its base, or its MCP URL) with the secret, else `--db`.
+    pub fn from_args(
+        db: PathBuf,
+        url: Option<String>,
+        secret: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let Some(url) = url else {
+            return Ok(Self::Db(db));
+        };
+        let Some(secret) = secret else {
+            bail!(
+                "--url needs the server's operator secret in LORE_OPERATOR_SECRET (or --operator-secret)"
+            );
+        };
+        let trimmed = url.trim_end_matches('/');
+        let base = match trimmed.rfind("/mcp") {
+            Some(at) => &trimmed[..at],
+            None => trimmed,
+        };
+        Ok(Self::Remote {
+            base: base.to_string(),
+            secret,
+        })
+    }
+}
+
+/// What a transfer did, for the command's output.
+#[derive(serde::Serialize)]
+pub struct Moved {
+    pub org: String,
+    pub entries: usize,
+    pub pages: usize,
+}
+
+async fn operator(base: &str, secret: &str, action: &str, args: Value) -> anyhow::Result<Value> {
+    crate::client::call_remote_admin(
+        &UreqClient::default(),
+        &format!("{base}/operator/{action}"),
+        Some(secret),
+        args,
+    )
+    .await
+    .with_context(|| format!("operator route {action}"))
+}
+
+fn local(db: &Path) -> anyhow::Result<Ports> {
+    native_ports(db, &EmbedderChoice::Builtin)
+        .with_context(|| format!("cannot open database {}", db.display()))
+}
+
+/// Reads one page of `org`'s export from `side`.
+async fn read_page(side: &Side, org: &OrgId, after: Option<String>) -> anyhow::Result<Page> {
+    match side {
+        Side::Db(db) => {
+            Ok(transfer::export_page(&local(db)?, org, after.as_deref(), MAX_PAGE).await?)
+        }
+        Side::Remote { base, secret } => {
+            let answer = operator(
+                base,
+                secret,
+                "org-export",
+                json!({ "org": org.as_str(), "after": after }),
+            )
+            .await?;
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let mut entries = Vec::new();
+            for entry in answer["entries"].as_array().into_iter().flatten() {
+                let (Some(key), Some(value)) = (entry[0].as_str(), entry[1].as_str()) else {
+                    bail!("the server sent an entry that is not [key, base64]: {entry}");
+                };
+                entries.push((
+                    key.to_string(),
+                    b64.decode(value).context("an entry's value")?,
+                ));
+            }
+            let next = answer["next"].as_str().map(str::to_string);
+            Ok(Page { entries, next })
+        }
+    }
+}
+
+/// Every page of `org`'s export from `side`, each handed to `sink` in order.
+async fn each_page(
+    side: &Side,
+    org: &OrgId,
+    mut sink: impl AsyncFnMut(Vec<(String, Vec<u8>)>, bool) -> anyhow::Result<()>,
+) -> anyhow::Result<Moved> {
+    let mut moved = Moved {
+        org: org.to_string(),
+        entries: 0,
+        pages: 0,
+    };
+    let mut after = None;
+    loop {
+        let page = read_page(side, org, after).await?;
+        moved.entries += page.entries.len();
+        sink(page.entries, moved.pages == 0).await?;
+        moved.pages += 1;
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(moved),
+        }
+    }
+}
+
+/// `lore org export`: writes `org` from `side` into a new lore database at `file`.
+pub async fn export(side: &Side, org: &str, file: &Path, force: bool) -> anyhow::Result<Moved> {
+    let org = OrgId::parse(org)?;
+    if file.exists() {
+        if !force {
+            bail!("{} exists; pass --force to replace it", file.display());
+        }
+        for path in [
+            file.to_path_buf(),
+            file.with_extension("db-wal"),
+            file.with_extension("db-shm"),
+        ] {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove {}", path.display()));
+                }
+                _ => {}
+            }
+        }
+    }
+    let out = local(file)?;
+    each_page(side, &org, async |entries, _| {
+        let mut batch = Batch::new();
+        for (key, value) in entries {
+            batch.put(key, value);
+        }
+        Ok(out.storage.commit(batch).await?)
+    })
+    .await
+}
+
+/// `lore org import`: writes `org` from the lore database `file` (an export, a backup) into
+/// `side`, where it must be new.
+pub async fn import(side: &Side, file: &Path, org: &str) -> anyhow::Result<Moved> {
+    let org = OrgId::parse(org)?;
+    if !file.exists() {
+        bail!("{} does not exist", file.display());
+    }
+    let from = Side::Db(file.to_path_buf());
+    let target = match side {
+        Side::Db(db) => Some(local(db)?),
+        Side::Remote { .. } => None,
+    };
+    each_page(&from, &org, async |entries, first| {
+        match (&target, side) {
+            (Some(ports), _) => {
+                transfer::import_page(ports, &org, entries, first).await?;
+            }
+            (None, Side::Remote { base, secret }) => {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                let entries: Vec<(String, String)> = entries
+                    .into_iter()
+                    .map(|(k, v)| (k, b64.encode(v)))
+                    .collect();
+                operator(
+                    base,
+                    secret,
+                    "org-import",
+                    json!({ "org": org.as_str(), "entries": entries, "first": first }),
+                )
+                .await?;
+            }
+            (None, Side::Db(_)) => unreachable!("a local side has its ports"),
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// `lore org move-in`: on a Workers deployment made before org objects, copies `org`'s rows
+/// from D1 into its object, a page per request.
+pub async fn move_in(base: &str, secret: &str, org: &str) -> anyhow::Result<Moved> {
+    let org = OrgId::parse(org)?;
+    let mut moved = Moved {
+        org: org.to_string(),
+        entries: 0,
+        pages: 0,
+    };
+    let mut after: Option<String> = None;
+    loop {
+        let answer = operator(
+            base,
+            secret,
+            "org-move-in",
+            json!({ "org": org.as_str(), "after": after }),
+        )
+        .await?;
+        moved.entries += answer["moved"].as_u64().unwrap_or(0) as usize;
+        moved.pages += 1;
+        match answer["next"].as_str() {
+            Some(next) => after = Some(next.to_string()),
+            None => return Ok(moved),
+        }
+    }
+}

@@ -1,0 +1,73 @@
+// Moving an org between servers with `lore org export` and `lore org import` (natively on the
+// server's database with --db, on Workers and Spin through the operator routes with --url):
+// an org exported from one server is a lore database file that `lore restore` accepts and a
+// local `lore` reads, and it imports whole into a fresh server, where its own tokens work;
+// importing it again is refused.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+
+import { startServer, createOrg, raw2026, lore, loreJson, tempDir, cleanupDir } from './lib/server.mjs';
+
+/** The CLI arguments that reach `server`'s data. */
+function side(server) {
+  return server.target === 'native' ? ['--db', server.db] : ['--url', server.base, '--operator-secret', server.operatorSecret];
+}
+
+async function search(server, org, token, query) {
+  const r = await raw2026(`${server.url}/${org}`, token, 'tools/call', { name: 'search_memory', arguments: { query } });
+  assert.equal(r.status, 200, r.text);
+  assert.notEqual(r.json.result.isError, true, r.text);
+  return r.json.result.structuredContent.results;
+}
+
+test('an org exported to a file restores natively and imports whole into a fresh server, once', { timeout: 300_000 }, async () => {
+  const dir = await tempDir();
+  const first = await startServer();
+  let second;
+  try {
+    const org = await createOrg(first, 'travel');
+    const saved = await raw2026(`${first.url}/travel`, org.token, 'tools/call', {
+      name: 'save_memory', arguments: { content: 'The albatross survey moved to the autumn.', kind: 'decision' },
+    });
+    assert.equal(saved.status, 200, saved.text);
+    const id = saved.json.result.structuredContent.ids[0];
+
+    const file = path.join(dir, 'travel.db');
+    const exported = await loreJson(['org', 'export', 'travel', file, ...side(first), '--json']);
+    assert.equal(exported.org, 'travel');
+    assert.ok(exported.entries > 5, JSON.stringify(exported));
+    const again = await lore(['org', 'export', 'travel', file, ...side(first)]);
+    assert.notEqual(again.code, 0, 'an existing file is not replaced without --force');
+    assert.match(again.stderr, /--force/);
+
+    // The file is a lore database: `lore restore` takes it, and `lore serve` on it answers the
+    // org's own token.
+    const restored = path.join(dir, 'restored.db');
+    const r = await lore(['restore', file, '--db', restored]);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    const local = await startServer({ db: restored, native: true });
+    try {
+      const found = await search(local, 'travel', org.token, 'albatross survey');
+      assert.equal(found[0]?.id, id, JSON.stringify(found));
+    } finally {
+      await local.stop();
+    }
+
+    // Into a fresh server of the same kind: the org's own token works there.
+    second = await startServer();
+    const imported = await loreJson(['org', 'import', file, 'travel', ...side(second), '--json']);
+    assert.equal(imported.entries, exported.entries);
+    const found = await search(second, 'travel', org.token, 'albatross survey');
+    assert.equal(found[0]?.id, id, JSON.stringify(found));
+    // The org is there now: a second import is refused and changes nothing.
+    const twice = await lore(['org', 'import', file, 'travel', ...side(second)]);
+    assert.notEqual(twice.code, 0);
+    assert.match(twice.stderr, /already exists/);
+    assert.equal((await search(second, 'travel', org.token, 'albatross survey'))[0]?.id, id);
+  } finally {
+    await first.dispose();
+    if (second) await second.dispose();
+    await cleanupDir(dir);
+  }
+});
