@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::server::conn::http1;
@@ -68,7 +68,9 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     // One set of rate-limit buckets for the whole process, shared by every worker.
     let limiter = lore_base::ratelimit::MemoryLimiter::default();
     let slots = options.scripts.clone();
-    for n in 0..options.workers.max(1) {
+    let (ready, readiness) = std::sync::mpsc::channel();
+    let count = options.workers.max(1);
+    for n in 0..count {
         let (inbox, connections) = mpsc::unbounded_channel();
         inboxes.push(inbox);
         let stop = stop_rx.clone();
@@ -79,6 +81,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let open = open.clone();
         let limiter = limiter.clone();
         let slots = slots.clone();
+        let ready = ready.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lore-worker-{n}"))
             // Scripts run on these threads: give them the stack the sandbox is sized for.
@@ -101,11 +104,21 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                             open,
                             limiter,
                             slots,
+                            ready,
                         },
                     ),
                 )
             })?;
         workers.push(handle);
+    }
+    // Ready means every worker has the database open: a `lore restore` started after the
+    // listening line sees the server's connections and refuses.
+    for _ in 0..count {
+        match readiness.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => bail!(why),
+            Err(_) => bail!("a worker stopped before it opened the database"),
+        }
     }
     on_ready(local);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -179,6 +192,8 @@ struct Shared {
     open: Arc<AtomicUsize>,
     limiter: lore_base::ratelimit::MemoryLimiter,
     slots: lore_base::ratelimit::ScriptSlots,
+    /// Told once the worker has its database open (or why it could not).
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
 }
 
 async fn worker(
@@ -194,9 +209,12 @@ async fn worker(
         open,
         limiter,
         slots,
+        ready,
     } = shared;
-    let mut ports = native_ports(&db, &embedder)
-        .with_context(|| format!("cannot open database {}", db.display()))?;
+    let ports = native_ports(&db, &embedder)
+        .with_context(|| format!("cannot open database {}", db.display()));
+    let _ = ready.send(ports.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
+    let mut ports = ports?;
     // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
     let background = Rc::new(LocalTasks::default());
     ports.background = Some(background.clone());
