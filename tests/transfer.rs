@@ -214,3 +214,46 @@ fn a_move_in_copies_an_org_from_the_store_it_lived_in_into_its_own() {
     ));
     assert_eq!(again.unwrap_err().code(), "conflict");
 }
+
+#[test]
+fn export_pages_are_bounded_by_bytes_and_still_carry_the_whole_org() {
+    let (a, member) = source();
+    let acme = OrgId::parse("acme").unwrap();
+    // About 2 MB of memories: more than one page's bytes, fewer keys than one page's count.
+    let filler = "lorem ipsum dolor sit amet ".repeat(700);
+    for i in 0..100 {
+        a.save(&member, json!({"content": format!("Note {i}: {filler}")}));
+    }
+    let pages = export(a.lore.ports(), &acme, transfer::MAX_PAGE);
+    assert!(pages.len() >= 2, "{} pages", pages.len());
+    for page in &pages {
+        let bytes: usize = page.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let largest = page
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .max()
+            .unwrap_or(0);
+        assert!(bytes < transfer::PAGE_BYTES + largest, "{bytes} bytes");
+    }
+    let b = Harness::on(ports(Rc::new(MemoryStorage::new()), 7), "default");
+    for (i, page) in pages.iter().enumerate() {
+        block_on(transfer::import_page(
+            b.lore.ports(),
+            &acme,
+            page.clone(),
+            i == 0,
+        ))
+        .unwrap();
+    }
+    // Every key of the org's store arrived, as it was (the stamp is renewed on the way in).
+    let stamp = lore_base::keys::OrgKeys::new(&acme).auth_stamp();
+    let rows = |h: &Harness| {
+        block_on(h.lore.ports().storage.scan_all("o/acme/"))
+            .unwrap()
+            .into_iter()
+            .filter(|(k, _)| *k != stamp)
+            .collect::<Vec<_>>()
+    };
+    assert!(rows(&b) == rows(&a), "the stores differ");
+    answers_whole(&b, &member);
+}

@@ -14,10 +14,21 @@ use lore_base::ids::OrgId;
 use lore_base::keys::{self, OrgKeys};
 use lore_base::model::{Membership, TokenIndexEntry, TokenRecord};
 use lore_base::ports::Ports;
-use lore_base::storage::{Batch, Storage};
+use lore_base::storage::{Batch, ScanPage, Storage};
 
-/// The most entries a page holds.
+/// The most keys of the org's store a page holds.
 pub const MAX_PAGE: usize = 1_000;
+
+/// About how many bytes (keys and values) an export page holds: it ends after the entry that
+/// reaches this, so a page of large events stays well inside a request body (base64 in JSON).
+pub const PAGE_BYTES: usize = 1 << 20;
+
+/// The most bytes an import page may hold (a first page also carries the directory entries).
+pub const MAX_IMPORT_BYTES: usize = 8 * PAGE_BYTES;
+
+fn size(entries: &[(String, Vec<u8>)]) -> usize {
+    entries.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
 
 /// One page of entries, and where the next starts (`None`: this was the last).
 #[derive(Debug, Default)]
@@ -45,11 +56,27 @@ pub async fn export_page(
         .storage
         .scan(OrgKeys::new(org).root(), after, limit.clamp(1, MAX_PAGE))
         .await?;
-    entries.extend(page.entries);
-    Ok(Page {
-        entries,
-        next: page.cursor,
-    })
+    let next = fill(&mut entries, page);
+    Ok(Page { entries, next })
+}
+
+/// Adds `page`'s entries to `entries` until they hold [`PAGE_BYTES`] (at least one entry);
+/// returns where the next page starts.
+fn fill(entries: &mut Vec<(String, Vec<u8>)>, page: ScanPage) -> Option<String> {
+    let mut bytes = size(entries);
+    let mut stored = page.entries.into_iter();
+    for (key, value) in stored.by_ref() {
+        bytes += key.len() + value.len();
+        entries.push((key, value));
+        if bytes >= PAGE_BYTES {
+            break;
+        }
+    }
+    if stored.len() > 0 {
+        // Cut short by size: the next page starts after the last entry of this one.
+        return entries.last().map(|(k, _)| k.clone());
+    }
+    page.cursor
 }
 
 /// The directory entries that belong to `org` (see the module's text).
@@ -99,10 +126,12 @@ pub async fn import_page(
     entries: Vec<(String, Vec<u8>)>,
     first: bool,
 ) -> Result<usize> {
-    if entries.len() > MAX_PAGE {
+    if size(&entries) > MAX_IMPORT_BYTES {
         return Err(LoreError::invalid(
             "entries",
-            format!("at most {MAX_PAGE} entries a page"),
+            format!(
+                "a page holds at most {MAX_IMPORT_BYTES} bytes of keys and values; send smaller pages"
+            ),
         ));
     }
     if first {
@@ -211,19 +240,17 @@ pub async fn move_in_page(
             )));
         }
     }
-    let page = from.scan(&root, after, MAX_PAGE).await?;
+    let mut entries = Vec::new();
+    let next = fill(&mut entries, from.scan(&root, after, MAX_PAGE).await?);
     let mut batch = Batch::new();
-    for (key, value) in &page.entries {
+    for (key, value) in &entries {
         batch.put(key.clone(), value.clone());
     }
-    if page.cursor.is_none() {
+    if next.is_none() {
         crate::stamp::renew(ports, &mut batch, [org]);
     }
     if !batch.is_empty() {
         ports.storage.commit(batch).await?;
     }
-    Ok(Page {
-        entries: page.entries,
-        next: page.cursor,
-    })
+    Ok(Page { entries, next })
 }
