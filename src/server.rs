@@ -25,7 +25,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{mpsc, watch};
 
 use lore_front::mcp::jsonrpc::{self, RpcError};
-use lore_front::mcp::reply::{Reply, ReplyStream};
+use lore_front::mcp::reply::{Forward, Reply, Streamed};
 use lore_front::{Config, Lore};
 
 use crate::ports::{EmbedderChoice, native_ports};
@@ -325,26 +325,6 @@ impl hyper::body::Body for ChannelBody {
 
 type ResponseBody = Either<Full<Bytes>, ChannelBody>;
 
-/// What the core hands a streamed reply: its head once, then chunks of its body.
-enum Streamed {
-    Head(u16, Vec<(String, String)>),
-    Chunk(Vec<u8>),
-    /// The whole reply (the core did not stream).
-    Whole(http::Response<Vec<u8>>),
-}
-
-/// The native [`ReplyStream`]: a channel to the connection's task.
-struct ChannelStream(mpsc::UnboundedSender<Streamed>);
-
-impl ReplyStream for ChannelStream {
-    fn start(&self, status: u16, headers: &[(String, String)]) {
-        let _ = self.0.send(Streamed::Head(status, headers.to_vec()));
-    }
-    fn send(&self, bytes: Vec<u8>) {
-        let _ = self.0.send(Streamed::Chunk(bytes));
-    }
-}
-
 /// Runs the core on a task of its own, so a streamed reply's head can be answered while the
 /// core goes on producing its body.
 async fn handle_streaming(
@@ -352,7 +332,12 @@ async fn handle_streaming(
     request: http::Request<Vec<u8>>,
 ) -> hyper::Response<ResponseBody> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let out = Rc::new(ChannelStream(tx.clone()));
+    let out = Rc::new(Forward({
+        let tx = tx.clone();
+        move |part| {
+            let _ = tx.send(part);
+        }
+    }));
     tokio::task::spawn_local(async move {
         let response = lore.handle_streaming(request, out.clone()).await;
         // Once the head went out, the response is the rest of the body.

@@ -84,6 +84,13 @@ fn export(ports: &Ports, org: &OrgId, limit: usize) -> Vec<Vec<(String, Vec<u8>)
     }
 }
 
+/// Imports every page of an export, the first as the first.
+fn import(ports: &Ports, org: &OrgId, pages: &[Vec<(String, Vec<u8>)>]) {
+    for (i, page) in pages.iter().enumerate() {
+        block_on(transfer::import_page(ports, org, page.clone(), i == 0)).unwrap();
+    }
+}
+
 /// The org answers on `h` as it did where it came from: the member's token, its memory, its
 /// record.
 fn answers_whole(h: &Harness, member: &str) {
@@ -117,15 +124,7 @@ fn an_org_exported_in_pages_imports_into_a_new_server_whole_and_only_once() {
     let pages = export(a.lore.ports(), &acme, 5);
     assert!(pages.len() > 2, "small pages: {}", pages.len());
     let b = Harness::on(ports(Rc::new(MemoryStorage::new()), 4), "default");
-    for (i, page) in pages.iter().enumerate() {
-        block_on(transfer::import_page(
-            b.lore.ports(),
-            &acme,
-            page.clone(),
-            i == 0,
-        ))
-        .unwrap();
-    }
+    import(b.lore.ports(), &acme, &pages);
     answers_whole(&b, &member);
     // The server's own org is untouched, and the source's owner (a different local owner) is
     // a principal here too, with its token.
@@ -236,15 +235,7 @@ fn export_pages_are_bounded_by_bytes_and_still_carry_the_whole_org() {
         assert!(bytes < transfer::PAGE_BYTES + largest, "{bytes} bytes");
     }
     let b = Harness::on(ports(Rc::new(MemoryStorage::new()), 7), "default");
-    for (i, page) in pages.iter().enumerate() {
-        block_on(transfer::import_page(
-            b.lore.ports(),
-            &acme,
-            page.clone(),
-            i == 0,
-        ))
-        .unwrap();
-    }
+    import(b.lore.ports(), &acme, &pages);
     // Every key of the org's store arrived, as it was (the stamp is renewed on the way in).
     let stamp = lore_base::keys::OrgKeys::new(&acme).auth_stamp();
     let rows = |h: &Harness| {

@@ -8,30 +8,8 @@ use std::rc::Rc;
 use futures_channel::mpsc;
 use futures_util::StreamExt;
 use lore_front::Lore;
-use lore_front::mcp::reply::ReplyStream;
+use lore_front::mcp::reply::{Forward, Streamed};
 use worker::{Response, ResponseBuilder};
-
-/// What the core's task sends: the head of a streamed reply, a piece of its body, or the
-/// response it returned (the whole reply, or the rest of a streamed one's body).
-enum Streamed {
-    Head(u16, Vec<(String, String)>),
-    Chunk(Vec<u8>),
-    Whole(http::Response<Vec<u8>>),
-}
-
-struct ChannelStream(mpsc::UnboundedSender<Streamed>);
-
-impl ReplyStream for ChannelStream {
-    fn start(&self, status: u16, headers: &[(String, String)]) {
-        let _ = self
-            .0
-            .unbounded_send(Streamed::Head(status, headers.to_vec()));
-    }
-    fn send(&self, bytes: Vec<u8>) {
-        // A client that went away closed the receiver; the run goes on and commits.
-        let _ = self.0.unbounded_send(Streamed::Chunk(bytes));
-    }
-}
 
 /// How a request was answered.
 pub enum Served {
@@ -50,7 +28,13 @@ pub async fn serve(
     done: impl FnOnce(&http::Response<Vec<u8>>) + 'static,
 ) -> worker::Result<Served> {
     let (tx, mut rx) = mpsc::unbounded();
-    let out = Rc::new(ChannelStream(tx.clone()));
+    let out = Rc::new(Forward({
+        let tx = tx.clone();
+        move |part| {
+            // A client that went away closed the receiver; the run goes on and commits.
+            let _ = tx.unbounded_send(part);
+        }
+    }));
     wasm_bindgen_futures::spawn_local(async move {
         let response = lore.handle_streaming(request, out).await;
         done(&response);

@@ -20,6 +20,28 @@ pub trait ReplyStream {
     fn send(&self, bytes: Vec<u8>);
 }
 
+/// What a host's task hands on from [`crate::Lore::handle_streaming`]: a streamed reply's
+/// head once, then pieces of its body, and last the response the core returned (the whole
+/// reply, or the rest of a streamed one's body).
+pub enum Streamed {
+    Head(u16, Vec<(String, String)>),
+    Chunk(Vec<u8>),
+    Whole(Response<Vec<u8>>),
+}
+
+/// The [`ReplyStream`] of a host that passes a reply's parts on to another task: each goes to
+/// `F` (a channel's send; a closed channel drops it, and the run goes on).
+pub struct Forward<F: Fn(Streamed)>(pub F);
+
+impl<F: Fn(Streamed)> ReplyStream for Forward<F> {
+    fn start(&self, status: u16, headers: &[(String, String)]) {
+        (self.0)(Streamed::Head(status, headers.to_vec()));
+    }
+    fn send(&self, bytes: Vec<u8>) {
+        (self.0)(Streamed::Chunk(bytes));
+    }
+}
+
 /// Whether a request may get a streamed reply ([`crate::Lore::handle_streaming`]): an MCP
 /// `POST` that asks for progress. Hosts answer the rest whole, without a task and channel of
 /// their own.
