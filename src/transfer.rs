@@ -75,13 +75,32 @@ fn local(db: &Path) -> anyhow::Result<Ports> {
         .with_context(|| format!("cannot open database {}", db.display()))
 }
 
-/// Reads one page of `org`'s export from `side`.
-async fn read_page(side: &Side, org: &OrgId, after: Option<String>) -> anyhow::Result<Page> {
-    match side {
-        Side::Db(db) => {
-            Ok(transfer::export_page(&local(db)?, org, after.as_deref(), MAX_PAGE).await?)
+/// A side opened: a local database opened once for every page, or a server's operator routes.
+enum Source<'a> {
+    Local(Ports),
+    Remote { base: &'a str, secret: &'a str },
+}
+
+impl<'a> Source<'a> {
+    fn open(side: &'a Side) -> anyhow::Result<Self> {
+        Ok(match side {
+            Side::Db(db) => Self::Local(local(db)?),
+            Side::Remote { base, secret } => Self::Remote { base, secret },
+        })
+    }
+}
+
+/// Reads one page of `org`'s export from `source`.
+async fn read_page(
+    source: &Source<'_>,
+    org: &OrgId,
+    after: Option<String>,
+) -> anyhow::Result<Page> {
+    match source {
+        Source::Local(ports) => {
+            Ok(transfer::export_page(ports, org, after.as_deref(), MAX_PAGE).await?)
         }
-        Side::Remote { base, secret } => {
+        Source::Remote { base, secret } => {
             let answer = operator(
                 base,
                 secret,
@@ -117,9 +136,10 @@ async fn each_page(
         entries: 0,
         pages: 0,
     };
+    let source = Source::open(side)?;
     let mut after = None;
     loop {
-        let page = read_page(side, org, after).await?;
+        let page = read_page(&source, org, after).await?;
         moved.entries += page.entries.len();
         sink(page.entries, moved.pages == 0).await?;
         moved.pages += 1;
@@ -169,16 +189,13 @@ pub async fn import(side: &Side, file: &Path, org: &str) -> anyhow::Result<Moved
         bail!("{} does not exist", file.display());
     }
     let from = Side::Db(file.to_path_buf());
-    let target = match side {
-        Side::Db(db) => Some(local(db)?),
-        Side::Remote { .. } => None,
-    };
+    let target = Source::open(side)?;
     each_page(&from, &org, async |entries, first| {
-        match (&target, side) {
-            (Some(ports), _) => {
+        match &target {
+            Source::Local(ports) => {
                 transfer::import_page(ports, &org, entries, first).await?;
             }
-            (None, Side::Remote { base, secret }) => {
+            Source::Remote { base, secret } => {
                 let b64 = base64::engine::general_purpose::STANDARD;
                 let entries: Vec<(String, String)> = entries
                     .into_iter()
@@ -192,7 +209,6 @@ pub async fn import(side: &Side, file: &Path, org: &str) -> anyhow::Result<Moved
                 )
                 .await?;
             }
-            (None, Side::Db(_)) => unreachable!("a local side has its ports"),
         }
         Ok(())
     })
