@@ -20,6 +20,8 @@ pub struct Caller {
     /// The orgs the token is bound to (`None` for the local owner, who reaches all of theirs).
     token_orgs: Option<Vec<OrgId>>,
     keys: OrgKeys,
+    /// The org's auth stamp, read once for the request before any record it vouches for.
+    stamp: Option<Vec<u8>>,
 }
 
 impl Caller {
@@ -40,6 +42,11 @@ impl Caller {
     }
     pub fn keys(&self) -> &OrgKeys {
         &self.keys
+    }
+    /// The org's auth stamp as this request read it (`crate::stamp`; `None` before its first
+    /// change): copies of directory records read under it are current for the request.
+    pub fn auth_stamp(&self) -> Option<&[u8]> {
+        self.stamp.as_deref()
     }
     /// Whether this credential may reach `org` at all (before membership).
     pub fn token_reaches(&self, org: &OrgId) -> bool {
@@ -72,6 +79,9 @@ impl Caller {
 pub struct Credential {
     pub principal: Principal,
     pub token: Option<TokenRecord>,
+    /// An org's auth stamp read while verifying (with a cache port), before the records it
+    /// vouches for: the caller reuses it when it resolves to that org.
+    pub stamp: Option<(OrgId, Option<Vec<u8>>)>,
 }
 
 /// The local owner, for servers started with `--no-auth` on a loopback address.
@@ -88,6 +98,7 @@ pub async fn local_owner(ports: &Ports) -> Result<Credential> {
     Ok(Credential {
         principal,
         token: None,
+        stamp: None,
     })
 }
 
@@ -126,6 +137,10 @@ pub async fn resolve_caller(
         },
         (None, None) => default_org.clone(),
     };
+    let stamp = match credential.stamp {
+        Some((of, stamp)) if of == org => stamp,
+        _ => crate::stamp::read(ports, &org).await?,
+    };
     let keys = OrgKeys::new(&org);
     let membership: Membership = ports
         .record(&keys.member(&credential.principal.id))
@@ -140,6 +155,7 @@ pub async fn resolve_caller(
         token_id: credential.token.map(|t| t.id),
         org,
         keys,
+        stamp,
     })
 }
 
@@ -154,7 +170,9 @@ pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Resu
     let credential = Credential {
         principal,
         token: None,
+        stamp: None,
     };
+    let stamp = crate::stamp::read(ports, org).await?;
     let keys = OrgKeys::new(org);
     let membership: Membership = ports
         .record(&keys.member(&credential.principal.id))
@@ -173,5 +191,6 @@ pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Resu
         token_id: None,
         org: org.clone(),
         keys,
+        stamp,
     })
 }

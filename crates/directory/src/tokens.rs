@@ -84,20 +84,22 @@ pub async fn verify_token(
         return Ok(Credential {
             principal: c.principal,
             token: Some(c.token),
+            stamp: Some((org, stamp)),
         });
     }
-    let credential = verify_stored(ports, &hash).await?;
+    let mut credential = verify_stored(ports, &hash).await?;
     if let Some(token) = &credential.token {
         let entry = CachedCredential {
             token: token.clone(),
             principal: credential.principal.clone(),
-            org,
-            stamp,
+            org: org.clone(),
+            stamp: stamp.clone(),
         };
         if let Ok(bytes) = serde_json::to_vec(&entry) {
             cache.put(&key, bytes, CREDENTIAL_TTL_SECS).await;
         }
     }
+    credential.stamp = Some((org, stamp));
     Ok(credential)
 }
 
@@ -146,5 +148,6 @@ async fn verify_stored(ports: &Ports, hash: &str) -> Result<Credential> {
     Ok(Credential {
         principal,
         token: Some(record),
+        stamp: None,
     })
 }

@@ -65,7 +65,7 @@ pub trait Scripts {
     ) -> Local<'a, ()>;
 }
 
-/// Org records an instance read, with the org's auth stamp read before each.
+/// Org records an instance read, with the org's auth stamp its request read before it.
 type OrgCache = Rc<RefCell<HashMap<OrgId, (Option<Vec<u8>>, Option<model::Org>)>>>;
 
 /// One engine instance: ports, configuration and per-instance caches.
@@ -152,13 +152,15 @@ impl Engine {
         self.memory.set_probe_codes(codes);
     }
 
-    /// The org's record. An instance keeps the copy it read while the org's auth stamp is the
-    /// one it read before it (`lore_directory::stamp`): one read of the org's own store, and a
-    /// change made through any instance or process holds at the next call.
-    pub async fn org_record(&self, org: &OrgId) -> Result<Option<model::Org>, LoreError> {
-        let stamp = lore_directory::stamp::read(&self.ports, org).await?;
+    /// The record of the caller's org. An instance keeps the copy it read while the org's
+    /// auth stamp is the one it was read under (`lore_directory::stamp`); the caller carries
+    /// the stamp its request read, so a change made through any instance or process holds at
+    /// the next request, and a warm request reads nothing for it.
+    pub async fn org_record(&self, caller: &Caller) -> Result<Option<model::Org>, LoreError> {
+        let org = caller.org();
+        let stamp = caller.auth_stamp();
         if let Some((seen, record)) = self.orgs.borrow().get(org)
-            && *seen == stamp
+            && seen.as_deref() == stamp
         {
             return Ok(record.clone());
         }
@@ -167,7 +169,7 @@ impl Engine {
         if orgs.len() >= 4_096 {
             orgs.clear();
         }
-        orgs.insert(org.clone(), (stamp, record.clone()));
+        orgs.insert(org.clone(), (stamp.map(<[u8]>::to_vec), record.clone()));
         Ok(record)
     }
 

@@ -69,7 +69,7 @@ impl Lore {
         };
         let own = self
             .engine
-            .org_record(caller.org())
+            .org_record(caller)
             .await?
             .and_then(|o| o.rate_limits);
         let limits = self.config.rate_limits.for_org(own);

@@ -67,7 +67,7 @@ impl Endpoint {
                 // instance applies at once.
                 let org = lore
                     .engine
-                    .org_record(caller.org())
+                    .org_record(caller)
                     .await
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 org.and_then(|o| o.default_profile).unwrap_or_default()
