@@ -189,6 +189,14 @@ pub(crate) enum OrgCommand {
     /// Create an org owned by the local owner and print an owner token for it.
     Create {
         name: String,
+        /// Where its Durable Object is created on Cloudflare (wnam, enam, sam, weur, eeur,
+        /// apac, oc, afr, me); stored, without effect, on this server.
+        #[arg(long)]
+        location_hint: Option<String>,
+        /// Where its data stays on Cloudflare (eu, fedramp); stored, without effect, on this
+        /// server.
+        #[arg(long)]
+        jurisdiction: Option<String>,
         #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
         db: PathBuf,
         #[arg(long)]

@@ -317,10 +317,22 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Org {
-            command: OrgCommand::Create { name, db, json },
+            command:
+                OrgCommand::Create {
+                    name,
+                    location_hint,
+                    jurisdiction,
+                    db,
+                    json,
+                },
         } => {
             let lore = open(&db, &EmbedderChoice::Builtin)?;
-            print_issued(&block_on(admin::create_org(lore.ports(), &name))?, json);
+            let placement = lore_base::model::Placement::new(
+                location_hint.as_deref(),
+                jurisdiction.as_deref(),
+            )?;
+            let issued = admin::create_placed_org(lore.ports(), &name, placement);
+            print_issued(&block_on(issued)?, json);
             Ok(())
         }
         Command::Org {

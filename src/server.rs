@@ -105,6 +105,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                             limiter,
                             slots,
                             ready,
+                            runs_schedules: n == 0,
                         },
                     ),
                 )
@@ -194,6 +195,8 @@ struct Shared {
     slots: lore_base::ratelimit::ScriptSlots,
     /// Told once the worker has its database open (or why it could not).
     ready: std::sync::mpsc::Sender<Result<(), String>>,
+    /// Whether this worker runs the behaviors' schedules (one worker does).
+    runs_schedules: bool,
 }
 
 async fn worker(
@@ -210,6 +213,7 @@ async fn worker(
         limiter,
         slots,
         ready,
+        runs_schedules,
     } = shared;
     let ports = native_ports(&db, &embedder)
         .with_context(|| format!("cannot open database {}", db.display()));
@@ -237,6 +241,26 @@ async fn worker(
             }
         })
     };
+    // Behaviors' schedules: a pass over the orgs that have any, now and then; the first
+    // also starts those saved before schedules ran.
+    let schedules = runs_schedules.then(|| {
+        let lore = lore.clone();
+        tokio::task::spawn_local(async move {
+            let every = Duration::from_millis(lore_engine::runs::schedules::PASS_EVERY_MS);
+            let mut adopt = true;
+            loop {
+                let now = lore.ports().clock.now_ms();
+                let report = lore.schedule_pass(now, adopt).await;
+                adopt = false;
+                if report["fired"].as_u64().unwrap_or(0) > 0
+                    || report["errors"] != serde_json::json!([])
+                {
+                    tracing::info!(report = %report, "schedules ran");
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    });
     loop {
         let (stream, peer) = tokio::select! {
             received = connections.recv() => match received {
@@ -286,6 +310,9 @@ async fn worker(
     }
     // Usage counters are buffered per instance; write them before the thread ends.
     flusher.abort();
+    if let Some(schedules) = schedules {
+        schedules.abort();
+    }
     lore.engine.flush_usage().await;
     Ok(())
 }

@@ -162,3 +162,28 @@ test('the host serves only components whose imports it provides', () => {
   assert.match(ok.stdout, /spin:sqlite\/sqlite@3\.1\.0/);
   assert.match(ok.stdout, /spin:key-value\/key-value@3\.0\.0/);
 });
+
+test('behaviors\' schedules run from the operator route a cron calls, once per due time', async (t) => {
+  const host = await startSpin({ component: SPIN_TEST_COMPONENT });
+  t.after(() => host.dispose());
+  const sdk = async (code, args) => {
+    const r = await raw2026(host.url, host.ownerToken, 'tools/call', { name: 'run_sdk', arguments: { code, args } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.result.isError, false, r.text);
+    return r.json.result.structuredContent.result;
+  };
+  await sdk('return await client.behaviors.create(ctx.args)', {
+    name: 'heartbeat', trigger: { schedule: 'every 1m' },
+    code: "await client.memory.save({content: 'heartbeat at ' + ctx.args.schedule.due_at}); return 1",
+  });
+  const now = await host.operator('schedules', {});
+  assert.deepEqual([now.orgs, now.fired, now.errors], [1, 0, []], JSON.stringify(now));
+  const at = Date.now() + 61_000;
+  const ran = await host.operator('schedules', { at_ms: at });
+  assert.deepEqual([ran.orgs, ran.fired], [1, 1], JSON.stringify(ran));
+  const again = await host.operator('schedules', { at_ms: at + 1_000 });
+  assert.equal(again.fired, 0, 'a due time fires once');
+  const actions = await sdk("return (await client.actions.list({limit: 50})).items.filter((a: any) => a.source === 'behavior')");
+  assert.equal(actions.length, 1, JSON.stringify(actions));
+  assert.equal(actions[0].status, 'ok', JSON.stringify(actions[0]));
+});

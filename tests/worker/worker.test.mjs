@@ -256,3 +256,69 @@ test('an org whose rows are in D1 (a deployment from before org objects) moves i
     await cleanupDir(dir);
   }
 });
+
+test('a behavior\'s schedule arms its org object\'s alarm; the alarm runs it once per due time and re-arms', async () => {
+  const created = await testBuild.operator('org-create', { name: 'alarmed' });
+  const token = created.token;
+  const sdk = async (code, args) => {
+    const r = await raw2026(`${testBuild.url}/alarmed`, token, 'tools/call', { name: 'run_sdk', arguments: { code, args } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.result.isError, false, r.text);
+    return r.json.result.structuredContent.result;
+  };
+  const alarm = async (body = {}) => {
+    const res = await fetch(`${testBuild.base}/__test/alarm/alarmed`, { method: 'POST', body: JSON.stringify(body) });
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    return JSON.parse(text);
+  };
+  assert.equal((await alarm()).alarm, null, 'no alarm before a schedule');
+  const before = Date.now();
+  await sdk('return await client.behaviors.create(ctx.args)', {
+    name: 'heartbeat', trigger: { schedule: 'every 1m' },
+    code: "await client.memory.save({content: 'heartbeat at ' + ctx.args.schedule.due_at}); return ctx.args.schedule.seconds",
+  });
+  const after = Date.now();
+  // The wake runs after the answer (waitUntil): wait for it.
+  let armed;
+  for (let i = 0; i < 50 && !(armed = await alarm()).alarm; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(armed.alarm >= before + 60_000 && armed.alarm <= after + 61_000, JSON.stringify({ armed, before, after }));
+  assert.equal(armed.org, 'alarmed', 'the object keeps its org for alarms, which come without a request');
+
+  // The alarm's run, as at its time (a test does not wait a minute).
+  const ran = await alarm({ at_ms: armed.alarm });
+  assert.deepEqual([ran.fired, ran.next_at_ms, ran.alarm], [1, armed.alarm + 60_000, armed.alarm + 60_000], JSON.stringify(ran));
+  const again = await alarm({ at_ms: armed.alarm + 1_000 });
+  assert.equal(again.fired, 0, 'a due time fires once');
+  const actions = await sdk("return (await client.actions.list({limit: 50})).items.filter((a: any) => a.source === 'behavior')");
+  assert.equal(actions.length, 1, JSON.stringify(actions));
+  assert.equal(actions[0].status, 'ok', JSON.stringify(actions[0]));
+  assert.equal(actions[0].behavior, 'heartbeat');
+
+  // Disabled: the next alarm finds nothing to run and arms nothing more.
+  await sdk('return await client.behaviors.update({name: "heartbeat", enabled: false})');
+  const idle = await alarm({ at_ms: armed.alarm + 120_000 });
+  assert.deepEqual([idle.fired, idle.next_at_ms], [0, null], JSON.stringify(idle));
+});
+
+test('an org created with a location hint and a jurisdiction lives in that jurisdiction\'s namespace and is served', async () => {
+  const refused = await fetch(`${testBuild.base}/operator/org-create`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${testBuild.operatorSecret}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'nowhere', jurisdiction: 'mars' }),
+  });
+  assert.equal(refused.status, 400);
+  assert.match(await refused.text(), /not one of eu, fedramp/);
+  const created = await testBuild.operator('org-create', { name: 'placed', location_hint: 'weur', jurisdiction: 'eu' });
+  const { orgs } = await testBuild.operator('org-list');
+  assert.deepEqual(orgs.find((o) => o.id === 'placed').placement, { location_hint: 'weur', jurisdiction: 'eu' });
+  const save = await raw2026(`${testBuild.url}/placed`, created.token, 'tools/call', { name: 'save_memory', arguments: { content: 'The EU archive stays in Frankfurt.' } });
+  assert.equal(save.status, 200, save.text);
+  const found = await raw2026(`${testBuild.url}/placed`, created.token, 'tools/call', { name: 'search_memory', arguments: { query: 'EU archive' } });
+  assert.equal(found.status, 200, found.text);
+  assert.match(JSON.stringify(found.json.result.structuredContent.results), /Frankfurt/);
+  // Its data is in the jurisdiction's object, not the default namespace's object of that name.
+  const elsewhere = await fetch(`${testBuild.base}/__test/placement/placed`);
+  assert.equal(elsewhere.status, 200, await elsewhere.clone().text());
+  assert.deepEqual(await elsewhere.json(), { jurisdiction: 'eu', default_namespace_keys: 0, placed_keys_positive: true });
+});

@@ -95,6 +95,13 @@ pub fn principal(id: &str) -> String {
 pub fn cached_credential(hash: &str) -> String {
     format!("cred/{hash}")
 }
+/// The index of orgs that have schedules (`sched/{org}`): the directory's list of which orgs
+/// a pass over every org's due schedules visits. Its value is a random marker, so removing an
+/// entry that a new schedule re-added in the meantime fails its precondition.
+pub fn scheduled_org(org: &OrgId) -> String {
+    format!("{SCHEDULED_ORGS}{org}")
+}
+pub const SCHEDULED_ORGS: &str = "sched/";
 /// The cache entry of the org a token routes to (see `Lore::home_org`).
 pub fn token_route(hash: &str) -> String {
     format!("route/{hash}")
@@ -357,6 +364,13 @@ impl OrgKeys {
     }
     pub fn all_named(&self, kind: &str) -> String {
         format!("{}{kind}/", self.root)
+    }
+    /// A behavior's next scheduled run (`lore_engine::runs::schedules`).
+    pub fn schedule(&self, behavior: &str) -> String {
+        self.named("sched", behavior)
+    }
+    pub fn schedules(&self) -> String {
+        self.all_named("sched")
     }
     /// A write-only secret (`conn` credentials, `feed` signing secrets).
     pub fn secret(&self, kind: &str, name: &str) -> String {

@@ -21,6 +21,59 @@ pub struct Org {
     /// The org's own, lower rate limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<crate::ratelimit::OrgRateLimits>,
+    /// Where the org's data lives on Cloudflare; set when it is created, never changed.
+    #[serde(default, skip_serializing_if = "Placement::is_default")]
+    pub placement: Placement,
+}
+
+/// Where an org's data lives on Cloudflare: its Durable Object is created near a location
+/// hint, and may be bound to a jurisdiction (its data stored and processed only there). Chosen
+/// when the org is created and never changed, since an object's id depends on its
+/// jurisdiction. Every platform stores it; only Workers act on it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    /// Near where the object is first created: one of [`Placement::LOCATION_HINTS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_hint: Option<String>,
+    /// Where its data stays: one of [`Placement::JURISDICTIONS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jurisdiction: Option<String>,
+}
+
+impl Placement {
+    /// Cloudflare's location hints for Durable Objects.
+    pub const LOCATION_HINTS: &[&str] = &[
+        "wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me",
+    ];
+    /// Cloudflare's Durable Object jurisdictions.
+    pub const JURISDICTIONS: &[&str] = &["eu", "fedramp"];
+
+    /// A placement from what an operator asked for, each part checked against its list.
+    pub fn new(location_hint: Option<&str>, jurisdiction: Option<&str>) -> Result<Self, LoreError> {
+        fn pick(
+            field: &str,
+            value: Option<&str>,
+            allowed: &[&str],
+        ) -> Result<Option<String>, LoreError> {
+            match value.map(str::trim).filter(|v| !v.is_empty()) {
+                None => Ok(None),
+                Some(v) if allowed.contains(&v) => Ok(Some(v.to_string())),
+                Some(v) => Err(LoreError::invalid(
+                    field,
+                    format!("{v:?} is not one of {}", allowed.join(", ")),
+                )),
+            }
+        }
+        Ok(Self {
+            location_hint: pick("location_hint", location_hint, Self::LOCATION_HINTS)?,
+            jurisdiction: pick("jurisdiction", jurisdiction, Self::JURISDICTIONS)?,
+        })
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.location_hint.is_none() && self.jurisdiction.is_none()
+    }
 }
 
 /// Which tool set an endpoint serves (`/mcp` chooses one per org or per URL).

@@ -80,12 +80,28 @@ pub trait Cache {
     async fn delete(&self, key: &str) -> Result<(), PortError>;
 }
 
-/// Work the core hands the host to run after the current request is answered, on the same
-/// thread (natively: a local task of the worker). The core uses it only for work whose outcome
-/// the request does not report (behaviors' reactions). A host without one (`None`: Workers,
-/// Spin, the tests) gets that work run inline, before the answer.
+/// Work the core hands the host to run later, on the same thread: after the current request
+/// is answered (`spawn`; natively a local task of the worker, on Workers the request's
+/// `waitUntil`), or at a time (`wake`). The core uses it only for work whose outcome the
+/// request does not report (behaviors' reactions, index segments). A host without one
+/// (`None`: Spin, the tests) gets that work run inline, before the answer.
 pub trait Background {
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
+
+    /// Asks the host to run `org`'s due schedules (`lore_engine::runs::schedules`) at
+    /// `at_ms` or soon after, unless it will already run them sooner. A host whose timer
+    /// passes over every org with schedules by itself (`lore serve`) ignores it; on Workers it
+    /// sets the org object's alarm. Best effort: a wake that is lost is made up by the next
+    /// pass (an org's alarm, `lore serve`'s timer, the operator route `schedules`).
+    fn wake(&self, org: &crate::ids::OrgId, at_ms: i64) {
+        let _ = (org, at_ms);
+    }
+
+    /// Whether [`Self::wake`] reaches the org (Workers: its object's alarm), so that a pass
+    /// over every org wakes each rather than running its schedules itself.
+    fn wakes_orgs(&self) -> bool {
+        false
+    }
 }
 
 /// Runs a piece of synchronous computing somewhere else (natively: a thread of its own), so

@@ -9,7 +9,8 @@ use lore_base::error::{LoreError, Result};
 use lore_base::ids::{OrgId, new_ulid};
 use lore_base::keys::{self, OrgKeys};
 use lore_base::model::{
-    Membership, Org, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry, TokenRecord,
+    Membership, Org, Placement, Principal, PrincipalKind, Role, Scopes, TokenIndexEntry,
+    TokenRecord,
 };
 use lore_base::ports::Ports;
 use lore_base::storage::{Batch, StorageError};
@@ -83,7 +84,13 @@ pub fn issue_token(
 }
 
 /// Adds the writes that create `org` owned by `owner`, with an owner token.
-fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str) -> IssuedToken {
+fn create_org_writes(
+    ports: &Ports,
+    batch: &mut Batch,
+    org: &OrgId,
+    owner: &str,
+    placement: Placement,
+) -> IssuedToken {
     let now = ports.clock.now_ms();
     let record = Org {
         id: org.clone(),
@@ -92,6 +99,7 @@ fn create_org_writes(ports: &Ports, batch: &mut Batch, org: &OrgId, owner: &str)
         owner: owner.to_string(),
         default_profile: None,
         rate_limits: None,
+        placement,
     };
     batch
         .require_absent(keys::org(org))
@@ -134,7 +142,7 @@ pub async fn init(ports: &Ports, org_name: &str) -> Result<InitOutcome> {
         .put(keys::LOCAL_OWNER, owner.id.as_bytes().to_vec())
         .put(keys::LOCAL_ORG, org.as_str().as_bytes().to_vec());
     batch.put(keys::principal(&owner.id), json(&owner));
-    let issued = create_org_writes(ports, &mut batch, &org, &owner.id);
+    let issued = create_org_writes(ports, &mut batch, &org, &owner.id, Placement::default());
     match ports.storage.commit(batch).await {
         Ok(()) => Ok(InitOutcome::Created(issued)),
         // Another process initialised the database at the same moment.
@@ -164,12 +172,22 @@ pub async fn owner_password_is_set(ports: &Ports) -> Result<bool> {
 
 /// Creates a further org owned by the local owner and returns an owner token for it.
 pub async fn create_org(ports: &Ports, org_name: &str) -> Result<IssuedToken> {
+    create_placed_org(ports, org_name, Placement::default()).await
+}
+
+/// Creates an org placed where `placement` says (its Durable Object's location hint and
+/// jurisdiction on Cloudflare; stored, and without effect, elsewhere).
+pub async fn create_placed_org(
+    ports: &Ports,
+    org_name: &str,
+    placement: Placement,
+) -> Result<IssuedToken> {
     let org = OrgId::parse(org_name)?;
     let owner = local_owner_id(ports).await?.ok_or_else(|| {
         LoreError::Conflict("the database is not initialised; run `lore init` first".into())
     })?;
     let mut batch = Batch::new();
-    let issued = create_org_writes(ports, &mut batch, &org, &owner);
+    let issued = create_org_writes(ports, &mut batch, &org, &owner, placement);
     match ports.storage.commit(batch).await {
         Ok(()) => Ok(issued),
         Err(StorageError::Conflict { .. }) => {

@@ -167,8 +167,31 @@ pub async fn import_page(
         written += 1;
     }
     crate::stamp::renew(ports, &mut batch, [org]);
+    let scheduled = index_schedules(ports, &mut batch, org);
     ports.storage.commit(batch).await?;
+    wake_scheduled(ports, org, scheduled);
     Ok(written)
+}
+
+/// Adds the org to the index of orgs with schedules when `batch` writes one of its
+/// behaviors' next runs (`lore_engine::runs::schedules`); says whether it did.
+fn index_schedules(ports: &Ports, batch: &mut Batch, org: &OrgId) -> bool {
+    let prefix = OrgKeys::new(org).schedules();
+    let any = batch.writes.iter().any(|w| match w {
+        lore_base::storage::Write::Put(k, _) => k.starts_with(&prefix),
+        lore_base::storage::Write::Delete(_) => false,
+    });
+    if any {
+        batch.put(keys::scheduled_org(org), ports.random_hex(8).into_bytes());
+    }
+    any
+}
+
+/// Asks the host to run the org's schedules now (they come with their stored due times).
+fn wake_scheduled(ports: &Ports, org: &OrgId, scheduled: bool) {
+    if let (true, Some(background)) = (scheduled, &ports.background) {
+        background.wake(org, ports.clock.now_ms());
+    }
 }
 
 /// Refuses an org that this server already has.
@@ -249,8 +272,10 @@ pub async fn move_in_page(
     if next.is_none() {
         crate::stamp::renew(ports, &mut batch, [org]);
     }
+    let scheduled = index_schedules(ports, &mut batch, org);
     if !batch.is_empty() {
         ports.storage.commit(batch).await?;
     }
+    wake_scheduled(ports, org, scheduled);
     Ok(Page { entries, next })
 }

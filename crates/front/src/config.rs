@@ -57,6 +57,9 @@ pub struct Config {
     /// The secret of the operator routes (`POST /operator/{action}`, see `operator.rs`);
     /// `None` (natively always) leaves them off.
     pub operator_secret: Option<String>,
+    /// A test build (`/__test/` routes served, `LORE_NO_AUTH` honoured, the operator route
+    /// `schedules` taking a time); never a product build.
+    pub test_build: bool,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             sql: sql::Limits::default(),
             rate_limits: ratelimit::RateLimits::default(),
             operator_secret: None,
+            test_build: false,
         }
     }
 }
@@ -200,6 +204,7 @@ impl Config {
         Ok(Config {
             default_org,
             no_auth: test_build && vars.get("LORE_NO_AUTH").as_deref() == Some("1"),
+            test_build,
             sessions: false,
             max_body_bytes: vars.number("LORE_MAX_BODY_BYTES", DEFAULT_MAX_BODY, "bytes")?,
             origins,

@@ -135,6 +135,31 @@ impl Lore {
         Ok(json!({ "healthy": healthy, "orgs": out }))
     }
 
+    /// Runs `org`'s behaviors' schedules due at `now_ms` and says when the next is due (an
+    /// org object's alarm; see `lore_engine::runs::schedules`).
+    pub async fn run_schedules(
+        &self,
+        org: &lore_base::ids::OrgId,
+        now_ms: i64,
+    ) -> Result<lore_engine::runs::schedules::OrgPass, LoreError> {
+        lore_engine::runs::schedules::run_due(&self.engine, org, now_ms).await
+    }
+
+    /// The earliest due time of `org`'s schedules, without running any.
+    pub async fn next_schedule(
+        &self,
+        org: &lore_base::ids::OrgId,
+    ) -> Result<Option<i64>, LoreError> {
+        lore_engine::runs::schedules::next_due(&self.engine, org).await
+    }
+
+    /// A pass over every org with schedules (`lore serve`'s timer, the operator route
+    /// `schedules`), at `now_ms`; with `adopt`, every org's schedules saved before schedules
+    /// ran are given their first run. Its report: orgs visited, runs made, orgs woken, errors.
+    pub async fn schedule_pass(&self, now_ms: i64, adopt: bool) -> Value {
+        lore_engine::runs::schedules::run_every_org(&self.engine, now_ms, adopt).await
+    }
+
     /// The ports this instance reaches the world through (the engine's).
     pub fn ports(&self) -> &Ports {
         &self.engine.ports

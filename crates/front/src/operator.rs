@@ -1,7 +1,8 @@
 //! Operator routes: `lore init` (with the owner's sign-in password), `lore org create|list`
 //! `lore token create|list|revoke`, `lore org export|import|move-in` (an org's keys in pages,
 //! `lore_directory::transfer`), and `lore doctor`'s and `lore reindex`'s memory index
-//! report and rebuild (`doctor`, `reindex`, each with an optional `org`) for a deployment whose database no `lore` CLI can open
+//! report and rebuild (`doctor`, `reindex`, each with an optional `org`), and a pass over the
+//! behaviors' schedules (`schedules`, which Spin needs from a cron) for a deployment whose database no `lore` CLI can open
 //! (a Worker's D1, a Spin app's SQLite). They call the same [`lore_directory::admin`] functions as the
 //! CLI.
 //!
@@ -41,6 +42,12 @@ struct InitArgs {
 #[serde(deny_unknown_fields)]
 struct OrgArgs {
     name: String,
+    /// Where its Durable Object is created (`weur`, ...; Workers only).
+    #[serde(default)]
+    location_hint: Option<String>,
+    /// Where its data stays (`eu`, `fedramp`; Workers only).
+    #[serde(default)]
+    jurisdiction: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -180,7 +187,12 @@ async fn run(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, Refusal> {
         }
         "org-create" => {
             let args: OrgArgs = parse(body)?;
-            let issued = admin::create_org(ports, &args.name)
+            let placement = lore_base::model::Placement::new(
+                args.location_hint.as_deref(),
+                args.jurisdiction.as_deref(),
+            )
+            .map_err(from_lore)?;
+            let issued = admin::create_placed_org(ports, &args.name, placement)
                 .await
                 .map_err(from_lore)?;
             Ok(to_json(&issued))
@@ -240,14 +252,42 @@ async fn run(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, Refusal> {
                 .await
                 .map_err(from_lore)
         }
+        "schedules" => {
+            let args: ScheduleArgs = parse(body)?;
+            let now = match args.at_ms {
+                Some(at) if lore.config.test_build => at,
+                Some(_) => {
+                    return Err(refuse(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_argument",
+                        "at_ms is for test builds only",
+                    ));
+                }
+                None => ports.clock.now_ms(),
+            };
+            Ok(lore.schedule_pass(now, args.adopt).await)
+        }
         other => Err(refuse(
             StatusCode::NOT_FOUND,
             "not_found",
             format!(
-                "no operator action {other:?}; actions: init, org-create, org-list, org-export, org-import, org-move-in, token-create, token-list, token-revoke, doctor, reindex"
+                "no operator action {other:?}; actions: init, org-create, org-list, org-export, org-import, org-move-in, token-create, token-list, token-revoke, doctor, reindex, schedules"
             ),
         )),
     }
+}
+
+/// `schedules`: a pass over every org with schedules (Spin has no timer: call it from a cron
+/// every minute).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ScheduleArgs {
+    /// Visit every org first and give behaviors saved before schedules ran their first run.
+    #[serde(default)]
+    adopt: bool,
+    /// Test builds: the pass's time instead of the clock's.
+    #[serde(default)]
+    at_ms: Option<i64>,
 }
 
 #[derive(Deserialize)]

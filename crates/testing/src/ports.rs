@@ -264,3 +264,27 @@ pub fn split_memory() -> lore_base::storage::split::SplitStorage {
         Rc::new(MemoryOrgs::default()),
     )
 }
+
+/// A background port that keeps its tasks as [`Later`] does and records each wake it is asked
+/// for, as `(org, at_ms)`; `wakes_orgs` says whether it stands for a host whose wakes reach
+/// each org (Workers) or one that passes over them itself (`lore serve`).
+#[derive(Default)]
+pub struct Wakes {
+    pub later: Later,
+    pub wakes: RefCell<Vec<(String, i64)>>,
+    pub wakes_orgs: bool,
+}
+
+impl lore_base::ports::Background for Wakes {
+    fn spawn(&self, task: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>) {
+        self.later.spawn(task);
+    }
+
+    fn wake(&self, org: &lore_base::ids::OrgId, at_ms: i64) {
+        self.wakes.borrow_mut().push((org.to_string(), at_ms));
+    }
+
+    fn wakes_orgs(&self) -> bool {
+        self.wakes_orgs
+    }
+}

@@ -14,10 +14,12 @@
 #[global_allocator]
 static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
+mod alarms;
 mod d1;
 mod object_store;
 mod org_object;
 mod ports;
+mod routing;
 mod stream;
 #[cfg(feature = "test-build")]
 mod test_routes;
@@ -106,8 +108,9 @@ fn instance(env: &Env) -> worker::Result<Instance> {
     let config = config(env).map_err(worker::Error::RustError)?;
     let after = ports::AfterAnswer::default();
     let subrequests = ports::Subrequests::default();
+    let later = alarms::Later::new(after.clone(), env.clone(), subrequests.clone(), None);
     let ports = Ports {
-        background: Some(Rc::new(after.clone())),
+        background: Some(Rc::new(later)),
         ..platform_ports(env, org_object::split_storage(env, None, &subrequests)?)
     };
     // Before org objects every org's keys were rows of D1; `org-move-in` copies them over.
@@ -182,7 +185,7 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
         return response;
     }
     if let Some(org) = lore.home_org(&request).await {
-        let response = org_object::forward(&env, org.as_str(), &url, &request, &subrequests).await;
+        let response = routing::forward(&env, org.as_str(), &url, &request, &subrequests).await;
         return response.and_then(|r| {
             ports::report_forwarded_subrequests(
                 r,

@@ -23,20 +23,16 @@ use lore_base::storage::split::{OrgStores, SplitStorage};
 use lore_base::storage::{Batch, Check, ScanPage, Storage, StorageError, Write};
 use lore_front::Lore;
 use serde::{Deserialize, Serialize};
-use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
+use worker::{DurableObject, Env, Request, Response, State, durable_object};
 
+use crate::alarms::{self, Later, WAKE_PATH, Wake};
 use crate::object_store::ObjectStorage;
 use crate::ports::{AfterAnswer, Subrequests, Task};
+use crate::routing::{OBJECT_URL, ORG_HEADER, forward};
 use crate::stream::Served;
 
-/// The binding of the org objects.
-pub const BINDING: &str = "LORE_ORG";
-/// The header naming the org a request to an org object is for.
-pub const ORG_HEADER: &str = "x-lore-org";
 /// The route of the storage port served to other instances.
 const KV_PATH: &str = "/__kv";
-/// The URL requests to an object are made on (the host is never resolved).
-const OBJECT_URL: &str = "https://org-object.lore.internal";
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -146,11 +142,6 @@ async fn answer_kv(store: &ObjectStorage, call: KvCall) -> Result<KvAnswer, Stor
             KvAnswer::Done
         }
     })
-}
-
-/// The stub of `org`'s object.
-fn stub(env: &Env, org: &str) -> worker::Result<worker::Stub> {
-    env.durable_object(BINDING)?.id_from_name(org)?.get_stub()
 }
 
 /// Another org's store, reached through its object.
@@ -309,31 +300,6 @@ pub fn split_storage(
     Ok(Rc::new(SplitStorage::new(directory, Rc::new(orgs))))
 }
 
-/// Sends `request` (the Worker's, already read) to `org`'s object and returns its answer,
-/// streamed through as the object sends it.
-pub async fn forward(
-    env: &Env,
-    org: &str,
-    url: &str,
-    request: &http::Request<Vec<u8>>,
-    subrequests: &Subrequests,
-) -> worker::Result<Response> {
-    subrequests.count();
-    let headers = crate::worker_headers(request.headers())?;
-    // Replaces any the client sent.
-    headers.set(ORG_HEADER, org)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::from(request.method().to_string()))
-        .with_headers(headers);
-    if !request.body().is_empty() {
-        init.with_body(Some(
-            js_sys::Uint8Array::from(request.body().as_slice()).into(),
-        ));
-    }
-    let outbound = Request::new_with_init(url, &init)?;
-    stub(env, org)?.fetch_with_request(outbound).await
-}
-
 /// One org's object.
 #[durable_object]
 pub struct OrgObject {
@@ -354,8 +320,14 @@ impl OrgObject {
             return Ok(lore);
         }
         let home = Some((org.to_string(), self.store.clone()));
+        let later = Later::new(
+            self.after.clone(),
+            self.env.clone(),
+            self.subrequests.clone(),
+            Some((org.to_string(), self.state.clone())),
+        );
         let ports = Ports {
-            background: Some(Rc::new(self.after.clone())),
+            background: Some(Rc::new(later)),
             ..crate::platform_ports(
                 &self.env,
                 split_storage(&self.env, home, &self.subrequests)?,
@@ -402,6 +374,21 @@ impl DurableObject for OrgObject {
         if path == KV_PATH {
             let call: KvCall = req.json().await?;
             return Response::from_json(&serve_kv(&self.store, call).await);
+        }
+        if path == WAKE_PATH {
+            let wake: Wake = req.json().await?;
+            alarms::arm(&self.state, &org, wake.at_ms).await?;
+            return Response::empty();
+        }
+        #[cfg(feature = "test-build")]
+        if path == "/__test/alarm" {
+            return self.test_alarm(&org, req).await;
+        }
+        #[cfg(feature = "test-build")]
+        if path == "/__test/key-count" {
+            let page = self.store.scan("", None, 100_000).await;
+            let keys = page.map(|p| p.entries.len()).unwrap_or(0);
+            return Response::from_json(&serde_json::json!({ "keys": keys }));
         }
         #[cfg(feature = "test-build")]
         if let Some(route) = path.strip_prefix(lore_testing::routes::PREFIX) {
@@ -456,6 +443,61 @@ impl DurableObject for OrgObject {
             self.subrequests.get() - before,
         );
         crate::from_http(response)
+    }
+
+    /// Runs the org's due schedules. A failure is an error, which the runtime retries.
+    async fn alarm(&self) -> worker::Result<Response> {
+        let known = self.org.borrow().clone();
+        let org = match known {
+            Some(org) => org,
+            None => match alarms::armed_org(&self.state).await? {
+                Some(org) => {
+                    *self.org.borrow_mut() = Some(org.clone());
+                    org
+                }
+                None => return Response::empty(),
+            },
+        };
+        let now = lore_base::ports::Clock::now_ms(&crate::WorkersClock);
+        self.run_schedules(&org, now).await?;
+        Response::empty()
+    }
+}
+
+impl OrgObject {
+    /// Runs the org's schedules due at `now_ms`, hands on what they left for after, and arms
+    /// the alarm for the earliest schedule left (unless a wake made meanwhile set it earlier).
+    async fn run_schedules(&self, org: &str, now_ms: i64) -> worker::Result<u32> {
+        let lore = self.instance(org)?;
+        let id = lore_base::ids::OrgId::parse(org)
+            .map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let failed = |e: lore_base::error::LoreError| worker::Error::RustError(e.to_string());
+        let pass = lore.run_schedules(&id, now_ms).await.map_err(failed)?;
+        hand_over(&self.state, &self.after);
+        if let Some(next) = lore.next_schedule(&id).await.map_err(failed)? {
+            alarms::arm(&self.state, org, next).await?;
+        }
+        Ok(pass.fired)
+    }
+
+    /// `/__test/alarm` (test builds): the alarm's time, and with `{"at_ms"}` the alarm's run
+    /// as at that time (a schedule is at least a minute away; a test does not wait for it).
+    #[cfg(feature = "test-build")]
+    async fn test_alarm(&self, org: &str, mut req: Request) -> worker::Result<Response> {
+        let body: serde_json::Value = req.json().await.unwrap_or_default();
+        let mut out = serde_json::json!({});
+        if let Some(at) = body["at_ms"].as_i64() {
+            out["fired"] = self.run_schedules(org, at).await?.into();
+            let id = lore_base::ids::OrgId::parse(org)
+                .map_err(|e| worker::Error::RustError(e.to_string()))?;
+            let next = self.instance(org)?.next_schedule(&id).await;
+            out["next_at_ms"] = next
+                .map_err(|e| worker::Error::RustError(e.to_string()))?
+                .into();
+        }
+        out["alarm"] = alarms::alarm_at(&self.state).await?.into();
+        out["org"] = alarms::armed_org(&self.state).await?.into();
+        Response::from_json(&out)
     }
 }
 

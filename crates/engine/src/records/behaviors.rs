@@ -1,6 +1,6 @@
 //! Behaviors: a trigger (event kinds, a feed, or a schedule) and a reaction script that runs in
-//! the sandbox with the behavior owner's permissions. Stored and validated here; the sandbox
-//! runs them.
+//! the sandbox with the behavior owner's permissions. Stored and validated here, with each
+//! schedule's next run ([`Due`]); `runs::reactions` and `runs::schedules` run them.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -127,6 +127,62 @@ pub async fn list(ports: &Ports, caller: &Caller) -> Result<Vec<Behavior>> {
     super::all(ports, &caller.keys().all_named("beh")).await
 }
 
+/// When a behavior's schedule next runs, kept beside it (`o/{org}/sched/{name}`) while it is
+/// enabled and has a schedule. A run claims its due time by replacing this record under a
+/// precondition, so each due time fires once, whichever instance or process gets there first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Due {
+    /// Milliseconds since the epoch.
+    pub next_at_ms: i64,
+}
+
+/// The seconds between runs of `b`'s schedule, if it is enabled and has one.
+pub fn active_schedule(b: &Behavior) -> Option<u64> {
+    b.trigger
+        .schedule
+        .as_deref()
+        .filter(|_| b.enabled)
+        .and_then(schedule_seconds)
+}
+
+/// Adds to `batch` what keeps `new`'s schedule (`old`: the behavior it replaces): its first
+/// run one interval from now when the schedule is new or changed, nothing when it is the same,
+/// its removal when it has none; and the org's entry in the index of orgs with schedules.
+/// Returns the time of a run it set, for the host to be woken at.
+fn keep_schedule(
+    ports: &Ports,
+    caller: &Caller,
+    batch: &mut Batch,
+    old: Option<&Behavior>,
+    new: Option<&Behavior>,
+) -> Option<i64> {
+    let name = new.or(old).map(|b| b.name.as_str())?;
+    let key = caller.keys().schedule(name);
+    let Some(seconds) = new.and_then(active_schedule) else {
+        if old.and_then(active_schedule).is_some() {
+            batch.delete(&key);
+        }
+        return None;
+    };
+    if old.is_some_and(|o| active_schedule(o) == Some(seconds)) {
+        return None;
+    }
+    let next_at_ms = ports.clock.now_ms() + i64::try_from(seconds).unwrap_or(i64::MAX / 2) * 1000;
+    batch.put(&key, to_bytes(&Due { next_at_ms }));
+    batch.put(
+        lore_base::keys::scheduled_org(caller.org()),
+        ports.random_hex(8).into_bytes(),
+    );
+    Some(next_at_ms)
+}
+
+/// Tells the host when the caller's org next has a schedule to run.
+fn wake(ports: &Ports, caller: &Caller, at: Option<i64>) {
+    if let (Some(at), Some(background)) = (at, &ports.background) {
+        background.wake(caller.org(), at);
+    }
+}
+
 pub async fn create(ports: &Ports, caller: &Caller, args: CreateBehavior) -> Result<Behavior> {
     check_name("name", &args.name)?;
     check_trigger(&args.trigger)?;
@@ -145,7 +201,9 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateBehavior) -> Res
     let key = caller.keys().named("beh", &behavior.name);
     let mut batch = Batch::new();
     batch.require_absent(&key).put(&key, to_bytes(&behavior));
+    let due = keep_schedule(ports, caller, &mut batch, None, Some(&behavior));
     super::commit_new(ports, batch, || format!("behavior {:?}", behavior.name)).await?;
+    wake(ports, caller, due);
     Ok(behavior)
 }
 
@@ -168,14 +226,23 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateBehavior) -> Res
     }
     b.updated_at = now_text(ports);
     let key = caller.keys().named("beh", &b.name);
-    super::replace(ports, &key, &old, &b).await?;
+    let mut batch = Batch::new();
+    batch
+        .require_equals(&key, to_bytes(&old))
+        .put(&key, to_bytes(&b));
+    let due = keep_schedule(ports, caller, &mut batch, Some(&old), Some(&b));
+    ports.storage.commit(batch).await?;
+    wake(ports, caller, due);
     Ok(b)
 }
 
 pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done> {
     let old = get(ports, caller, &args.name).await?;
     let key = caller.keys().named("beh", &old.name);
-    super::remove(ports, &key, &old).await?;
+    let mut batch = Batch::new();
+    batch.require_equals(&key, to_bytes(&old)).delete(&key);
+    keep_schedule(ports, caller, &mut batch, Some(&old), None);
+    ports.storage.commit(batch).await?;
     Ok(Done { ok: true })
 }
 
@@ -186,7 +253,7 @@ pub async fn list_in(ports: &Ports, keys: &lore_base::keys::OrgKeys) -> Result<V
 }
 
 /// Whether `event` fires `trigger`: its kind is one of the trigger's event kinds, or it came
-/// from the trigger's feed. Schedules fire nothing here.
+/// from the trigger's feed. Schedules fire nothing here (`runs::schedules` runs them).
 pub fn fires(trigger: &Trigger, event: &crate::memory::event::Event) -> bool {
     trigger.event_kinds.contains(&event.kind)
         || trigger

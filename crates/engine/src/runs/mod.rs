@@ -6,6 +6,7 @@
 //! - [`overlay`] buffers a run's writes and commits them as one batch;
 //! - [`modes`] dispatches a `do` program's calls in `try`, `send` or `do` mode;
 //! - [`reactions`] runs behaviors' reactions once the events that trigger them commit;
+//! - [`schedules`] runs behaviors' schedule triggers when they are due;
 //! - this module is the tools' surface, the run's bookkeeping and its Action.
 //!
 //! Every SDK call goes through [`crate::sdk::call`] with the surface's tier (`query_sdk`:
@@ -24,6 +25,7 @@ pub mod modes;
 pub mod overlay;
 pub mod reactions;
 mod run;
+pub mod schedules;
 
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -103,7 +103,7 @@ async fn react_one(
             event.id,
             depth - 1
         );
-        record(
+        record_skipped(
             engine,
             keys,
             behavior,
@@ -120,7 +120,7 @@ async fn react_one(
             Ok(c) => c,
             Err(e) => {
                 let message = format!("the reaction cannot run as its owner: {e}");
-                record(engine, keys, behavior, origin, "error", e.code(), message).await;
+                record_skipped(engine, keys, behavior, origin, "error", e.code(), message).await;
                 return;
             }
         };
@@ -142,8 +142,8 @@ async fn react_one(
     }
 }
 
-/// An Action for a reaction that did not run.
-async fn record(
+/// An Action for a reaction (or a scheduled run) that did not run.
+pub(super) async fn record_skipped(
     engine: &Engine,
     keys: &OrgKeys,
     behavior: &Behavior,
