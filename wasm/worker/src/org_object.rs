@@ -384,12 +384,7 @@ impl DurableObject for OrgObject {
         if path == "/__test/alarm" {
             return self.test_alarm(&org, req).await;
         }
-        #[cfg(feature = "test-build")]
-        if path == "/__test/key-count" {
-            let page = self.store.scan("", None, 100_000).await;
-            let keys = page.map(|p| p.entries.len()).unwrap_or(0);
-            return Response::from_json(&serde_json::json!({ "keys": keys }));
-        }
+
         #[cfg(feature = "test-build")]
         if let Some(route) = path.strip_prefix(lore_testing::routes::PREFIX) {
             let store = self.store.clone();
@@ -487,6 +482,8 @@ impl OrgObject {
         let body: serde_json::Value = req.json().await.unwrap_or_default();
         let mut out = serde_json::json!({});
         if let Some(at) = body["at_ms"].as_i64() {
+            // As when the alarm fires: it is no longer set while its handler runs.
+            self.state.storage().delete_alarm().await?;
             out["fired"] = self.run_schedules(org, at).await?.into();
             let id = lore_base::ids::OrgId::parse(org)
                 .map_err(|e| worker::Error::RustError(e.to_string()))?;

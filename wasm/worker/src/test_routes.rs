@@ -9,9 +9,6 @@
 //!   `LORE_ORG` class set aside for them (`__suites`).
 //! - `POST /__test/alarm/{org}` `{"at_ms"?}`: the org object's alarm time and the org it is
 //!   armed for; with `at_ms`, first the alarm's run as at that time (`org_object`).
-//! - `GET /__test/placement/{org}`: the org's jurisdiction, and how many keys the object of
-//!   that name holds in the default namespace (none, for an org placed in a jurisdiction) and
-//!   in the org's own.
 //! - `POST /__test/embed` `{"texts": [...]}`: embeds through [`crate::WorkersAiEmbedder`] and
 //!   returns the model id and the vectors.
 //! - `POST /__test/fetch` `{"method", "url", "headers": [[name, value]], "body"}`: one outbound
@@ -46,9 +43,6 @@ pub async fn handle(
     if route.starts_with("object/") {
         let url = url.replacen("/__test/object/", "/__test/", 1);
         return Some(crate::routing::forward(env, SUITES_OBJECT, &url, request, &uncounted).await);
-    }
-    if let Some(org) = route.strip_prefix("placement/") {
-        return Some(placement(env, org).await);
     }
     if let Some(org) = route.strip_prefix("alarm/") {
         let url = url.replacen(&format!("/__test/alarm/{org}"), "/__test/alarm", 1);
@@ -186,32 +180,4 @@ async fn d1_rows(env: &Env, body: &[u8]) -> Response<Vec<u8>> {
         Ok(()) => json_response(StatusCode::OK, json!({ "written": written })),
         Err(e) => json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": e })),
     }
-}
-
-/// Keys in an object's store, asked through `stub`.
-async fn key_count(stub: worker::Stub, org: &str) -> worker::Result<u64> {
-    let headers = worker::Headers::new();
-    headers.set(crate::routing::ORG_HEADER, org)?;
-    let mut init = worker::RequestInit::new();
-    init.with_headers(headers);
-    let url = format!("{}/__test/key-count", crate::routing::OBJECT_URL);
-    let request = worker::Request::new_with_init(&url, &init)?;
-    let answer: Value = stub.fetch_with_request(request).await?.json().await?;
-    Ok(answer["keys"].as_u64().unwrap_or(0))
-}
-
-async fn placement(env: &Env, org: &str) -> worker::Result<worker::Response> {
-    let uncounted = crate::ports::Subrequests::default();
-    let placement = crate::routing::placement(env, org, &uncounted).await?;
-    let default = env
-        .durable_object(crate::routing::BINDING)?
-        .get_by_name(org)?;
-    let placed = crate::routing::stub(env, org, &uncounted).await?;
-    let in_default = key_count(default, org).await?;
-    let in_placed = key_count(placed, org).await?;
-    worker::Response::from_json(&json!({
-        "jurisdiction": placement.jurisdiction,
-        "default_namespace_keys": in_default,
-        "placed_keys_positive": in_placed > 0,
-    }))
 }
