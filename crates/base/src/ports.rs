@@ -93,7 +93,7 @@ pub trait Background {
     /// passes over every org with schedules by itself (`lore serve`) ignores it; on Workers it
     /// sets the org object's alarm. Best effort: a wake that is lost is made up by the next
     /// pass (an org's alarm, `lore serve`'s timer, the operator route `schedules`).
-    fn wake(&self, org: &crate::ids::OrgId, at_ms: i64) {
+    fn wake(&self, org: &str, at_ms: i64) {
         let _ = (org, at_ms);
     }
 

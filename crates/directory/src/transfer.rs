@@ -190,7 +190,7 @@ fn index_schedules(ports: &Ports, batch: &mut Batch, org: &OrgId) -> bool {
 /// Asks the host to run the org's schedules now (they come with their stored due times).
 fn wake_scheduled(ports: &Ports, org: &OrgId, scheduled: bool) {
     if let (true, Some(background)) = (scheduled, &ports.background) {
-        background.wake(org, ports.clock.now_ms());
+        background.wake(org.as_str(), ports.clock.now_ms());
     }
 }
 

@@ -280,7 +280,7 @@ impl lore_base::ports::Background for Wakes {
         self.later.spawn(task);
     }
 
-    fn wake(&self, org: &lore_base::ids::OrgId, at_ms: i64) {
+    fn wake(&self, org: &str, at_ms: i64) {
         self.wakes.borrow_mut().push((org.to_string(), at_ms));
     }
 

@@ -10,7 +10,6 @@
 
 use std::rc::Rc;
 
-use lore_base::ids::OrgId;
 use lore_base::ports::Background;
 use serde::{Deserialize, Serialize};
 use worker::{Env, ScheduledTime, State};
@@ -60,7 +59,7 @@ impl Background for Later {
         self.after.spawn(task);
     }
 
-    fn wake(&self, org: &OrgId, at_ms: i64) {
+    fn wake(&self, org: &str, at_ms: i64) {
         let org = org.to_string();
         let task: Task = match &self.home {
             Some((home, state)) if *home == org => {

@@ -179,7 +179,7 @@ fn keep_schedule(
 /// Tells the host when the caller's org next has a schedule to run.
 fn wake(ports: &Ports, caller: &Caller, at: Option<i64>) {
     if let (Some(at), Some(background)) = (at, &ports.background) {
-        background.wake(caller.org(), at);
+        background.wake(caller.org().as_str(), at);
     }
 }
 

@@ -254,7 +254,7 @@ pub async fn run_every_org(engine: &Engine, now_ms: i64, adopt_all: bool) -> Val
                 Some(background) if background.wakes_orgs() => {
                     let next = next_due(engine, &org).await;
                     if let Ok(Some(at)) = next {
-                        background.wake(&org, at);
+                        background.wake(org.as_str(), at);
                         woken += 1;
                     }
                     next
