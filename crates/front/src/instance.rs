@@ -145,14 +145,6 @@ impl Lore {
         lore_engine::runs::schedules::run_due(&self.engine, org, now_ms).await
     }
 
-    /// The earliest due time of `org`'s schedules, without running any.
-    pub async fn next_schedule(
-        &self,
-        org: &lore_base::ids::OrgId,
-    ) -> Result<Option<i64>, LoreError> {
-        lore_engine::runs::schedules::next_due(&self.engine, org).await
-    }
-
     /// A pass over every org with schedules (`lore serve`'s timer, the operator route
     /// `schedules`), at `now_ms`; with `adopt`, every org's schedules saved before schedules
     /// ran are given their first run. Its report: orgs visited, runs made, orgs woken, errors.

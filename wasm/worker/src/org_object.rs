@@ -384,7 +384,6 @@ impl DurableObject for OrgObject {
         if path == "/__test/alarm" {
             return self.test_alarm(&org, req).await;
         }
-
         #[cfg(feature = "test-build")]
         if let Some(route) = path.strip_prefix(lore_testing::routes::PREFIX) {
             let store = self.store.clone();
@@ -461,18 +460,21 @@ impl DurableObject for OrgObject {
 
 impl OrgObject {
     /// Runs the org's schedules due at `now_ms`, hands on what they left for after, and arms
-    /// the alarm for the earliest schedule left (unless a wake made meanwhile set it earlier).
-    async fn run_schedules(&self, org: &str, now_ms: i64) -> worker::Result<u32> {
+    /// the alarm for the earliest schedule left (a wake made meanwhile may set it earlier:
+    /// arming only moves it earlier). Returns the runs made and that time.
+    async fn run_schedules(&self, org: &str, now_ms: i64) -> worker::Result<(u32, Option<i64>)> {
         let lore = self.instance(org)?;
         let id = lore_base::ids::OrgId::parse(org)
             .map_err(|e| worker::Error::RustError(e.to_string()))?;
-        let failed = |e: lore_base::error::LoreError| worker::Error::RustError(e.to_string());
-        let pass = lore.run_schedules(&id, now_ms).await.map_err(failed)?;
+        let pass = lore
+            .run_schedules(&id, now_ms)
+            .await
+            .map_err(|e| worker::Error::RustError(e.to_string()))?;
         hand_over(&self.state, &self.after);
-        if let Some(next) = lore.next_schedule(&id).await.map_err(failed)? {
+        if let Some(next) = pass.next_at_ms {
             alarms::arm(&self.state, org, next).await?;
         }
-        Ok(pass.fired)
+        Ok((pass.fired, pass.next_at_ms))
     }
 
     /// `/__test/alarm` (test builds): the alarm's time, and with `{"at_ms"}` the alarm's run
@@ -484,13 +486,9 @@ impl OrgObject {
         if let Some(at) = body["at_ms"].as_i64() {
             // As when the alarm fires: it is no longer set while its handler runs.
             self.state.storage().delete_alarm().await?;
-            out["fired"] = self.run_schedules(org, at).await?.into();
-            let id = lore_base::ids::OrgId::parse(org)
-                .map_err(|e| worker::Error::RustError(e.to_string()))?;
-            let next = self.instance(org)?.next_schedule(&id).await;
-            out["next_at_ms"] = next
-                .map_err(|e| worker::Error::RustError(e.to_string()))?
-                .into();
+            let (fired, next_at_ms) = self.run_schedules(org, at).await?;
+            out["fired"] = fired.into();
+            out["next_at_ms"] = next_at_ms.into();
         }
         out["alarm"] = alarms::alarm_at(&self.state).await?.into();
         out["org"] = alarms::armed_org(&self.state).await?.into();

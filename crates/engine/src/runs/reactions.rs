@@ -115,22 +115,37 @@ async fn react_one(
         .await;
         return;
     }
+    let args = json!({ "event": event_json(event), "behavior": behavior.name });
+    run_behavior(engine, org, keys, behavior, origin, args).await;
+}
+
+/// Runs `behavior`'s script as its owner (their permissions as they are now), with `args`
+/// as `ctx.args`, at the depth `origin` gives: a reaction's, or a scheduled run's. Its outcome
+/// is its Action; an owner who can no longer run it is an `error` Action.
+pub(super) async fn run_behavior(
+    engine: &Engine,
+    org: &OrgId,
+    keys: &OrgKeys,
+    behavior: &Behavior,
+    origin: Origin,
+    args: Value,
+) {
     let caller =
         match lore_directory::caller::behavior_owner(&engine.ports, org, &behavior.owner).await {
             Ok(c) => c,
             Err(e) => {
-                let message = format!("the reaction cannot run as its owner: {e}");
+                let message = format!("behavior {} cannot run as its owner: {e}", behavior.name);
                 record_skipped(engine, keys, behavior, origin, "error", e.code(), message).await;
                 return;
             }
         };
     let mut inner = engine.script_copy(engine.ports.clone(), false);
-    inner.reaction_depth = depth;
+    inner.reaction_depth = origin.depth.unwrap_or(1);
     let spec = Spec {
         source: "behavior",
         tier: Tier::Admin,
         code: &behavior.code,
-        args: Some(json!({ "event": event_json(event), "behavior": behavior.name })),
+        args: Some(args),
         dry_run: false,
         caps: ScriptCaps::default(),
         origin,
@@ -138,7 +153,7 @@ async fn react_one(
         modes: None,
     };
     if let Err(e) = run_script(&inner, &caller, spec).await {
-        tracing::info!(behavior = %behavior.name, event = %event.id, error = %e, "a reaction failed");
+        tracing::info!(behavior = %behavior.name, %org, error = %e, "a behavior's run failed");
     }
 }
 

@@ -21,26 +21,20 @@
 
 use serde_json::{Value, json};
 
-use lore_sandbox::caps::ScriptCaps;
-
-use super::reactions::record_skipped;
-use super::run::{Origin, Spec, run_script};
+use super::reactions::run_behavior;
+use super::run::Origin;
 use crate::instance::Engine;
 use crate::records::behaviors::{self, Behavior, Due};
 use crate::records::to_bytes;
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
 use lore_base::keys::{self, OrgKeys};
-use lore_base::model::Tier;
 use lore_base::storage::{Batch, StorageError};
 use lore_base::time::format_time;
 
 /// How often `lore serve` passes over the orgs with schedules (the shortest schedule is a
 /// minute).
 pub const PASS_EVERY_MS: u64 = 20_000;
-
-/// Schedule entries read per page.
-const PAGE: usize = 256;
 
 /// What one org's pass did.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -63,25 +57,14 @@ pub async fn run_due(engine: &Engine, org: &OrgId, now_ms: i64) -> Result<OrgPas
     let keys = OrgKeys::new(org);
     let prefix = keys.schedules();
     let mut pass = OrgPass::default();
-    let mut after: Option<String> = None;
-    loop {
-        let page = engine
-            .ports
-            .storage
-            .scan(&prefix, after.as_deref(), PAGE)
-            .await?;
-        for (key, bytes) in &page.entries {
-            let name = &key[prefix.len()..];
-            let next = run_one(engine, org, &keys, name, key, bytes, now_ms, &mut pass).await?;
-            if let Some(next) = next {
-                pass.next_at_ms = Some(pass.next_at_ms.map_or(next, |n| n.min(next)));
-            }
-        }
-        match page.cursor {
-            Some(c) => after = Some(c),
-            None => return Ok(pass),
+    for (key, bytes) in engine.ports.storage.scan_all(&prefix).await? {
+        let name = &key[prefix.len()..];
+        let next = run_one(engine, org, &keys, name, &key, &bytes, now_ms, &mut pass).await?;
+        if let Some(next) = next {
+            pass.next_at_ms = Some(pass.next_at_ms.map_or(next, |n| n.min(next)));
         }
     }
+    Ok(pass)
 }
 
 /// One schedule entry: runs it if it is due and still wanted; returns its next due time, or
@@ -149,37 +132,14 @@ async fn fire(
         depth: Some(1),
         operation: None,
     };
-    let caller =
-        match lore_directory::caller::behavior_owner(&engine.ports, org, &behavior.owner).await {
-            Ok(c) => c,
-            Err(e) => {
-                let message = format!("the scheduled run cannot run as its owner: {e}");
-                record_skipped(engine, keys, behavior, origin, "error", e.code(), message).await;
-                return;
-            }
-        };
-    let mut inner = engine.script_copy(engine.ports.clone(), false);
-    inner.reaction_depth = 1;
     let schedule = json!({
         "every": behavior.trigger.schedule,
         "seconds": seconds,
         "due_at": format_time(due_ms),
         "fired_at": format_time(now_ms),
     });
-    let spec = Spec {
-        source: "behavior",
-        tier: Tier::Admin,
-        code: &behavior.code,
-        args: Some(json!({ "schedule": schedule, "behavior": behavior.name })),
-        dry_run: false,
-        caps: ScriptCaps::default(),
-        origin,
-        progress: None,
-        modes: None,
-    };
-    if let Err(e) = run_script(&inner, &caller, spec).await {
-        tracing::info!(behavior = %behavior.name, %org, error = %e, "a scheduled run failed");
-    }
+    let args = json!({ "schedule": schedule, "behavior": behavior.name });
+    run_behavior(engine, org, keys, behavior, origin, args).await;
 }
 
 /// Gives every enabled behavior of `org` with a schedule and no stored next run (one saved
@@ -232,52 +192,41 @@ pub async fn run_every_org(engine: &Engine, now_ms: i64, adopt_all: bool) -> Val
         }
     }
     let (mut orgs, mut fired, mut woken) = (0u32, 0u32, 0u32);
-    let mut after: Option<String> = None;
-    loop {
-        let page = match ports
-            .storage
-            .scan(keys::SCHEDULED_ORGS, after.as_deref(), PAGE)
-            .await
-        {
-            Ok(p) => p,
-            Err(e) => {
-                errors.push(json!({ "error": LoreError::from(e).to_json() }));
-                break;
-            }
-        };
-        for (key, marker) in &page.entries {
-            let Ok(org) = OrgId::parse(&key[keys::SCHEDULED_ORGS.len()..]) else {
-                continue;
-            };
-            orgs += 1;
-            let next = match &ports.background {
-                Some(background) if background.wakes_orgs() => {
-                    let next = next_due(engine, &org).await;
-                    if let Ok(Some(at)) = next {
-                        background.wake(org.as_str(), at);
-                        woken += 1;
-                    }
-                    next
-                }
-                _ => run_due(engine, &org, now_ms).await.map(|p| {
-                    fired += p.fired;
-                    p.next_at_ms
-                }),
-            };
-            match next {
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    let mut batch = Batch::new();
-                    batch.require_equals(key, marker.clone()).delete(key);
-                    // A conflict: a schedule was set meanwhile, and the org stays.
-                    let _ = ports.storage.commit(batch).await;
-                }
-                Err(e) => errors.push(json!({ "org": org, "error": e.to_json() })),
-            }
+    let indexed = match ports.storage.scan_all(keys::SCHEDULED_ORGS).await {
+        Ok(entries) => entries,
+        Err(e) => {
+            errors.push(json!({ "error": LoreError::from(e).to_json() }));
+            Vec::new()
         }
-        match page.cursor {
-            Some(c) => after = Some(c),
-            None => break,
+    };
+    for (key, marker) in indexed {
+        let Ok(org) = OrgId::parse(&key[keys::SCHEDULED_ORGS.len()..]) else {
+            continue;
+        };
+        orgs += 1;
+        let next = match &ports.background {
+            Some(background) if background.wakes_orgs() => {
+                let next = next_due(engine, &org).await;
+                if let Ok(Some(at)) = next {
+                    background.wake(org.as_str(), at);
+                    woken += 1;
+                }
+                next
+            }
+            _ => run_due(engine, &org, now_ms).await.map(|p| {
+                fired += p.fired;
+                p.next_at_ms
+            }),
+        };
+        match next {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let mut batch = Batch::new();
+                batch.require_equals(&key, marker).delete(&key);
+                // A conflict: a schedule was set meanwhile, and the org stays.
+                let _ = ports.storage.commit(batch).await;
+            }
+            Err(e) => errors.push(json!({ "org": org, "error": e.to_json() })),
         }
     }
     json!({ "orgs": orgs, "fired": fired, "woken": woken, "errors": errors })
@@ -285,25 +234,16 @@ pub async fn run_every_org(engine: &Engine, now_ms: i64, adopt_all: bool) -> Val
 
 /// The earliest due time among `org`'s schedules, without running any.
 pub async fn next_due(engine: &Engine, org: &OrgId) -> Result<Option<i64>, LoreError> {
-    let prefix = OrgKeys::new(org).schedules();
-    let mut earliest: Option<i64> = None;
-    let mut after: Option<String> = None;
-    loop {
-        let page = engine
-            .ports
-            .storage
-            .scan(&prefix, after.as_deref(), PAGE)
-            .await?;
-        for (_, bytes) in &page.entries {
-            // An unreadable entry is due now: the run repairs it.
-            let at = serde_json::from_slice::<Due>(bytes).map_or(0, |d| d.next_at_ms);
-            earliest = Some(earliest.map_or(at, |e| e.min(at)));
-        }
-        match page.cursor {
-            Some(c) => after = Some(c),
-            None => return Ok(earliest),
-        }
-    }
+    let entries = engine
+        .ports
+        .storage
+        .scan_all(&OrgKeys::new(org).schedules())
+        .await?;
+    // An unreadable entry is due now: the run repairs it.
+    Ok(entries
+        .iter()
+        .map(|(_, bytes)| serde_json::from_slice::<Due>(bytes).map_or(0, |d| d.next_at_ms))
+        .min())
 }
 
 #[cfg(test)]
