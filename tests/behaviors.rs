@@ -12,28 +12,17 @@ use std::rc::Rc;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use common::Harness;
+use common::{Harness, jumping_ports, ok};
 use lore_base::model::{Role, Scopes};
-use lore_base::ports::Ports;
-use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin::{self, TokenRequest};
-use lore_testing::ports::{JumpClock, Later, SeqRandom};
+use lore_testing::ports::Later;
 
 fn harness() -> Harness {
     harness_with(None)
 }
 
 fn harness_with(background: Option<Rc<dyn lore_base::ports::Background>>) -> Harness {
-    let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(JumpClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(7)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background,
-    };
-    let h = Harness::on(ports, "acme");
+    let h = Harness::on(jumping_ports(7, background), "acme");
     ok(&run(
         &h,
         &h.owner,
@@ -58,11 +47,6 @@ fn token(h: &Harness, role: Role) -> String {
 
 fn run(h: &Harness, token: &str, code: &str) -> Value {
     h.call(token, "run_sdk", json!({"code": code}))
-}
-
-fn ok(r: &Value) -> Value {
-    assert_eq!(r["isError"], false, "{r}");
-    r["structuredContent"]["result"].clone()
 }
 
 fn failed(r: &Value) -> Value {

@@ -12,45 +12,24 @@ use std::rc::Rc;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use common::Harness;
+use common::{Harness, jumping_ports, ok};
 use lore_base::ids::OrgId;
-use lore_base::ports::Ports;
-use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin;
-use lore_testing::ports::{JumpClock, SeqRandom, Wakes};
+use lore_testing::ports::Wakes;
 
 const MINUTE: i64 = 60_000;
 
 fn harness_with(background: Option<Rc<dyn lore_base::ports::Background>>) -> Harness {
-    let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(JumpClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(5)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background,
-    };
-    let h = Harness::on(ports, "acme");
-    ok(&run(
-        &h,
+    let h = Harness::on(jumping_ports(5, background), "acme");
+    h.run_ok(
         &h.owner,
         "await client.templates.create({name: 'tick', schema: {type: 'object', properties: {due: {type: 'string'}}}}); return 'ok';",
-    ));
+    );
     h
 }
 
 fn harness() -> Harness {
     harness_with(None)
-}
-
-fn run(h: &Harness, token: &str, code: &str) -> Value {
-    h.call(token, "run_sdk", json!({"code": code}))
-}
-
-fn ok(r: &Value) -> Value {
-    assert_eq!(r["isError"], false, "{r}");
-    r["structuredContent"]["result"].clone()
 }
 
 fn now(h: &Harness) -> i64 {
@@ -69,20 +48,18 @@ fn every_minute(h: &Harness, token: &str, name: &str) -> Value {
 }
 
 fn ticks(h: &Harness, token: &str) -> Vec<String> {
-    let r = ok(&run(
-        h,
+    let r = h.run_ok(
         token,
         "return (await client.entities.list({type: 'tick'})).items.map((t: any) => t.name).sort()",
-    ));
+    );
     serde_json::from_value(r).unwrap()
 }
 
 fn behavior_actions(h: &Harness, token: &str) -> Vec<Value> {
-    let r = ok(&run(
-        h,
+    let r = h.run_ok(
         token,
         "return (await client.actions.list({limit: 500})).items.filter((a: any) => a.source === 'behavior')",
-    ));
+    );
     r.as_array().unwrap().clone()
 }
 
@@ -191,11 +168,10 @@ fn a_pass_runs_every_orgs_own_schedules_as_their_owners() {
     let beta = block_on(admin::create_org(h.lore.ports(), "beta"))
         .unwrap()
         .token;
-    ok(&run(
-        &h,
+    h.run_ok(
         &beta,
         "await client.templates.create({name: 'tick', schema: {type: 'object', properties: {due: {type: 'string'}}}}); return 1",
-    ));
+    );
     every_minute(&h, &h.owner, "acme-beat");
     every_minute(&h, &beta, "beta-beat");
     // A failing schedule in one org does not stop the pass.

@@ -19,19 +19,7 @@ use lore_base::storage::split::SplitStorage;
 use lore_base::storage::{Batch, Storage};
 use lore_directory::admin::{self, TokenRequest};
 use lore_directory::transfer;
-use lore_testing::ports::{MemoryOrgs, SeqRandom, StepClock};
-
-fn ports(storage: Rc<dyn Storage>, seed: u64) -> Ports {
-    Ports {
-        storage,
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(seed)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    }
-}
+use lore_testing::ports::{MemoryOrgs, step_ports as ports};
 
 /// A server with org `acme`: a memory, a record, and a member's token besides the owner's.
 fn source() -> (Harness, String) {

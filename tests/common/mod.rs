@@ -120,6 +120,11 @@ impl Harness {
             .collect()
     }
 
+    /// The result of a `run_sdk` script run as `token`, which must succeed.
+    pub fn run_ok(&self, token: &str, code: &str) -> Value {
+        ok(&self.call(token, "run_sdk", json!({ "code": code })))
+    }
+
     /// `search_memory`'s results.
     pub fn search(&self, token: &str, args: Value) -> Vec<Value> {
         let r = self.call(token, "search_memory", args);
@@ -128,6 +133,31 @@ impl Harness {
             .as_array()
             .unwrap()
             .clone()
+    }
+}
+
+/// The structured result of a tool call that succeeded.
+pub fn ok(r: &Value) -> Value {
+    assert_eq!(r["isError"], false, "{r}");
+    r["structuredContent"]["result"].clone()
+}
+
+/// Ports over a fresh in-memory store, with a clock whose sleeps jump (from 2026-01-01), a
+/// random source seeded with `seed` and `background`; no HTTP, embedder or cache.
+pub fn jumping_ports(
+    seed: u64,
+    background: Option<std::rc::Rc<dyn lore_base::ports::Background>>,
+) -> Ports {
+    Ports {
+        storage: std::rc::Rc::new(lore_base::storage::memory::MemoryStorage::new()),
+        clock: std::rc::Rc::new(lore_testing::ports::JumpClock::starting_at(
+            1_767_225_600_000,
+        )),
+        random: std::rc::Rc::new(lore_testing::ports::SeqRandom::seeded(seed)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background,
     }
 }
 

@@ -25,6 +25,23 @@ impl Clock for StepClock {
     }
 }
 
+/// Ports over `storage` with a clock that ticks a millisecond per read (from 2026-01-01) and a
+/// random source seeded with `seed`; no HTTP, embedder, cache or background.
+pub fn step_ports(
+    storage: Rc<dyn lore_base::storage::Storage>,
+    seed: u64,
+) -> lore_base::ports::Ports {
+    lore_base::ports::Ports {
+        storage,
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+        random: Rc::new(SeqRandom::seeded(seed)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    }
+}
+
 /// A clock that ticks a millisecond per read and whose `sleep` moves it forward at once:
 /// wall-clock and sleep limits can be tested without waiting. Clones of the `Rc` read the
 /// same time.

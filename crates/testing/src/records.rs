@@ -9,25 +9,16 @@ use serde_json::{Value, json};
 
 use lore_base::error::LoreError;
 use lore_base::model::Tier;
-use lore_base::ports::{Ports, Storage};
+use lore_base::ports::Storage;
 use lore_directory::caller::{self, Caller};
 use lore_directory::{admin, tokens};
 use lore_engine::sdk;
 use lore_front::{Config, Lore};
 
-use crate::ports::{SeqRandom, StepClock};
+use crate::ports::step_ports;
 
 fn instance(storage: Rc<dyn Storage>, seed: u64) -> Lore {
-    let ports = Ports {
-        storage,
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(seed)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    };
-    Lore::new(ports, Config::default())
+    Lore::new(step_ports(storage, seed), Config::default())
 }
 
 /// A core instance with org `acme` and its owner.
