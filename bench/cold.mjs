@@ -1,4 +1,5 @@
-// Cold and warm `search_memory` by org size on the three platforms, side by side in one run:
+// Cold and warm `search_memory` (and warm `tools/list`) by org size on the three platforms, side
+// by side in one run:
 // `lore serve` (release build, SQLite; cold = the first search of a fresh process), Workers (the
 // product bundle under workerd with D1 through Miniflare; cold = the first search of a fresh
 // workerd process, so a fresh isolate) and Spin (the component in the wasmtime dev host, which
@@ -14,7 +15,10 @@
 // process or isolate is "cold within 2x of warm plus one snapshot load"; one snapshot load is
 // measured as the first *filtered* search of a fresh process (a filter needs every document's
 // metadata, so that search loads the org's whole index before it answers), over ROUNDS more
-// restarts, and the table says whether cold <= 2 x warm p50 + load. Loopback only; bounded loops.
+// restarts, and the table says whether cold <= 2 x warm p50 + load. TARGETS may add
+// `worker-d1`: the Worker serving every org itself over D1, as before org objects (a test-build
+// switch), beside `worker`; DELAY_MS=40 makes every Workers subrequest wait that long first.
+// Loopback only; bounded loops.
 import { spawn, execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -31,6 +35,10 @@ const SIZES = (process.env.SIZES ?? '0 1000 10000').split(/\s+/).filter(Boolean)
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const WARM = Number(process.env.WARM ?? 60);
 const TARGETS = (process.env.TARGETS ?? 'native worker spin').split(/\s+/).filter(Boolean);
+// A wait before every subrequest of the Workers test build (each D1 query, each call to an org
+// object): a stand-in for the distance to a database primary or an object elsewhere. With it
+// the Workers targets run the test build (build-test/), which honours LORE_TEST_DELAY_MS.
+const DELAY_MS = Number(process.env.DELAY_MS ?? 0);
 const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
 // Words of the seeded sentences: each query is two of them and a number never asked before.
 const WORDS = ['billing', 'postgres', 'kafka', 'runbook', 'stripe', 'timeout', 'renewal', 'credentials', 'latency',
@@ -73,6 +81,21 @@ async function operatorInit(base, secret) {
   return init.status === 'created' ? init.token : null;
 }
 
+// The Worker under workerd: the product bundle, or the test build where a test variable is set
+// (the delay; the Worker serving orgs over D1, `worker-d1`).
+// The delay is left out while seeding (it would only make the seeding slow); every restart
+// that is measured has it.
+async function startWorker(dir, testVars, seeding) {
+  const delayed = DELAY_MS && !seeding ? { LORE_TEST_DELAY_MS: String(DELAY_MS) } : {};
+  const vars = { ...NO_LIMITS, ...testVars, ...delayed };
+  const build = Object.keys(vars).some((k) => k.startsWith('LORE_TEST_')) ? 'build-test' : 'build';
+  const p = startProcess(process.execPath, [path.join(REPO, 'tests', 'worker', 'serve.mjs'), '--build', build, '--persist', dir,
+    ...Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}=${v}`])],
+    /lore worker listening on (http:\/\/127\.0\.0\.1:\d+)\/mcp operator-secret=(\w+)/);
+  const [, base, secret] = await p.ready();
+  return { p, base, token: await operatorInit(base, secret) };
+}
+
 const targets = {
   native: {
     label: 'lore serve (SQLite)',
@@ -85,15 +108,14 @@ const targets = {
     },
   },
   worker: {
-    label: 'Workers (workerd, D1)',
+    label: `Workers, org objects${DELAY_MS ? ` (+${DELAY_MS} ms per subrequest)` : ''}`,
     perRequest: false,
-    async start(dir) {
-      const p = startProcess(process.execPath, [path.join(REPO, 'tests', 'worker', 'serve.mjs'), '--build', 'build', '--persist', dir,
-        ...Object.entries(NO_LIMITS).flatMap(([k, v]) => ['--var', `${k}=${v}`])],
-        /lore worker listening on (http:\/\/127\.0\.0\.1:\d+)\/mcp operator-secret=(\w+)/);
-      const [, base, secret] = await p.ready();
-      return { p, base, token: await operatorInit(base, secret) };
-    },
+    start: (dir, seeding) => startWorker(dir, {}, seeding),
+  },
+  'worker-d1': {
+    label: `Workers over D1, before org objects${DELAY_MS ? ` (+${DELAY_MS} ms per subrequest)` : ''}`,
+    perRequest: false,
+    start: (dir, seeding) => startWorker(dir, { LORE_TEST_ORGS_IN_D1: '1' }, seeding),
   },
   spin: {
     label: 'Spin (dev host, instance per request)',
@@ -163,7 +185,7 @@ async function measure(name, n) {
   const target = targets[name];
   const dir = await mkdtemp(path.join(tmpdir(), `lore-cold-${name}-`));
   try {
-    let s = await target.start(dir);
+    let s = await target.start(dir, true);
     const token = s.token;
     const t0 = performance.now();
     await seed(s, n);
@@ -176,7 +198,7 @@ async function measure(name, n) {
       // (the bundle's compile, the token's first check), so each search below comes after one.
       const restart = async () => {
         await s.p.stop();
-        s = { ...(await target.start(dir)), token };
+        s = { ...(await target.start(dir, false)), token };
         return toolsList(s);
       };
       for (let r = 0; r < ROUNDS; r++) {
@@ -191,9 +213,11 @@ async function measure(name, n) {
     for (let i = 0; i < 5; i++) await search(s, n > 0);
     const warm = [];
     for (let i = 0; i < WARM; i++) warm.push(await search(s, n > 0));
+    const list = [];
+    for (let i = 0; i < WARM; i++) list.push(await toolsList(s));
     await s.p.stop();
     return {
-      cold: cold.length ? stats(cold) : null, first: first.length ? stats(first) : null, load: load.length ? stats(load) : null, warm: stats(warm),
+      cold: cold.length ? stats(cold) : null, first: first.length ? stats(first) : null, load: load.length ? stats(load) : null, warm: stats(warm), list: stats(list),
     };
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -212,21 +236,23 @@ async function main() {
       const row = { name, n, ...(await measure(name, n)) };
       rows.push(row);
       // Each row as it is measured, so that a later failure does not lose it.
-      process.stderr.write(`== ${name} N=${n}: ${JSON.stringify({ first: row.first?.p50, cold: row.cold?.p50, load: row.load?.p50, warm: row.warm.p50, warm_p99: row.warm.p99 })}\n`);
+      process.stderr.write(`== ${name} N=${n}: ${JSON.stringify({ first: row.first?.p50, cold: row.cold?.p50, load: row.load?.p50, warm: row.warm.p50, warm_p99: row.warm.p99, list: row.list.p50 })}\n`);
     }
   }
   console.log('\nrate limits off on every target (LORE_RATE_TOKEN_PER_MINUTE=0, LORE_RATE_ORG_PER_MINUTE=0)');
+  if (DELAY_MS) console.log(`every Workers subrequest (D1 query, call to an org object) waits ${DELAY_MS} ms first (test build, LORE_TEST_DELAY_MS); lore serve and Spin have no delay`);
   console.log(`\nfirst request = a tools/list to a fresh process or isolate (it starts it); cold = the first search_memory after it (median of ${ROUNDS} restarts, min-max); Spin makes a fresh instance for every request, so its every request is cold; warm = ${WARM} sequential searches (p50 / p99). Every query is new to the server. ms\n`);
   console.log('one snapshot load = the first filtered search of a fresh process or isolate (it loads the whole index before answering; median of the same number of restarts); bound = 2 x warm p50 + load, met when cold <= bound.\n');
-  console.log('| target | memories | first request | cold search median | cold min-max | warm p50 | warm p99 | cold / warm p50 | one snapshot load | bound | cold within |');
-  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+  console.log(`warm tools/list = ${WARM} sequential tools/list after the searches (p50 / p99).\n`);
+  console.log('| target | memories | first request | cold search median | cold min-max | warm p50 | warm p99 | cold / warm p50 | one snapshot load | bound | cold within | warm tools/list p50 | p99 |');
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |');
   for (const r of rows) {
     const c = r.cold;
     const f = r.first;
     const l = r.load;
     const bound = l ? 2 * r.warm.p50 + l.p50 : null;
     const within = c && bound !== null ? (c.p50 <= bound ? 'yes' : '**no**') : '';
-    console.log(`| ${targets[r.name].label} | ${r.n.toLocaleString('en')} | ${f ? fmt(f.p50) : ''} | ${c ? fmt(c.p50) : '(every request)'} | ${c ? `${fmt(c.min)}-${fmt(c.max)}` : ''} | ${fmt(r.warm.p50)} | ${fmt(r.warm.p99)} | ${c ? (c.p50 / r.warm.p50).toFixed(1) : ''} | ${l ? fmt(l.p50) : ''} | ${bound !== null ? fmt(bound) : ''} | ${within} |`);
+    console.log(`| ${targets[r.name].label} | ${r.n.toLocaleString('en')} | ${f ? fmt(f.p50) : ''} | ${c ? fmt(c.p50) : '(every request)'} | ${c ? `${fmt(c.min)}-${fmt(c.max)}` : ''} | ${fmt(r.warm.p50)} | ${fmt(r.warm.p99)} | ${c ? (c.p50 / r.warm.p50).toFixed(1) : ''} | ${l ? fmt(l.p50) : ''} | ${bound !== null ? fmt(bound) : ''} | ${within} | ${fmt(r.list.p50)} | ${fmt(r.list.p99)} |`);
   }
 }
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Cold and warm `search_memory` by org size on `lore serve`, Workers (workerd) and Spin (dev
 # host), side by side in one run: `bash bench/cold.sh`. SIZES (default "0 1000 10000"; add
-# 100000 for the largest), ROUNDS (5), WARM (60) and TARGETS ("native worker spin") override the
-# defaults; see bench/cold.mjs. Builds `lore` (release), the Workers bundle and the Spin
-# component and dev host first, and runs copies of them. Loopback traffic only.
+# 100000 for the largest), ROUNDS (5), WARM (60), TARGETS ("native worker spin"; `worker-d1` is
+# the Worker over D1 as before org objects) and DELAY_MS (0; a wait before every Workers
+# subrequest) override the defaults; see bench/cold.mjs. Builds `lore` (release), the Workers
+# bundle and its test build, and the Spin component and dev host first, and runs copies of the
+# native and Spin ones. Loopback traffic only.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -12,6 +14,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
 source scripts/worker-tools
 cargo build --release --bin lore -q
 bash scripts/build-worker >/dev/null
+# The test build: DELAY_MS and the `worker-d1` target need its test variables.
+bash scripts/build-worker --test >/dev/null
 bash scripts/build-spin >/dev/null
 # Copies, so that another build into the shared target dir cannot swap them mid-run.
 BIN=$(mktemp -d "${TMPDIR:-/tmp}/lore-bench-cold-bin.XXXXXX")

@@ -148,7 +148,7 @@ impl D1Storage {
     /// The rows of one query (one subrequest, counted).
     async fn query(&self, sql: &str, args: &[JsValue]) -> Result<Vec<JsValue>, StorageError> {
         let statement = self.statement(sql, args)?;
-        self.subrequests.count();
+        self.subrequests.made().await;
         statement.raw_js_value().await.map_err(backend)
     }
 }
@@ -223,7 +223,7 @@ impl Storage for D1Storage {
         if !batch.checks.is_empty() {
             statements.push(self.db.prepare(GUARD_CLEAR));
         }
-        self.subrequests.count();
+        self.subrequests.made().await;
         match self.db.batch(statements).await {
             Ok(_) => Ok(()),
             Err(e) => {

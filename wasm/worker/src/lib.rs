@@ -100,6 +100,15 @@ struct Instance {
     subrequests: ports::Subrequests,
 }
 
+/// Test builds with `LORE_TEST_ORGS_IN_D1=1`: the Worker serves every org itself over D1, as
+/// before org objects (the design `bench/cold.sh` compares with). Never in the product.
+fn orgs_in_d1(env: &Env) -> bool {
+    cfg!(feature = "test-build")
+        && env
+            .var("LORE_TEST_ORGS_IN_D1")
+            .is_ok_and(|v| v.to_string() == "1")
+}
+
 /// The isolate's instance, built from `env` on first use.
 fn instance(env: &Env) -> worker::Result<Instance> {
     if let Some(found) = INSTANCE.with(|i| i.borrow().clone()) {
@@ -107,11 +116,16 @@ fn instance(env: &Env) -> worker::Result<Instance> {
     }
     let config = config(env).map_err(worker::Error::RustError)?;
     let after = ports::AfterAnswer::default();
-    let subrequests = ports::Subrequests::default();
+    let subrequests = ports::Subrequests::for_env(env);
     let later = alarms::Later::new(after.clone(), env.clone(), subrequests.clone(), None);
+    let storage: Rc<dyn Storage> = if orgs_in_d1(env) {
+        Rc::new(D1Storage::counted(env.d1(D1_BINDING)?, subrequests.clone()))
+    } else {
+        org_object::split_storage(env, None, &subrequests)?
+    };
     let ports = Ports {
         background: Some(Rc::new(later)),
-        ..platform_ports(env, org_object::split_storage(env, None, &subrequests)?)
+        ..platform_ports(env, storage)
     };
     // Before org objects every org's keys were rows of D1; `org-move-in` copies them over.
     let former = Rc::new(D1Storage::counted(env.d1(D1_BINDING)?, subrequests.clone()));
@@ -184,7 +198,10 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
     if let Some(response) = test_routes::handle(&lore, &env, &url, &request).await {
         return response;
     }
-    if let Some(org) = lore.home_org(&request).await {
+    // The design before org objects (a test build's): no hop.
+    if !orgs_in_d1(&env)
+        && let Some(org) = lore.home_org(&request).await
+    {
         let response = routing::forward(&env, org.as_str(), &url, &request, &subrequests).await;
         return response.and_then(|r| {
             ports::report_forwarded_subrequests(

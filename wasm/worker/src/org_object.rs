@@ -349,12 +349,12 @@ impl DurableObject for OrgObject {
         let store = Rc::new(ObjectStorage::new(&state.storage()));
         Self {
             state: Rc::new(state),
+            subrequests: Subrequests::for_env(&env),
             env,
             store,
             org: RefCell::default(),
             lore: RefCell::default(),
             after: AfterAnswer::default(),
-            subrequests: Subrequests::default(),
         }
     }
 

@@ -184,15 +184,41 @@ impl AfterAnswer {
 /// Counts the subrequests an instance makes (D1 queries, calls to org objects): the test
 /// build reports each request's count in a header, which the Worker tests assert.
 #[derive(Clone, Default)]
-pub struct Subrequests(Rc<Cell<u64>>);
+pub struct Subrequests {
+    made: Rc<Cell<u64>>,
+    /// Test builds (`LORE_TEST_DELAY_MS`): each subrequest waits this long first, a stand-in
+    /// for the distance to a database primary or an object in another place (`bench/cold.sh`).
+    delay_ms: u64,
+}
 
 impl Subrequests {
-    pub fn count(&self) {
-        self.0.set(self.0.get() + 1);
+    /// A counter for an instance in `env`: in test builds with the delay of
+    /// `LORE_TEST_DELAY_MS`, if set.
+    pub fn for_env(env: &worker::Env) -> Self {
+        let delay_ms = if cfg!(feature = "test-build") {
+            env.var("LORE_TEST_DELAY_MS")
+                .ok()
+                .and_then(|v| v.to_string().parse().ok())
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        Self {
+            made: Rc::default(),
+            delay_ms,
+        }
+    }
+
+    /// Counts one subrequest about to be made (and waits the test build's delay).
+    pub async fn made(&self) {
+        self.made.set(self.made.get() + 1);
+        if self.delay_ms > 0 {
+            Delay::from(Duration::from_millis(self.delay_ms)).await;
+        }
     }
 
     pub fn get(&self) -> u64 {
-        self.0.get()
+        self.made.get()
     }
 }
 

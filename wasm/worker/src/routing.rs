@@ -94,7 +94,7 @@ pub async fn forward(
     subrequests: &Subrequests,
 ) -> worker::Result<Response> {
     let stub = stub(env, org, subrequests).await?;
-    subrequests.count();
+    subrequests.made().await;
     let headers = crate::worker_headers(request.headers())?;
     // Replaces any the client sent.
     headers.set(ORG_HEADER, org)?;
