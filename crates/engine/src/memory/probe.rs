@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::codec::{self, ID_PAGE};
 use super::event::Event;
-use super::fusion::{Hit, RRF_K, depth_for, rounded};
+use super::fusion::{Hit, depth_for, fuse, ranked_order, rounded};
 use super::inputs::SearchInput;
 use super::keyword::{KeywordIndex, average_len, best_first, idf, term_score};
 use super::refresh::{events_after_at_most, stored_seq};
@@ -180,7 +180,8 @@ impl MemoryService {
             || input.entity_ids.is_some()
             || input.author.is_some()
             || input.since.is_some()
-            || input.until.is_some();
+            || input.until.is_some()
+            || input.as_of.is_some();
         if filtered {
             return Ok(None);
         }
@@ -277,6 +278,7 @@ impl MemoryService {
                 for hit in &mut r {
                     hit.1 = rounded(hit.1, 1e4);
                 }
+                r.sort_by(|a, b| ranked_order((a.1, &a.2), (b.1, &b.2)));
                 r
             }
             (false, false) => {
@@ -286,7 +288,7 @@ impl MemoryService {
                 let Some(v) = resolve(ports, &mut stored, &vector, depth, include).await? else {
                     return Ok(None);
                 };
-                fuse(&k, &v, limit)
+                fuse_resolved(&k, &v, limit)
             }
         };
         Ok(Some(
@@ -613,23 +615,19 @@ async fn resolve(
     Ok((out.len() >= want || next >= ranked.len()).then_some(out))
 }
 
-/// Reciprocal rank fusion of two resolved lists, as the loaded index fuses (`search.rs`).
-fn fuse(keyword: &[Resolved], vector: &[Resolved], limit: usize) -> Vec<Resolved> {
-    let mut fused: HashMap<u32, (f64, &Resolved)> = HashMap::new();
-    for list in [keyword, vector] {
-        for (rank, r) in list.iter().enumerate() {
-            fused.entry(r.0).or_insert((0.0, r)).0 += 1.0 / (RRF_K + rank as f64 + 1.0);
-        }
-    }
-    let mut out: Vec<(u32, f64)> = fused.iter().map(|(d, (s, _))| (*d, *s)).collect();
-    out.sort_by(best_first);
-    out.truncate(limit);
-    let seen: HashSet<u32> = out.iter().map(|(d, _)| *d).collect();
-    debug_assert_eq!(seen.len(), out.len());
-    out.into_iter()
+/// The weighted fusion of two resolved lists (`fusion.rs`), as the loaded index fuses
+/// (`search.rs`): the best `limit`, equal scores by event id.
+fn fuse_resolved(keyword: &[Resolved], vector: &[Resolved], limit: usize) -> Vec<Resolved> {
+    let by_doc: HashMap<u32, &Resolved> = keyword.iter().chain(vector).map(|r| (r.0, r)).collect();
+    let scores = |list: &[Resolved]| list.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>();
+    let mut out: Vec<Resolved> = fuse(&scores(keyword), &scores(vector))
+        .into_iter()
         .map(|(d, s)| {
-            let r = fused[&d].1;
-            (d, rounded(s, 1e6), r.2.clone(), r.3.clone())
+            let r = by_doc[&d];
+            (d, s, r.2.clone(), r.3.clone())
         })
-        .collect()
+        .collect();
+    out.sort_by(|a, b| ranked_order((a.1, &a.2), (b.1, &b.2)));
+    out.truncate(limit);
+    out
 }

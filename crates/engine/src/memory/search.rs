@@ -1,37 +1,29 @@
 //! `search_memory`: rank the org's index, then read the hits' text from storage.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use serde_json::{Value, json};
 
 use super::event::Event;
-use super::fusion::{Hit, RRF_K, depth_for, rounded};
-use super::inputs::SearchInput;
+use super::fusion::{Hit, depth_for, fuse, ranked_order, rounded};
+use super::inputs::{SearchInput, input_time};
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
 use super::service::{MemoryService, Ranking};
 use super::vector::{Exact, LOADED_RERANK_PER_RESULT, candidates};
-use lore_base::error::{LoreError, Result};
+use lore_base::error::Result;
 use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
-use lore_base::time::{format_time, parse_time};
+use lore_base::time::format_time;
 use lore_directory::Caller;
 
-fn time(field: &str, value: &Option<String>) -> Result<Option<i64>> {
-    value
-        .as_deref()
-        .map(|s| {
-            parse_time(s).ok_or_else(|| {
-                LoreError::invalid(
-                    field,
-                    format!(
-                        "{s:?} is not a time; use RFC 3339 (2026-01-31T09:00:00Z) or YYYY-MM-DD"
-                    ),
-                )
-            })
-        })
-        .transpose()
+/// A search's time arguments, in milliseconds.
+#[derive(Clone, Copy)]
+struct Times {
+    since_ms: Option<i64>,
+    until_ms: Option<i64>,
+    as_of_ms: Option<i64>,
 }
 
 impl MemoryService {
@@ -143,9 +135,9 @@ impl MemoryService {
     }
 
     /// The best `limit` documents for the query: BM25 and the vector ranking (`vector`, filtered
-    /// before it was cut, as the keyword ranking is), fused by reciprocal rank. With only one
-    /// ranking available its own order and score stand; a query with no words lists the
-    /// newest memories.
+    /// before it was cut, as the keyword ranking is), fused by weight (`fusion.rs`). With only
+    /// one ranking available its own order and score stand; a query with no words lists the
+    /// newest memories. Equal scores are ordered by event id (`fusion::ranked_order`).
     fn rank(
         &self,
         index: &KeywordIndex,
@@ -161,10 +153,9 @@ impl MemoryService {
         } else {
             index.rank(&self.tokenizer, query, filters, depth)
         };
-        let round = rounded;
-        match (keyword.is_empty(), vector.is_empty()) {
+        let mut ranked: Vec<(u32, f64)> = match (keyword.is_empty(), vector.is_empty()) {
             (true, true) => {
-                if self.tokenizer.terms(query).is_empty() && !has_query_vector {
+                return if self.tokenizer.terms(query).is_empty() && !has_query_vector {
                     index
                         .newest(filters, limit)
                         .into_iter()
@@ -172,31 +163,25 @@ impl MemoryService {
                         .collect()
                 } else {
                     Vec::new()
-                }
+                };
             }
+            // One list: its first `limit` (as the per-request probe resolves them), then equal
+            // scores by event id.
             (false, true) => keyword
                 .into_iter()
                 .take(limit)
-                .map(|(d, s)| (d, round(s, 1e4)))
+                .map(|(d, s)| (d, rounded(s, 1e4)))
                 .collect(),
             (true, false) => vector
                 .into_iter()
                 .take(limit)
-                .map(|(d, s)| (d, round(s, 1e4)))
+                .map(|(d, s)| (d, rounded(s, 1e4)))
                 .collect(),
-            (false, false) => {
-                let mut fused: HashMap<u32, f64> = HashMap::new();
-                for list in [&keyword, &vector] {
-                    for (rank, (doc, _)) in list.iter().enumerate() {
-                        *fused.entry(*doc).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
-                    }
-                }
-                let mut fused: Vec<(u32, f64)> = fused.into_iter().collect();
-                fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-                fused.truncate(limit);
-                fused.into_iter().map(|(d, s)| (d, round(s, 1e6))).collect()
-            }
-        }
+            (false, false) => fuse(&keyword, &vector),
+        };
+        ranked.sort_by(|a, b| ranked_order((a.1, index.doc_id(a.0)), (b.1, index.doc_id(b.0))));
+        ranked.truncate(limit);
+        ranked
     }
 
     /// The hits of a search over the loaded index (loaded, or brought up to date, first).
@@ -205,8 +190,7 @@ impl MemoryService {
         ports: &Ports,
         caller: &Caller,
         input: &SearchInput,
-        since_ms: Option<i64>,
-        until_ms: Option<i64>,
+        times: Times,
         limit: usize,
     ) -> Result<Vec<Hit>> {
         self.refresh(ports, caller).await?;
@@ -217,8 +201,9 @@ impl MemoryService {
             kinds: kinds.as_ref(),
             entity_ids: entity_ids.as_ref(),
             author: input.author.as_deref(),
-            since_ms,
-            until_ms,
+            since_ms: times.since_ms,
+            until_ms: times.until_ms,
+            as_of_ms: times.as_of_ms,
             include_superseded: input.include_superseded,
         };
         // The query's vector, when the org's memories have vectors to compare it with.
@@ -245,7 +230,7 @@ impl MemoryService {
             )
             .into_iter()
             .map(|(doc, score)| {
-                let h = cached.index.hit(doc, score);
+                let h = cached.index.hit(doc, score, times.as_of_ms);
                 (
                     h.meta.id.clone(),
                     h.score,
@@ -262,8 +247,11 @@ impl MemoryService {
         caller: &Caller,
         input: SearchInput,
     ) -> Result<Value> {
-        let since_ms = time("since", &input.since)?;
-        let until_ms = time("until", &input.until)?;
+        let times = Times {
+            since_ms: input_time(&input.since, "since")?,
+            until_ms: input_time(&input.until, "until")?,
+            as_of_ms: input_time(&input.as_of, "as_of")?,
+        };
         let limit = input.limit.unwrap_or(10).clamp(1, 100);
         // An instance that serves one request answers from the stored segments when it can;
         // so does a fresh instance that keeps its state (natively), whose index then loads
@@ -283,7 +271,7 @@ impl MemoryService {
         let hits = match probed {
             Some(hits) => hits,
             None => {
-                self.search_loaded(ports, caller, &input, since_ms, until_ms, limit)
+                self.search_loaded(ports, caller, &input, times, limit)
                     .await?
             }
         };
@@ -334,6 +322,9 @@ pub fn event_json(e: &Event) -> Value {
         "author": e.author,
         "created_at": format_time(e.created_at_ms),
     });
+    if let Some(at) = e.occurred_at_ms {
+        v["occurred_at"] = json!(format_time(at));
+    }
     if let Some(old) = &e.supersedes_event_id {
         v["supersedes_event_id"] = json!(old);
     }
