@@ -59,6 +59,8 @@ interface MemoryHit {
   /** `evt_…` */
   id: string;
   kind: string;
+  /** When what the memory describes happened, if its writer said. */
+  occurred_at?: string;
   payload?: unknown;
   /** Relevance (search results only). */
   score?: number;
@@ -523,6 +525,8 @@ interface LoreSdk {
   memory: {
     /** Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters. Access: read. */
     search(args: {
+      /** Answer as of this time (RFC 3339 or YYYY-MM-DD): only memories saved by then, and a memory replaced after then counts as current. */
+      as_of?: string;
       /** Only memories saved by this principal id. */
       author?: string;
       /** Only memories linked to one of these entities. */
@@ -534,9 +538,9 @@ interface LoreSdk {
       limit?: number;
       /** Words to look for. */
       query: string;
-      /** Only memories created at or after this time (RFC 3339 or YYYY-MM-DD). */
+      /** Only memories about a time at or after this one (their occurred_at, else when they were saved; RFC 3339 or YYYY-MM-DD). */
       since?: string;
-      /** Only memories created at or before this time (RFC 3339 or YYYY-MM-DD). */
+      /** Only memories about a time at or before this one (their occurred_at, else when they were saved; RFC 3339 or YYYY-MM-DD). */
       until?: string;
     }): Promise<MemoryResults>;
     /** Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one. Access: write. */
@@ -559,11 +563,15 @@ interface LoreSdk {
         idempotency_key?: string;
         /** What sort of memory this is. Default: note. */
         kind?: "fact" | "preference" | "decision" | "observation" | "note";
+        /** When what this memory describes happened (RFC 3339 or YYYY-MM-DD), when that is not now: a meeting last week, a chat turn being imported. since/until filter on it; default: the time of saving. */
+        occurred_at?: string;
         /** Optional structured data kept with the memory. */
         payload?: unknown;
         /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
         supersedes_event_id?: string;
       })[];
+      /** When what this memory describes happened (RFC 3339 or YYYY-MM-DD), when that is not now: a meeting last week, a chat turn being imported. since/until filter on it; default: the time of saving. */
+      occurred_at?: string;
       /** Optional structured data kept with the memory. */
       payload?: unknown;
       /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
@@ -587,11 +595,15 @@ interface LoreSdk {
         idempotency_key?: string;
         /** What sort of memory this is. Default: note. */
         kind?: "fact" | "preference" | "decision" | "observation" | "note";
+        /** When what this memory describes happened (RFC 3339 or YYYY-MM-DD), when that is not now: a meeting last week, a chat turn being imported. since/until filter on it; default: the time of saving. */
+        occurred_at?: string;
         /** Optional structured data kept with the memory. */
         payload?: unknown;
         /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
         supersedes_event_id?: string;
       })[];
+      /** When what this memory describes happened (RFC 3339 or YYYY-MM-DD), when that is not now: a meeting last week, a chat turn being imported. since/until filter on it; default: the time of saving. */
+      occurred_at?: string;
       /** Optional structured data kept with the memory. */
       payload?: unknown;
       /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
@@ -907,7 +919,7 @@ interface LoreSdk {
       order_by?: string | string[];
       /** Values of $1, $2, ... in order. */
       params?: (boolean | number | string | null)[];
-      /** One read-only SELECT (joins, aggregates, WITH, ORDER BY) over the org's tables: entities, relationships (from_id, to_id), events (current memories), event_history (all versions, with superseded_by), entity_types, feeds, operations, actions, metrics, one table per entity type (its properties as columns) and one per virtual feed (read live). Strings take single quotes; $1, $2, ... are placeholders for params. */
+      /** One read-only SELECT (joins, aggregates, WITH, ORDER BY) over the org's tables: entities, relationships (from_id, to_id), events (current memories), event_history (all versions, with superseded_by and superseded_at: as of a time t, the current memories are those with created_at <= t AND (superseded_at IS NULL OR superseded_at > t); occurred_at is the time a memory describes, when given), entity_types, feeds, operations, actions, metrics, one table per entity type (its properties as columns) and one per virtual feed (read live). Strings take single quotes; $1, $2, ... are placeholders for params. */
       sql: string;
     }): Promise<SqlResult>;
   };

@@ -326,5 +326,6 @@ pub fn memory_query(query: &str, limit: usize) -> crate::memory::SearchInput {
         since: None,
         until: None,
         include_superseded: false,
+        as_of: None,
     }
 }

@@ -65,6 +65,7 @@ mod tests {
             author: "usr_a".into(),
             supersedes_event_id: None,
             origin_id: None,
+            occurred_at_ms: None,
             created_at_ms: 0,
         })
     }

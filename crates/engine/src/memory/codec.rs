@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use super::keyword::{Doc, DocMeta, KeywordIndex};
 
 /// The first bytes of every part; a new layout takes a new magic.
-const MAGIC: &[u8; 4] = b"LKP3";
+const MAGIC: &[u8; 4] = b"LKP4";
 /// The magic and the checksum before every part's body.
 pub const SEAL_HEAD: usize = 8;
 /// How many buckets the terms are spread over (the same in every segment, so that one scan
@@ -239,6 +239,11 @@ fn encode_doc_page(docs: &[Doc]) -> Vec<u8> {
             put_varint(&mut body, strings.id(e));
         }
         put_varint(&mut body, zigzag(m.created_at_ms));
+        // The described time as an offset from the saved one, plus one; 0 for none.
+        match m.occurred_at_ms {
+            Some(at) => put_varint(&mut body, zigzag(at.wrapping_sub(m.created_at_ms)) + 1),
+            None => put_varint(&mut body, 0),
+        }
         match &m.supersedes_event_id {
             Some(s) => put_varint(&mut body, strings.id(s) + 1),
             None => put_varint(&mut body, 0),
@@ -330,6 +335,10 @@ pub(super) fn decode_doc_page(bytes: &[u8]) -> Result<Vec<Doc>, String> {
             entity_ids.push(string(r.varint()?)?);
         }
         let created_at_ms = unzigzag(r.varint()?);
+        let occurred_at_ms = match r.varint()? {
+            0 => None,
+            d => Some(created_at_ms.wrapping_add(unzigzag(d - 1))),
+        };
         let supersedes_event_id = match r.varint()? {
             0 => None,
             s => Some(string(s - 1)?),
@@ -342,6 +351,7 @@ pub(super) fn decode_doc_page(bytes: &[u8]) -> Result<Vec<Doc>, String> {
                 author,
                 entity_ids,
                 created_at_ms,
+                occurred_at_ms,
                 supersedes_event_id,
             },
             len,
@@ -488,6 +498,7 @@ mod tests {
             author: format!("usr_{}", n % 5),
             supersedes_event_id: (n % 11 == 10).then(|| format!("evt_01J{:023}", n - 1)),
             origin_id: None,
+            occurred_at_ms: n.is_multiple_of(5).then(|| 1_600_000_000_000 - n as i64),
             created_at_ms: 1_700_000_000_000 + n as i64,
         }
     }
@@ -521,6 +532,7 @@ mod tests {
             author: None,
             since_ms: None,
             until_ms: None,
+            as_of_ms: None,
             include_superseded: false,
         };
         idx.search(t, q, &none, 50)

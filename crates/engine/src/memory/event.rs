@@ -24,4 +24,15 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_id: Option<String>,
     pub created_at_ms: i64,
+    /// The time the memory describes (`occurred_at` on save), when the writer gave one; the
+    /// time filters and "as of" searches use it, else `created_at_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurred_at_ms: Option<i64>,
+}
+
+impl Event {
+    /// The time the memory is about: when it happened if the writer said, else when it was saved.
+    pub fn at_ms(&self) -> i64 {
+        self.occurred_at_ms.unwrap_or(self.created_at_ms)
+    }
 }

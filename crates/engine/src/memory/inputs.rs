@@ -3,6 +3,26 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use lore_base::error::{LoreError, Result};
+use lore_base::time::parse_time;
+
+/// A time argument (`field`) as milliseconds since the epoch.
+pub(super) fn input_time(value: &Option<String>, field: &str) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|s| {
+            parse_time(s).ok_or_else(|| {
+                LoreError::invalid(
+                    field,
+                    format!(
+                        "{s:?} is not a time; use RFC 3339 (2026-01-31T09:00:00Z) or YYYY-MM-DD"
+                    ),
+                )
+            })
+        })
+        .transpose()
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryInput {
@@ -17,6 +37,9 @@ pub struct MemoryInput {
     pub idempotency_key: Option<String>,
     #[serde(default)]
     pub payload: Option<Value>,
+    /// When what the memory describes happened (RFC 3339 or YYYY-MM-DD), if not when it is saved.
+    #[serde(default)]
+    pub occurred_at: Option<String>,
 }
 
 /// `{memories: [...]}`: nothing else may stand beside the list.
@@ -52,4 +75,8 @@ pub struct SearchInput {
     pub until: Option<String>,
     #[serde(default)]
     pub include_superseded: bool,
+    /// Answer as lore knew it then: memories saved by this time, superseded only by memories
+    /// saved by it.
+    #[serde(default)]
+    pub as_of: Option<String>,
 }

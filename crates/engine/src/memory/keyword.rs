@@ -20,7 +20,16 @@ pub struct DocMeta {
     pub author: String,
     pub entity_ids: Vec<String>,
     pub created_at_ms: i64,
+    /// The time the memory describes, when its writer gave one.
+    pub occurred_at_ms: Option<i64>,
     pub supersedes_event_id: Option<String>,
+}
+
+impl DocMeta {
+    /// The time the memory is about (the time filters' field).
+    pub fn at_ms(&self) -> i64 {
+        self.occurred_at_ms.unwrap_or(self.created_at_ms)
+    }
 }
 
 const K1: f64 = 1.2;
@@ -109,6 +118,9 @@ pub struct Filters<'a> {
     pub author: Option<&'a str>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
+    /// As lore knew it then: documents saved by this time, superseded only by documents saved
+    /// by it.
+    pub as_of_ms: Option<i64>,
     pub include_superseded: bool,
 }
 
@@ -160,6 +172,7 @@ impl KeywordIndex {
             author: event.author.clone(),
             entity_ids: event.entity_ids.clone(),
             created_at_ms: event.created_at_ms,
+            occurred_at_ms: event.occurred_at_ms,
             supersedes_event_id: event.supersedes_event_id.clone(),
         };
         self.docs.push(Doc { meta, len });
@@ -171,13 +184,27 @@ impl KeywordIndex {
 
     fn passes(&self, doc: &Doc, f: &Filters<'_>) -> bool {
         let e = &doc.meta;
-        (f.include_superseded || !self.superseded_by.contains_key(&e.id))
+        f.as_of_ms.is_none_or(|t| e.created_at_ms <= t)
+            && (f.include_superseded || self.superseded_as_of(&e.id, f.as_of_ms).is_none())
             && f.kinds.is_none_or(|k| k.contains(&e.kind))
             && f.entity_ids
                 .is_none_or(|ids| e.entity_ids.iter().any(|id| ids.contains(id)))
             && f.author.is_none_or(|a| a == e.author)
-            && f.since_ms.is_none_or(|s| e.created_at_ms >= s)
-            && f.until_ms.is_none_or(|u| e.created_at_ms <= u)
+            && f.since_ms.is_none_or(|s| e.at_ms() >= s)
+            && f.until_ms.is_none_or(|u| e.at_ms() <= u)
+    }
+
+    /// The event that replaced `id`, if one saved by `as_of` (any, without it) did.
+    pub fn superseded_as_of(&self, id: &str, as_of_ms: Option<i64>) -> Option<&str> {
+        let by = self.superseded_by(id)?;
+        match as_of_ms {
+            None => Some(by),
+            Some(t) => self
+                .by_id
+                .get(by)
+                .is_some_and(|&d| self.docs[d].meta.created_at_ms <= t)
+                .then_some(by),
+        }
     }
 
     /// The event id of document `doc`.
@@ -197,13 +224,13 @@ impl KeywordIndex {
             .is_some_and(|d| self.passes(d, filters))
     }
 
-    /// The hit for document `doc` with `score`.
-    pub fn hit(&self, doc: u32, score: f64) -> Hit<'_> {
+    /// The hit for document `doc` with `score` (its replacement as of `as_of_ms`).
+    pub fn hit(&self, doc: u32, score: f64, as_of_ms: Option<i64>) -> Hit<'_> {
         let meta = &self.docs[doc as usize].meta;
         Hit {
             meta,
             score,
-            superseded_by: self.superseded_by(&meta.id),
+            superseded_by: self.superseded_as_of(&meta.id, as_of_ms),
         }
     }
 
@@ -274,12 +301,12 @@ impl KeywordIndex {
             return self
                 .newest(filters, limit)
                 .into_iter()
-                .map(|doc| self.hit(doc, 0.0))
+                .map(|doc| self.hit(doc, 0.0, filters.as_of_ms))
                 .collect();
         }
         ranked
             .into_iter()
-            .map(|(doc, score)| self.hit(doc, (score * 1e4).round() / 1e4))
+            .map(|(doc, score)| self.hit(doc, (score * 1e4).round() / 1e4, filters.as_of_ms))
             .collect()
     }
 }
@@ -298,6 +325,7 @@ mod tests {
             author: "usr_a".into(),
             supersedes_event_id: None,
             origin_id: None,
+            occurred_at_ms: None,
             created_at_ms: ms,
         }
     }
@@ -309,6 +337,7 @@ mod tests {
             author: None,
             since_ms: None,
             until_ms: None,
+            as_of_ms: None,
             include_superseded: false,
         }
     }

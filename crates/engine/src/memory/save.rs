@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::event::Event;
-use super::inputs::{MemoryInput, SaveInput};
+use super::inputs::{MemoryInput, SaveInput, input_time};
 use super::refresh::stored_seq;
 use super::semantic;
 use super::service::MemoryService;
@@ -46,16 +46,18 @@ struct IdempotencyRecord {
 }
 
 fn fingerprint(m: &MemoryInput, kind: &str) -> String {
-    sha256_hex(
-        &json!([
-            m.content,
-            kind,
-            m.entity_ids,
-            m.supersedes_event_id,
-            m.payload
-        ])
-        .to_string(),
-    )
+    let mut fields = json!([
+        m.content,
+        kind,
+        m.entity_ids,
+        m.supersedes_event_id,
+        m.payload
+    ]);
+    // Only when given, so that the prints of memories without one stay as they were.
+    if let Some(at) = &m.occurred_at {
+        fields.as_array_mut().expect("an array").push(json!(at));
+    }
+    sha256_hex(&fields.to_string())
 }
 
 /// The duplicate key of a memory: its text lowercased with whitespace collapsed, its entity set
@@ -68,6 +70,7 @@ fn duplicate_hash(
     kind: &str,
     payload: Option<&Value>,
     author: &str,
+    occurred_at_ms: Option<i64>,
 ) -> String {
     let text = content
         .split_whitespace()
@@ -79,7 +82,13 @@ fn duplicate_hash(
     entities.dedup();
     // serde_json's maps are ordered by key, so equal payloads serialize equally.
     let payload = payload.map(Value::to_string).unwrap_or_default();
-    sha256_hex(&json!([text, entities.join(","), kind, payload, author]).to_string())
+    let mut fields = json!([text, entities.join(","), kind, payload, author]);
+    // The same sentence about another day is another memory; without a time, keys stay as
+    // they were before memories had one.
+    if let Some(at) = occurred_at_ms {
+        fields.as_array_mut().expect("an array").push(json!(at));
+    }
+    sha256_hex(&fields.to_string())
 }
 
 impl MemoryService {
@@ -183,6 +192,7 @@ impl MemoryService {
                     ));
                 }
             }
+            input_time(&m.occurred_at, &field("occurred_at"))?;
             let kind = m.kind.clone().unwrap_or_else(|| "note".into());
             for (j, id) in m.entity_ids.iter().enumerate() {
                 let field = field(&format!("entity_ids/{j}"));
@@ -249,6 +259,7 @@ impl MemoryService {
                 &kind,
                 m.payload.as_ref(),
                 author,
+                input_time(&m.occurred_at, "occurred_at")?,
             ));
             let mut replaces_dup: Option<Vec<u8>> = None;
             if m.supersedes_event_id.is_none() {
@@ -308,6 +319,7 @@ impl MemoryService {
                 supersedes_event_id: m.supersedes_event_id.clone(),
                 origin_id: None,
                 created_at_ms: now,
+                occurred_at_ms: input_time(&m.occurred_at, "occurred_at")?,
             };
             next += 1;
             batch

@@ -22,7 +22,8 @@ fn memory_item_schema() -> Value {
             "entity_ids": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "maxItems": 100, "description": "Ids (ent_…) of existing entities this memory is about."},
             "supersedes_event_id": {"type": "string", "description": "Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches."},
             "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Retrying with the same key returns the first save's id instead of saving twice."},
-            "payload": {"description": "Optional structured data kept with the memory."}
+            "payload": {"description": "Optional structured data kept with the memory."},
+            "occurred_at": {"type": "string", "maxLength": 64, "description": "When what this memory describes happened (RFC 3339 or YYYY-MM-DD), when that is not now: a meeting last week, a chat turn being imported. since/until filter on it; default: the time of saving."}
         },
         "required": ["content"],
         "additionalProperties": false
@@ -65,9 +66,10 @@ pub fn search_input() -> Value {
             "kinds": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 64}, "maxItems": 20, "description": "Only these kinds: fact, preference, decision, observation, note, or a feed's event kind."},
             "entity_ids": {"type": "array", "items": {"type": "string"}, "description": "Only memories linked to one of these entities."},
             "author": {"type": "string", "description": "Only memories saved by this principal id."},
-            "since": {"type": "string", "description": "Only memories created at or after this time (RFC 3339 or YYYY-MM-DD)."},
-            "until": {"type": "string", "description": "Only memories created at or before this time (RFC 3339 or YYYY-MM-DD)."},
-            "include_superseded": {"type": "boolean", "default": false, "description": "Also return memories that a later one replaced."}
+            "since": {"type": "string", "description": "Only memories about a time at or after this one (their occurred_at, else when they were saved; RFC 3339 or YYYY-MM-DD)."},
+            "until": {"type": "string", "description": "Only memories about a time at or before this one (their occurred_at, else when they were saved; RFC 3339 or YYYY-MM-DD)."},
+            "include_superseded": {"type": "boolean", "default": false, "description": "Also return memories that a later one replaced."},
+            "as_of": {"type": "string", "description": "Answer as of this time (RFC 3339 or YYYY-MM-DD): only memories saved by then, and a memory replaced after then counts as current."}
         },
         "required": ["query"],
         "additionalProperties": false
@@ -88,6 +90,7 @@ pub fn search_output() -> Value {
                     "entity_ids": {"type": "array", "items": {"type": "string"}},
                     "author": {"type": "string"},
                     "created_at": {"type": "string"},
+                    "occurred_at": {"type": "string"},
                     "supersedes_event_id": {"type": "string"},
                     "superseded_by": {"type": "string"},
                     "payload": {}

@@ -398,6 +398,7 @@ pub fn item_event(ports: &Ports, feed: &Feed, item: &Value) -> Event {
         author: format!("feed:{}", feed.name),
         supersedes_event_id: None,
         origin_id: None,
+        occurred_at_ms: None,
         created_at_ms: ports.clock.now_ms(),
     }
 }

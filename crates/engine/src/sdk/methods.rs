@@ -59,6 +59,7 @@ async fn memory_get(cx: &Cx<'_>, id: &str) -> lore_base::error::Result<MemoryHit
         entity_ids: event.entity_ids,
         author: event.author,
         created_at: format_time(event.created_at_ms),
+        occurred_at: event.occurred_at_ms.map(format_time),
         supersedes_event_id: event.supersedes_event_id,
         superseded_by: None,
         payload: event.payload,

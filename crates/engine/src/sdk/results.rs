@@ -18,6 +18,9 @@ pub struct MemoryHit {
     pub entity_ids: Vec<String>,
     pub author: String,
     pub created_at: String,
+    /// When what the memory describes happened, if its writer said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes_event_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -301,9 +301,11 @@ pub fn columns(source: &Source, extra: &[String]) -> Vec<(String, DataType)> {
                 ("supersedes_event_id", Text),
                 ("origin_id", Text),
                 ("created_at", Text),
+                ("occurred_at", Text),
             ]);
             if matches!(source, Source::EventHistory) {
                 c.push(("superseded_by".into(), Text));
+                c.push(("superseded_at".into(), Text));
             }
             c
         }
@@ -540,10 +542,13 @@ async fn load_rows(
                 Ok(())
             })
             .await?;
-            let mut superseded_by: BTreeMap<&str, &str> = BTreeMap::new();
+            // The replacement of each replaced event and when it was saved: `event_history`
+            // answers "as of" a time with `created_at <= t AND (superseded_at IS NULL OR
+            // superseded_at > t)`.
+            let mut superseded_by: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
             for e in &events {
                 if let Some(old) = &e.supersedes_event_id {
-                    superseded_by.insert(old.as_str(), e.id.as_str());
+                    superseded_by.insert(old.as_str(), (e.id.as_str(), e.created_at_ms));
                 }
             }
             let history = matches!(source, Source::EventHistory);
@@ -562,9 +567,12 @@ async fn load_rows(
                     opt_text(e.supersedes_event_id.as_deref()),
                     opt_text(e.origin_id.as_deref()),
                     text(&format_time(e.created_at_ms)),
+                    e.occurred_at_ms
+                        .map_or(Sql::Null, |t| text(&format_time(t))),
                 ];
                 if history {
-                    row.push(opt_text(replaced));
+                    row.push(opt_text(replaced.map(|(id, _)| id)));
+                    row.push(replaced.map_or(Sql::Null, |(_, t)| text(&format_time(t))));
                 }
                 rows.push(row);
             }

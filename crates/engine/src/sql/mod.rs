@@ -109,7 +109,7 @@ pub enum SqlParam {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuerySql {
-    /// One read-only SELECT (joins, aggregates, WITH, ORDER BY) over the org's tables: entities, relationships (from_id, to_id), events (current memories), event_history (all versions, with superseded_by), entity_types, feeds, operations, actions, metrics, one table per entity type (its properties as columns) and one per virtual feed (read live). Strings take single quotes; $1, $2, ... are placeholders for params.
+    /// One read-only SELECT (joins, aggregates, WITH, ORDER BY) over the org's tables: entities, relationships (from_id, to_id), events (current memories), event_history (all versions, with superseded_by and superseded_at: as of a time t, the current memories are those with created_at <= t AND (superseded_at IS NULL OR superseded_at > t); occurred_at is the time a memory describes, when given), entity_types, feeds, operations, actions, metrics, one table per entity type (its properties as columns) and one per virtual feed (read live). Strings take single quotes; $1, $2, ... are placeholders for params.
     #[schemars(length(min = 1, max = 16384))]
     pub sql: String,
     /// Values of $1, $2, ... in order.
