@@ -1,11 +1,10 @@
-//! The retrieval evaluation of issue 8: a corpus of org memories and queries whose relevant
-//! memory shares few or no content words with the query (`bench/retrieval/`, written by hand
-//! for this). Every memory is saved through `save_memory` and every query asked through
-//! `search_memory`, with BM25 alone, vectors alone and the fused ranking, on the built-in
-//! embedder. Prints recall@5 and MRR@10 for each (`bench/retrieval.sh` records them) and fails
+//! The retrieval evaluation: a corpus of org memories and queries whose relevant memory shares
+//! few or no content words with the query, and two friends' multi-session chats with questions
+//! about them (`bench/retrieval/`, written by hand for this). Every memory is saved through
+//! `save_memory` and every query asked through `search_memory`, with BM25 alone, vectors alone
+//! and the fused ranking, on the transformer embedder (`LORE_RETRIEVAL_EMBEDDER=builtin`: the
+//! static table). Prints recall@5 and MRR@10 for each (`bench/memory.sh` records them) and fails
 //! if the fused ranking falls back towards keywords alone.
-
-#![cfg(feature = "builtin-embedder")]
 
 mod common;
 
@@ -62,8 +61,18 @@ fn evaluate(h: &Harness, queries: &[Value], event_of: &HashMap<String, String>) 
 fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
     let corpus = lines("bench/retrieval/corpus.jsonl");
     let queries = lines("bench/retrieval/queries.jsonl");
+    let turns = lines("bench/retrieval/conversations.jsonl");
+    let chat_queries = lines("bench/retrieval/conversation_queries.jsonl");
     assert!(corpus.len() >= 2_000 && queries.len() >= 200);
-    let embedder: Rc<dyn Embedder> = Rc::new(lore_embed::builtin::BuiltinEmbedder::new());
+    assert!(turns.len() >= 40 && chat_queries.len() >= 20);
+    let builtin = std::env::var("LORE_RETRIEVAL_EMBEDDER").as_deref() == Ok("builtin");
+    let embedder: Rc<dyn Embedder> = if builtin {
+        Rc::new(lore_embed::builtin::BuiltinEmbedder::new())
+    } else {
+        Rc::new(lore_embed::transformer::TransformerEmbedder::new(
+            lore::model::load(&lore::model::ensure(false).unwrap()).unwrap(),
+        ))
+    };
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
         clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
@@ -75,14 +84,26 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
     };
     let h = Harness::on(ports, "acme");
     let mut event_of = HashMap::new();
-    for chunk in corpus.chunks(100) {
-        let memories: Vec<Value> = chunk
-            .iter()
-            .map(|m| json!({"content": m["content"], "kind": m["kind"]}))
-            .collect();
-        let saved = h.save(&h.owner, json!({ "memories": memories }));
-        for (m, id) in chunk.iter().zip(saved) {
-            event_of.insert(m["id"].as_str().unwrap().to_string(), id);
+    // The company's memories, then two friends' chats (one memory per turn, "Speaker: text",
+    // dated by their session) in the same org: the chat questions compete with all of it.
+    let memories: Vec<(String, Value)> = corpus
+        .iter()
+        .map(|m| {
+            let id = m["id"].as_str().unwrap().to_string();
+            (id, json!({"content": m["content"], "kind": m["kind"]}))
+        })
+        .chain(turns.iter().map(|t| {
+            let id = t["id"].as_str().unwrap().to_string();
+            let memory =
+                json!({"content": t["content"], "kind": "observation", "occurred_at": t["date"]});
+            (id, memory)
+        }))
+        .collect();
+    for chunk in memories.chunks(100) {
+        let batch: Vec<&Value> = chunk.iter().map(|(_, m)| m).collect();
+        let saved = h.save(&h.owner, json!({ "memories": batch }));
+        for ((id, _), event) in chunk.iter().zip(saved) {
+            event_of.insert(id.clone(), event);
         }
     }
     let mut table = Vec::new();
@@ -92,29 +113,54 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
         ("hybrid", Ranking::Hybrid),
     ] {
         h.lore.engine.set_ranking(ranking);
-        let s = evaluate(&h, &queries, &event_of);
+        let own = evaluate(&h, &queries, &event_of);
+        let chat = evaluate(&h, &chat_queries, &event_of);
         println!(
-            "{name:>6}: recall@5 {:.3}  MRR@10 {:.3}  ({} queries, {} memories)",
-            s.recall5,
-            s.mrr10,
+            "{name:>6}: recall@5 {:.3}  MRR@10 {:.3}  ({} queries, {} memories); conversations: recall@5 {:.3}  MRR@10 {:.3} ({} queries)",
+            own.recall5,
+            own.mrr10,
             queries.len(),
-            corpus.len()
+            memories.len(),
+            chat.recall5,
+            chat.mrr10,
+            chat_queries.len(),
         );
-        table.push(s);
+        table.push((own, chat));
     }
-    // A regression guard at what the built-in static model reaches today (bm25 0.013, vector
-    // 0.074, hybrid 0.044 recall@5 on this adversarial set; the full MiniLM transformer gets
-    // 0.284): the fused ranking must stay well above keywords alone.
-    let (bm25, vector, hybrid) = (&table[0], &table[1], &table[2]);
+    let [
+        (bm25, chat_bm25),
+        (vector, chat_vector),
+        (hybrid, chat_hybrid),
+    ] = &table[..]
+    else {
+        unreachable!()
+    };
+    if builtin {
+        // The static table, the fallback: the fused ranking stays well above keywords alone.
+        assert!(
+            vector.recall5 >= 0.06 && hybrid.recall5 >= 2.5 * bm25.recall5,
+            "hybrid {:.3}, vector {:.3}, bm25 {:.3}",
+            hybrid.recall5,
+            vector.recall5,
+            bm25.recall5
+        );
+        return;
+    }
+    // all-MiniLM-L6-v2 (measured: bm25 0.013, vector 0.284, hybrid 0.249 on the paraphrase set;
+    // reciprocal rank fusion gave 0.079): on a set built against keywords, the fused ranking
+    // stays near the vectors; on the chats, it is at least as good as the better of its parts.
     assert!(
-        vector.recall5 >= 0.06
-            && hybrid.recall5 >= 2.5 * bm25.recall5
-            && hybrid.mrr10 >= 2.5 * bm25.mrr10,
-        "hybrid must stay well above BM25: recall@5 {:.3} vs {:.3}, MRR {:.3} vs {:.3}; vector {:.3}",
+        vector.recall5 >= 0.26 && hybrid.recall5 >= 0.22 && hybrid.recall5 >= 10.0 * bm25.recall5,
+        "paraphrases: hybrid {:.3}, vector {:.3}, bm25 {:.3}",
         hybrid.recall5,
-        bm25.recall5,
-        hybrid.mrr10,
-        bm25.mrr10,
-        vector.recall5
+        vector.recall5,
+        bm25.recall5
+    );
+    assert!(
+        chat_hybrid.recall5 >= chat_bm25.recall5.max(chat_vector.recall5),
+        "conversations: hybrid {:.3}, vector {:.3}, bm25 {:.3}",
+        chat_hybrid.recall5,
+        chat_vector.recall5,
+        chat_bm25.recall5
     );
 }

@@ -38,6 +38,12 @@ pub trait Embedder {
     fn model_id(&self) -> &str;
     fn dimensions(&self) -> usize;
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+    /// The embedder the compact `search` ranks the SDK catalog's short texts with on every
+    /// call (`None`: this one). One that loads a large model for each request of a platform
+    /// without a process to keep it in (a Spin request) offers a cheaper one.
+    fn for_catalog(&self) -> Option<Rc<dyn Embedder>> {
+        None
+    }
 }
 
 /// One outbound HTTP exchange.

@@ -10,6 +10,7 @@
 //! agents repeat their questions.
 
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
@@ -49,16 +50,76 @@ pub enum ModelError {
     Shape(String),
 }
 
+/// The word embedding table's name in the weights: half the model (30,522 rows of 384), kept
+/// apart from the encoder so that only the rows of a batch's tokens become a tensor.
+const WORDS: &str = "embeddings.word_embeddings.weight";
+
+/// The word embedding rows: copied once (natively), or read where they lie in weights compiled
+/// into the program (a Spin request loads the model afresh, and must not copy 47 MB to embed
+/// one query).
+enum Words {
+    Owned(Vec<f32>),
+    Static(&'static [u8]),
+}
+
+impl Words {
+    /// Appends token `id`'s row to `out`.
+    fn row(&self, id: u32, out: &mut Vec<f32>) {
+        let at = id as usize * DIMENSIONS;
+        match self {
+            Words::Owned(rows) => out.extend_from_slice(&rows[at..at + DIMENSIONS]),
+            Words::Static(bytes) => out.extend(
+                bytes[4 * at..4 * (at + DIMENSIONS)]
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
+        }
+    }
+}
+
+/// A model's config, its encoder's tensors and its word embeddings' bytes.
+type Parts<'a> = (Config, HashMap<String, Tensor>, &'a [u8]);
+
 /// The loaded model, shareable by every thread of a process.
 pub struct TransformerModel {
-    bert: BertModel,
+    config: Config,
+    /// Every tensor but the word embeddings.
+    encoder: HashMap<String, Tensor>,
+    words: Words,
     cache: Mutex<QueryCache>,
 }
 
 impl TransformerModel {
-    /// The model from its `config.json` and `model.safetensors` bytes (read in place; the
-    /// tensors are copied once into the model).
+    /// The model from its `config.json` and `model.safetensors` bytes, copied.
     pub fn load(config: &[u8], weights: &[u8]) -> Result<Self, ModelError> {
+        let (config, encoder, words) = Self::parts(config, weights)?;
+        let words = Words::Owned(
+            words
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        );
+        Ok(Self::new(config, encoder, words))
+    }
+
+    /// The model from bytes compiled into the program: the encoder's tensors copied, the word
+    /// embeddings read in place.
+    pub fn load_static(config: &[u8], weights: &'static [u8]) -> Result<Self, ModelError> {
+        let (config, encoder, words) = Self::parts(config, weights)?;
+        Ok(Self::new(config, encoder, Words::Static(words)))
+    }
+
+    fn new(config: Config, encoder: HashMap<String, Tensor>, words: Words) -> Self {
+        Self {
+            config,
+            encoder,
+            words,
+            cache: Mutex::new(QueryCache::default()),
+        }
+    }
+
+    /// The config, the encoder's tensors and the word embeddings' bytes (little-endian f32).
+    fn parts<'a>(config: &[u8], weights: &'a [u8]) -> Result<Parts<'a>, ModelError> {
         let config: Config = serde_json::from_slice(config)?;
         if config.hidden_size != DIMENSIONS || config.vocab_size != builtin::vocabulary_size() {
             return Err(ModelError::Shape(format!(
@@ -66,12 +127,34 @@ impl TransformerModel {
                 config.hidden_size, config.vocab_size
             )));
         }
-        let vb = VarBuilder::from_slice_safetensors(weights, DType::F32, &Device::Cpu)?;
-        let bert = BertModel::load(vb, &config)?;
-        Ok(Self {
-            bert,
-            cache: Mutex::new(QueryCache::default()),
-        })
+        let tensors = safetensors::SafeTensors::deserialize(weights)
+            .map_err(|e| ModelError::Shape(e.to_string()))?;
+        let mut encoder = HashMap::new();
+        let mut words = None;
+        for (name, view) in tensors.tensors() {
+            // The position ids (0..512, a buffer of the PyTorch module): BERT counts them itself.
+            if name == "embeddings.position_ids" {
+                continue;
+            }
+            if view.dtype() != safetensors::Dtype::F32 {
+                return Err(ModelError::Shape(format!(
+                    "{name} is {:?}, not F32",
+                    view.dtype()
+                )));
+            }
+            if name == WORDS {
+                if view.shape() != [config.vocab_size, DIMENSIONS] {
+                    return Err(ModelError::Shape(format!("{name} is {:?}", view.shape())));
+                }
+                words = Some(view.data());
+            } else {
+                let t =
+                    Tensor::from_raw_buffer(view.data(), DType::F32, view.shape(), &Device::Cpu)?;
+                encoder.insert(name, t);
+            }
+        }
+        let words = words.ok_or_else(|| ModelError::Shape(format!("no {WORDS}")))?;
+        Ok((config, encoder, words))
     }
 
     /// The vectors of `texts`, in their order.
@@ -101,22 +184,44 @@ impl TransformerModel {
         Ok(out)
     }
 
-    /// One forward pass over texts of word pieces; their pooled, normalised vectors.
+    /// One forward pass over texts of word pieces; their pooled, normalised vectors. The
+    /// model is assembled for the batch's own vocabulary: its distinct tokens' rows, renumbered.
     fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let mut local: HashMap<u32, u32> = HashMap::new();
+        let mut rows: Vec<f32> = Vec::new();
         let width = batch.iter().map(|t| t.len()).max().unwrap_or(0);
         let mut input = Vec::with_capacity(batch.len() * width);
         let mut mask = Vec::with_capacity(batch.len() * width);
+        // Padding is token 0 ([PAD]); it is masked out, but must have a row.
+        for &id in batch.iter().flat_map(|t| t.iter()).chain([&0]) {
+            if !local.contains_key(&id) {
+                local.insert(id, local.len() as u32);
+                self.words
+                    .row(id.min(self.config.vocab_size as u32 - 1), &mut rows);
+            }
+        }
         for t in batch {
-            input.extend_from_slice(t);
-            input.resize(input.len() + width - t.len(), 0);
+            input.extend(t.iter().map(|id| local[id]));
+            input.resize(input.len() + width - t.len(), local[&0]);
             mask.extend(std::iter::repeat_n(1u32, t.len()));
             mask.resize(mask.len() + width - t.len(), 0);
         }
+        let mut tensors = self.encoder.clone();
+        tensors.insert(
+            WORDS.to_string(),
+            Tensor::from_vec(rows, (local.len(), DIMENSIONS), &Device::Cpu)?,
+        );
+        let mut config = self.config.clone();
+        config.vocab_size = local.len();
+        let bert = BertModel::load(
+            VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu),
+            &config,
+        )?;
         let shape = (batch.len(), width);
         let input = Tensor::from_vec(input, shape, &Device::Cpu)?;
         let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
         let types = input.zeros_like()?;
-        let hidden = self.bert.forward(&input, &types, Some(&mask))?;
+        let hidden = bert.forward(&input, &types, Some(&mask))?;
         // Mean over the unmasked tokens, then L2.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
@@ -185,6 +290,12 @@ pub struct TransformerEmbedder {
     source: Arc<Source>,
 }
 
+/// The compiled-in model's catalog embedder: the built-in table (a compact `search` ranks a
+/// hundred or so SDK texts; a Spin request would otherwise run the transformer over all of them).
+fn static_catalog() -> Option<Rc<dyn Embedder>> {
+    Some(Rc::new(builtin::BuiltinEmbedder::new()))
+}
+
 impl TransformerEmbedder {
     /// Over a loaded model (natively: one copy for every thread).
     pub fn new(model: Arc<TransformerModel>) -> Self {
@@ -213,7 +324,7 @@ impl TransformerEmbedder {
                 model,
             } => model
                 .get_or_init(|| {
-                    TransformerModel::load(config, weights)
+                    TransformerModel::load_static(config, weights)
                         .map(Arc::new)
                         .map_err(|e| e.to_string())
                 })
@@ -231,6 +342,13 @@ impl Embedder for TransformerEmbedder {
 
     fn dimensions(&self) -> usize {
         DIMENSIONS
+    }
+
+    fn for_catalog(&self) -> Option<Rc<dyn Embedder>> {
+        match &*self.source {
+            Source::Loaded(_) => None,
+            Source::Static { .. } => static_catalog(),
+        }
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {

@@ -89,6 +89,8 @@ fn text_key(model: &str, text: &str) -> u64 {
 /// 30 s).
 pub async fn similarities(ports: &Ports, query: &str, texts: &[String]) -> Option<Vec<f32>> {
     let embedder = ports.embedder.as_ref()?;
+    let cheaper = embedder.for_catalog();
+    let embedder = cheaper.as_ref().unwrap_or(embedder);
     let now = ports.clock.now_ms();
     let model = embedder.model_id().to_string();
     let waiting = RETRY_AFTER_MS

@@ -67,9 +67,11 @@ pub(super) fn fuse<K: Copy + Eq + Hash>(
         if !seen.insert(doc) {
             continue;
         }
-        let score = KEYWORD_WEIGHT * k.get(&doc).copied().unwrap_or(k_low)
+        let z = KEYWORD_WEIGHT * k.get(&doc).copied().unwrap_or(k_low)
             + VECTOR_WEIGHT * v.get(&doc).copied().unwrap_or(v_low);
-        out.push((doc, rounded(score, 1e6)));
+        // Shown as a relevance in (0, 1), above zero like the single lists' scores: the
+        // logistic of the weighted sum keeps its order.
+        out.push((doc, rounded(1.0 / (1.0 + (-z).exp()), 1e6)));
     }
     out
 }

