@@ -16,7 +16,7 @@
 //
 // Workers AI cannot run locally. The AI binding here is TEST-ONLY: a wrapped binding whose
 // `run` checks the model name and input shape like Workers AI does and returns deterministic
-// 384-d vectors derived from each text's bytes. It is never part of a deployed Worker.
+// 384-d vectors of each text's hashed words. It is never part of a deployed Worker.
 import { createRequire } from 'node:module';
 import { readFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
@@ -74,10 +74,15 @@ class Ai {
     if (input === null || typeof input !== 'object' || input instanceof Map || !Array.isArray(input.text)) {
       throw new Error('test AI binding: input must be a plain object {text: string[]}, got ' + Object.prototype.toString.call(input));
     }
+    // Hashed words (lowercased), as a model would place texts that share words near each
+    // other; bytes by position made every pair of texts unrelated, which no model does.
     const data = input.text.map((text) => {
-      const bytes = new TextEncoder().encode(String(text));
       const v = new Array(384).fill(0);
-      bytes.forEach((b, i) => { v[(b * 31 + i) % 384] += 1; });
+      for (const word of String(text).toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []) {
+        let h = 2166136261;
+        for (const c of word) h = Math.imul(h ^ c.codePointAt(0), 16777619) >>> 0;
+        v[h % 384] += 1;
+      }
       const norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0)) || 1;
       return v.map((x) => x / norm);
     });

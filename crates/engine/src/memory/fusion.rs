@@ -38,29 +38,38 @@ pub(super) fn rounded(x: f64, places: f64) -> f64 {
     (x * places).round() / places
 }
 
-/// Each document's score in `list` standardised over the list, and the list's lowest.
-fn standardised<K: Copy + Eq + Hash>(list: &[(K, f64)]) -> (HashMap<K, f64>, f64) {
-    let n = list.len() as f64;
-    if list.len() < 2 {
-        return (list.iter().map(|(k, _)| (*k, 0.0)).collect(), 0.0);
-    }
-    let mean = list.iter().map(|(_, s)| s).sum::<f64>() / n;
-    let var = list.iter().map(|(_, s)| (s - mean).powi(2)).sum::<f64>() / n;
+/// Each document's score in `list` standardised, and the standardised score of a document
+/// the list does not hold: `missing` (what such a document scores at most: 0 for BM25 when
+/// the list holds every match, else the list's last) counts as one more sample, so that a
+/// list of one document still lifts it above the rest.
+fn standardised<K: Copy + Eq + Hash>(list: &[(K, f64)], missing: f64) -> (HashMap<K, f64>, f64) {
+    let n = list.len() as f64 + 1.0;
+    let mean = (list.iter().map(|(_, s)| s).sum::<f64>() + missing) / n;
+    let var =
+        (list.iter().map(|(_, s)| (s - mean).powi(2)).sum::<f64>() + (missing - mean).powi(2)) / n;
     let sd = if var > 0.0 { var.sqrt() } else { 1.0 };
     let z: HashMap<K, f64> = list.iter().map(|(k, s)| (*k, (s - mean) / sd)).collect();
-    let low = z.values().copied().fold(f64::INFINITY, f64::min);
-    (z, low)
+    (z, (missing - mean) / sd)
 }
 
-/// The weighted fusion of a keyword and a vector ranking (each best first, raw scores): every
-/// document of either, with its fused score rounded to six places, in no particular order
-/// (callers order by [`ranked_order`] once they know the documents' ids).
+/// The weighted fusion of a keyword and a vector ranking (each best first, raw scores, cut at
+/// `depth`): every document of either, with its fused score rounded to six places, in no
+/// particular order (callers order by [`ranked_order`] once they know the documents' ids).
 pub(super) fn fuse<K: Copy + Eq + Hash>(
     keyword: &[(K, f64)],
     vector: &[(K, f64)],
+    depth: usize,
 ) -> Vec<(K, f64)> {
-    let (k, k_low) = standardised(keyword);
-    let (v, v_low) = standardised(vector);
+    let last = |list: &[(K, f64)]| list.last().map_or(0.0, |(_, s)| *s);
+    // A keyword list shorter than its depth holds every document that shares a word: the rest
+    // score 0. A vector list ranks every document: the rest score at most its last.
+    let keyword_missing = if keyword.len() < depth {
+        0.0
+    } else {
+        last(keyword)
+    };
+    let (k, k_low) = standardised(keyword, keyword_missing);
+    let (v, v_low) = standardised(vector, last(vector));
     let mut out: Vec<(K, f64)> = Vec::with_capacity(k.len() + v.len());
     let mut seen: HashSet<K> = HashSet::with_capacity(k.len() + v.len());
     for doc in keyword.iter().chain(vector).map(|(d, _)| *d) {
@@ -89,10 +98,18 @@ mod tests {
     fn a_document_in_both_lists_beats_one_in_either() {
         let keyword = [(1u32, 9.0), (2, 5.0), (3, 1.0)];
         let vector = [(4u32, 0.8), (2, 0.7), (5, 0.2)];
-        let mut fused = fuse(&keyword, &vector);
+        let mut fused = fuse(&keyword, &vector, 30);
         fused.sort_by(|a, b| b.1.total_cmp(&a.1));
         assert_eq!(fused[0].0, 2, "{fused:?}");
         assert_eq!(fused.len(), 5);
+    }
+
+    #[test]
+    fn the_only_keyword_match_is_lifted_above_the_documents_without_one() {
+        let keyword = [(7u32, 3.2)];
+        let vector = [(1u32, 0.61), (2, 0.60), (7, 0.59), (3, 0.2)];
+        let fused: HashMap<u32, f64> = fuse(&keyword, &vector, 30).into_iter().collect();
+        assert!(fused[&7] > fused[&1], "{fused:?}");
     }
 
     #[test]

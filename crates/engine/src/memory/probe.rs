@@ -288,7 +288,7 @@ impl MemoryService {
                 let Some(v) = resolve(ports, &mut stored, &vector, depth, include).await? else {
                     return Ok(None);
                 };
-                fuse_resolved(&k, &v, limit)
+                fuse_resolved(&k, &v, depth, limit)
             }
         };
         Ok(Some(
@@ -617,10 +617,15 @@ async fn resolve(
 
 /// The weighted fusion of two resolved lists (`fusion.rs`), as the loaded index fuses
 /// (`search.rs`): the best `limit`, equal scores by event id.
-fn fuse_resolved(keyword: &[Resolved], vector: &[Resolved], limit: usize) -> Vec<Resolved> {
+fn fuse_resolved(
+    keyword: &[Resolved],
+    vector: &[Resolved],
+    depth: usize,
+    limit: usize,
+) -> Vec<Resolved> {
     let by_doc: HashMap<u32, &Resolved> = keyword.iter().chain(vector).map(|r| (r.0, r)).collect();
     let scores = |list: &[Resolved]| list.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>();
-    let mut out: Vec<Resolved> = fuse(&scores(keyword), &scores(vector))
+    let mut out: Vec<Resolved> = fuse(&scores(keyword), &scores(vector), depth)
         .into_iter()
         .map(|(d, s)| {
             let r = by_doc[&d];

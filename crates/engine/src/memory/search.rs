@@ -177,7 +177,7 @@ impl MemoryService {
                 .take(limit)
                 .map(|(d, s)| (d, rounded(s, 1e4)))
                 .collect(),
-            (false, false) => fuse(&keyword, &vector),
+            (false, false) => fuse(&keyword, &vector, depth),
         };
         ranked.sort_by(|a, b| ranked_order((a.1, index.doc_id(a.0)), (b.1, index.doc_id(b.0))));
         ranked.truncate(limit);
