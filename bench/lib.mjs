@@ -54,9 +54,15 @@ export async function startLore(lore, { orgs, args = [], name = 'bench' }) {
       const { stdout } = await run(lore, ['token', 'create', '--db', db, '--org', org, '--role', role, '--scopes', scopes, '--json']);
       return JSON.parse(stdout).token;
     },
-    async stop() {
-      server.kill('SIGTERM');
-      await new Promise((r) => server.once('exit', r));
+    /** Stops the server; its database stays when `keep` (then `remove()` deletes it). */
+    async stop(keep = false) {
+      if (server.exitCode === null && server.signalCode === null) {
+        server.kill('SIGTERM');
+        await new Promise((r) => server.once('exit', r));
+      }
+      if (!keep) await rm(dir, { recursive: true, force: true });
+    },
+    async remove() {
       await rm(dir, { recursive: true, force: true });
     },
   };
