@@ -2,9 +2,10 @@
 //! per-request probe of the stored segments (`probe.rs`) fuse their keyword and vector rankings
 //! the same way, to the same depth, and order the same hits the same way on every server.
 //!
-//! **Fusion.** Each list's scores are standardised (mean 0, deviation 1 over the list: BM25 has
-//! no fixed scale, and a model's cosines sit in a band of their own), a document missing from a
-//! list takes that list's lowest standardised score, and the two are added with weights: the
+//! **Fusion.** Each list's scores are standardised (mean 0, deviation 1: BM25 has no fixed
+//! scale, and a model's cosines sit in a band of their own), with the documents a list does not
+//! hold counted as one more sample at what they score at most, and the two are added with
+//! weights: the
 //! vector 0.6, the keywords 0.4. Unlike reciprocal rank fusion, a document far ahead in one
 //! list stays ahead, and how far apart two documents are counts, not only their places; the
 //! weights say what each signal knows: the model the meaning, BM25 the exact words (names,
