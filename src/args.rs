@@ -374,12 +374,12 @@ pub(crate) struct EmbeddingsArgs {
 /// The transformer embedder, its weights fetched first if this machine has none; the built-in
 /// table, said in the log, when they cannot be had.
 fn transformer_or_builtin() -> EmbedderChoice {
-    let loaded = lore::model::ensure(true).and_then(|dir| lore::model::load(&dir));
+    let loaded = lore::model::ensure(true).and_then(|dir| Ok((lore::model::load(&dir)?, dir)));
     match loaded {
-        Ok(model) => {
+        Ok((model, dir)) => {
             tracing::info!(
                 model = lore_embed::transformer::MODEL_ID,
-                dir = %lore::model::model_dir().display(),
+                dir = %dir.display(),
                 "embedding with the transformer model"
             );
             EmbedderChoice::Transformer(lore::ports::SharedModel(model))

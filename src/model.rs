@@ -5,13 +5,12 @@
 //! `~/.cache/lore/models/…`). Never from a model hub. Later starts read the cached files and
 //! need no network.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
-
+use lore_base::keys::sha256_hex_bytes as sha256_hex;
 use lore_embed::transformer::TransformerModel;
 
 /// The package, as pip names it; also the cache folder's name.
@@ -47,13 +46,6 @@ pub fn model_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     cache.join("lore/models").join(PACKAGE)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Whether `dir` holds every file (by size of a verified fetch: the digests were checked when
@@ -134,17 +126,9 @@ fn download(progress: bool) -> anyhow::Result<Vec<u8>> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let mut reader = response.into_body().into_reader();
     let mut bytes = Vec::with_capacity(total as usize);
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = reader.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        bytes.write_all(&buf[..n])?;
-        bar.inc(n as u64);
-    }
+    bar.wrap_read(response.into_body().into_reader())
+        .read_to_end(&mut bytes)?;
     bar.finish_and_clear();
     let got = sha256_hex(&bytes);
     if got != WHEEL_SHA256 {

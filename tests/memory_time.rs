@@ -12,17 +12,12 @@ use serde_json::{Value, json};
 use common::{Harness, ids};
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::memory::MemoryStorage;
-use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
+use lore_testing::ports::{WordHashEmbedder, step_ports};
 
 fn harness() -> Harness {
     let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(3)),
-        http: None,
         embedder: Some(Rc::new(WordHashEmbedder::new("hash", 64)) as Rc<dyn Embedder>),
-        cache: None,
-        background: None,
+        ..step_ports(Rc::new(MemoryStorage::new()), 3)
     };
     Harness::on(ports, "acme")
 }

@@ -9,22 +9,12 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
 use lore_front::request_log::{Line, REQUEST_ID_HEADER};
-use lore_testing::ports::{SeqRandom, StepClock};
+use lore_testing::ports::step_ports;
 
 fn harness() -> Harness {
-    let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(3)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    };
-    Harness::on(ports, "acme")
+    Harness::on(step_ports(Rc::new(MemoryStorage::new()), 3), "acme")
 }
 
 /// A stateless `tools/call` to `/mcp?profile=compact&k=secret-in-query`; the response's line.

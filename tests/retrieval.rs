@@ -17,7 +17,7 @@ use common::{Harness, ids};
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::memory::MemoryStorage;
 use lore_engine::memory::Ranking;
-use lore_testing::ports::{SeqRandom, StepClock};
+use lore_testing::ports::step_ports;
 
 fn lines(path: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))
@@ -74,13 +74,8 @@ fn hybrid_search_finds_what_was_meant_far_better_than_keywords() {
         ))
     };
     let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(7)),
-        http: None,
         embedder: Some(embedder),
-        cache: None,
-        background: None,
+        ..step_ports(Rc::new(MemoryStorage::new()), 7)
     };
     let h = Harness::on(ports, "acme");
     let mut event_of = HashMap::new();

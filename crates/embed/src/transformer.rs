@@ -9,6 +9,7 @@
 //! of texts of similar length (less padding); a query's vector is kept in a small cache, since
 //! agents repeat their questions.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -54,26 +55,20 @@ pub enum ModelError {
 /// apart from the encoder so that only the rows of a batch's tokens become a tensor.
 const WORDS: &str = "embeddings.word_embeddings.weight";
 
-/// The word embedding rows: copied once (natively), or read where they lie in weights compiled
-/// into the program (a Spin request loads the model afresh, and must not copy 47 MB to embed
-/// one query).
-enum Words {
-    Owned(Vec<f32>),
-    Static(&'static [u8]),
-}
+/// The word embedding rows as little-endian f32 bytes: copied once (natively), or borrowed
+/// where they lie in weights compiled into the program (a Spin request loads the model afresh,
+/// and must not copy 47 MB to embed one query).
+struct Words(Cow<'static, [u8]>);
 
 impl Words {
     /// Appends token `id`'s row to `out`.
     fn row(&self, id: u32, out: &mut Vec<f32>) {
-        let at = id as usize * DIMENSIONS;
-        match self {
-            Words::Owned(rows) => out.extend_from_slice(&rows[at..at + DIMENSIONS]),
-            Words::Static(bytes) => out.extend(
-                bytes[4 * at..4 * (at + DIMENSIONS)]
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            ),
-        }
+        let at = 4 * id as usize * DIMENSIONS;
+        out.extend(
+            self.0[at..at + 4 * DIMENSIONS]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
     }
 }
 
@@ -93,20 +88,18 @@ impl TransformerModel {
     /// The model from its `config.json` and `model.safetensors` bytes, copied.
     pub fn load(config: &[u8], weights: &[u8]) -> Result<Self, ModelError> {
         let (config, encoder, words) = Self::parts(config, weights)?;
-        let words = Words::Owned(
-            words
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        );
-        Ok(Self::new(config, encoder, words))
+        Ok(Self::new(
+            config,
+            encoder,
+            Words(Cow::Owned(words.to_vec())),
+        ))
     }
 
     /// The model from bytes compiled into the program: the encoder's tensors copied, the word
     /// embeddings read in place.
     pub fn load_static(config: &[u8], weights: &'static [u8]) -> Result<Self, ModelError> {
         let (config, encoder, words) = Self::parts(config, weights)?;
-        Ok(Self::new(config, encoder, Words::Static(words)))
+        Ok(Self::new(config, encoder, Words(Cow::Borrowed(words))))
     }
 
     fn new(config: Config, encoder: HashMap<String, Tensor>, words: Words) -> Self {
@@ -290,12 +283,6 @@ pub struct TransformerEmbedder {
     source: Arc<Source>,
 }
 
-/// The compiled-in model's catalog embedder: the built-in table (a compact `search` ranks a
-/// hundred or so SDK texts; a Spin request would otherwise run the transformer over all of them).
-fn static_catalog() -> Option<Rc<dyn Embedder>> {
-    Some(Rc::new(builtin::BuiltinEmbedder::new()))
-}
-
 impl TransformerEmbedder {
     /// Over a loaded model (natively: one copy for every thread).
     pub fn new(model: Arc<TransformerModel>) -> Self {
@@ -344,10 +331,12 @@ impl Embedder for TransformerEmbedder {
         DIMENSIONS
     }
 
+    /// The compiled-in model's is the built-in table: a compact `search` ranks a hundred or so
+    /// SDK texts, and a Spin request would otherwise run the transformer over all of them.
     fn for_catalog(&self) -> Option<Rc<dyn Embedder>> {
         match &*self.source {
             Source::Loaded(_) => None,
-            Source::Static { .. } => static_catalog(),
+            Source::Static { .. } => Some(Rc::new(builtin::BuiltinEmbedder::new())),
         }
     }
 

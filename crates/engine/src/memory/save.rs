@@ -192,7 +192,7 @@ impl MemoryService {
                     ));
                 }
             }
-            input_time(&m.occurred_at, &field("occurred_at"))?;
+            let occurred_at_ms = input_time(&m.occurred_at, &field("occurred_at"))?;
             let kind = m.kind.clone().unwrap_or_else(|| "note".into());
             for (j, id) in m.entity_ids.iter().enumerate() {
                 let field = field(&format!("entity_ids/{j}"));
@@ -259,7 +259,7 @@ impl MemoryService {
                 &kind,
                 m.payload.as_ref(),
                 author,
-                input_time(&m.occurred_at, "occurred_at")?,
+                occurred_at_ms,
             ));
             let mut replaces_dup: Option<Vec<u8>> = None;
             if m.supersedes_event_id.is_none() {
@@ -319,7 +319,7 @@ impl MemoryService {
                 supersedes_event_id: m.supersedes_event_id.clone(),
                 origin_id: None,
                 created_at_ms: now,
-                occurred_at_ms: input_time(&m.occurred_at, "occurred_at")?,
+                occurred_at_ms,
             };
             next += 1;
             batch
