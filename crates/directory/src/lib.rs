@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod caller;
+pub mod callers;
 pub mod grants;
 pub mod invites;
 pub mod password;

@@ -1,6 +1,6 @@
 //! An org's auth stamp: a random value in the org's own store that changes whenever access to
-//! the org may end (one of its tokens revoked, an OAuth grant to it withdrawn) or its record
-//! changes. Copies of directory records kept beside an org (a verified credential in the cache
+//! the org may end or narrow (one of its tokens revoked, an OAuth grant to it withdrawn, a
+//! member's role changed or the member removed) or its record changes. Copies of directory records kept beside an org (a verified credential in the cache
 //! port, the org record an engine instance holds) are trusted only while the stamp they were
 //! read under is still the org's. The stamp is in the org's store, so the server of an org (on
 //! Cloudflare, its Durable Object) checks a copy without reaching the directory, and a change

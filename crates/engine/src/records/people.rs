@@ -251,6 +251,7 @@ async fn remove(ports: &Ports, caller: &Caller, m: &Membership) -> Result<()> {
         .require_equals(caller.keys().member(&m.principal), to_bytes(m))
         .delete(caller.keys().member(&m.principal))
         .delete(keys::member_of(&m.principal, caller.org()));
+    lore_directory::stamp::renew(ports, &mut batch, [caller.org()]);
     ports.storage.commit(batch).await?;
     revoke_tokens_of(ports, caller, &m.principal).await
 }
@@ -321,8 +322,15 @@ pub async fn update_member(ports: &Ports, caller: &Caller, args: SetRole) -> Res
     }
     let mut m = old.clone();
     m.role = role;
+    // Callers resolved under the old role are trusted while the auth stamp stands: it changes
+    // with the role, in the same commit.
     let key = caller.keys().member(&m.principal);
-    super::replace(ports, &key, &old, &m).await?;
+    let mut batch = Batch::new();
+    batch
+        .require_equals(&key, to_bytes(&old))
+        .put(&key, to_bytes(&m));
+    lore_directory::stamp::renew(ports, &mut batch, [caller.org()]);
+    ports.storage.commit(batch).await?;
     member_info(ports, m).await
 }
 

@@ -1,0 +1,195 @@
+//! A caller resolved for a bearer token is reused by the next request with that token
+//! (`lore_directory::callers`): a warm request reads the org's auth stamp and nothing else to
+//! authenticate, and every change that ends or narrows access (a revocation, a demotion, a
+//! removal), made through another instance over the same store, holds at the next request.
+
+use std::rc::Rc;
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use lore_base::model::{Role, Scopes};
+use lore_base::ports::Ports;
+use lore_base::storage::memory::MemoryStorage;
+use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_front::{Config, Lore};
+use lore_testing::faulty::FaultyStorage;
+use lore_testing::ports::{SeqRandom, StepClock};
+
+const V26: &str = "2026-07-28";
+
+struct Two {
+    /// The instance under test, over a store that counts its reads.
+    lore: Lore,
+    counted: Rc<FaultyStorage>,
+    /// Another instance over the same store (another process, or another org object).
+    other: Lore,
+    owner: String,
+}
+
+fn two() -> Two {
+    let store = Rc::new(MemoryStorage::new());
+    let counted = Rc::new(FaultyStorage::new(store.clone()));
+    let ports = |storage: Rc<dyn lore_base::storage::Storage>| Ports {
+        storage,
+        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
+        random: Rc::new(SeqRandom::seeded(7)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    let lore = Lore::new(ports(counted.clone()), Config::default());
+    let other = Lore::new(ports(store), Config::default());
+    let owner = match block_on(admin::init(other.ports(), "default")).unwrap() {
+        InitOutcome::Created(t) => t.token,
+        o => panic!("{o:?}"),
+    };
+    Two {
+        lore,
+        counted,
+        other,
+        owner,
+    }
+}
+
+fn post(lore: &Lore, token: &str, path: &str, method: &str, body: &Value) -> (u16, Value) {
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("host", "127.0.0.1:8787")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if path.starts_with("/mcp") {
+        req = req
+            .header("mcp-protocol-version", V26)
+            .header("mcp-method", method);
+        if method == "tools/call" {
+            req = req.header("mcp-name", body["params"]["name"].as_str().unwrap());
+        }
+    }
+    let response = block_on(lore.handle(req.body(serde_json::to_vec(body).unwrap()).unwrap()));
+    let status = response.status().as_u16();
+    let bytes = response.into_body();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn list(lore: &Lore, token: &str) -> (u16, Value) {
+    let meta = json!({ "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} });
+    post(
+        lore,
+        token,
+        "/mcp",
+        "tools/list",
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta}}),
+    )
+}
+
+fn save(lore: &Lore, token: &str, text: &str) -> (u16, Value) {
+    let meta = json!({ "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} });
+    post(
+        lore,
+        token,
+        "/mcp",
+        "tools/call",
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "save_memory", "arguments": {"content": text}, "_meta": meta}}),
+    )
+}
+
+fn member_token(t: &Two, role: Role) -> (String, String) {
+    let issued = block_on(admin::create_token(
+        t.other.ports(),
+        TokenRequest {
+            org: "default".into(),
+            role: Some(role),
+            scopes: Scopes::ALL,
+            principal: None,
+            name: None,
+            expires_at_ms: None,
+        },
+    ))
+    .unwrap();
+    (issued.token, issued.principal)
+}
+
+/// The first request resolves the caller (token, principal, membership, stamp); every later one
+/// with the same token reads the stamp alone, and a `tools/list` reads nothing else.
+#[test]
+fn a_warm_request_reads_only_the_auth_stamp() {
+    let t = two();
+    let (status, body) = list(&t.lore, &t.owner);
+    assert_eq!(status, 200, "{body}");
+    let (cold, _, _) = t.counted.counts();
+    assert!(cold > 1, "the first request reads the directory: {cold}");
+    for _ in 0..3 {
+        let (before, _, _) = t.counted.counts();
+        let (status, body) = list(&t.lore, &t.owner);
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["result"]["tools"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        );
+        assert_eq!(body["id"], 3);
+        let (after, _, _) = t.counted.counts();
+        assert_eq!(after - before, 1, "one read: the org's auth stamp");
+    }
+}
+
+/// A member demoted to viewer, or removed, through the other instance: the next request of
+/// their token, whose caller this instance holds, gets the new role or is refused.
+#[test]
+fn a_demotion_or_removal_elsewhere_holds_at_the_next_request() {
+    let t = two();
+    let (token, principal) = member_token(&t, Role::Member);
+    assert_eq!(save(&t.lore, &token, "first").0, 200);
+    let (status, body) = save(&t.lore, &token, "second, from the cached caller");
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(body["result"]["isError"], true, "{body}");
+
+    let (status, body) = post(
+        &t.other,
+        &t.owner,
+        "/api/default/members.update",
+        "",
+        &json!({"principal_id": principal, "role": "viewer"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = save(&t.lore, &token, "a viewer cannot save");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let text = body["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("viewer"), "{body}");
+    assert_eq!(list(&t.lore, &token).0, 200, "a viewer still lists");
+
+    let (status, body) = post(
+        &t.other,
+        &t.owner,
+        "/api/default/members.remove",
+        "",
+        &json!({"principal_id": principal}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = list(&t.lore, &token);
+    assert!(status == 401 || status == 403, "{status} {body}");
+}
+
+/// Callers are kept per token: two tokens of two principals never share one.
+#[test]
+fn callers_are_kept_per_token() {
+    let t = two();
+    let (viewer, _) = member_token(&t, Role::Viewer);
+    assert_eq!(save(&t.lore, &t.owner, "the owner saves").0, 200);
+    let (_, body) = save(&t.lore, &viewer, "the viewer may not");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let (_, body) = save(&t.lore, &t.owner, "the owner still saves");
+    assert_ne!(body["result"]["isError"], true, "{body}");
+    let (status, _) = list(&t.lore, "lore_not-a-real-token");
+    assert_eq!(status, 401);
+}
