@@ -15,6 +15,10 @@ use lore_base::error::LoreError;
 use lore_base::ports::Ports;
 use lore_base::ratelimit::{self, RateLimiter, ScriptSlots};
 
+/// What a `tools/list` result depends on: the endpoint's profile and the protocol era
+/// (`true`: 2026-07-28).
+pub(crate) type ListKey = (lore_base::model::Profile, bool);
+
 /// One instance of lore: the front and the engine it serves.
 pub struct Lore {
     pub config: Config,
@@ -24,6 +28,10 @@ pub struct Lore {
     /// A store orgs lived in before (a Workers deployment's D1 rows from before org objects),
     /// which the operator route `org-move-in` copies an org's keys from.
     pub(crate) former_store: Option<Rc<dyn lore_base::storage::Storage>>,
+    /// Callers resolved lately, by token (`lore_directory::callers`).
+    pub(crate) callers: lore_directory::callers::CallerCache,
+    /// The serialized `tools/list` result per profile and era (`mcp::methods`).
+    pub(crate) listed: std::cell::RefCell<Vec<(ListKey, Rc<[u8]>)>>,
 }
 
 impl Lore {
@@ -46,6 +54,8 @@ impl Lore {
             config,
             limiter: None,
             former_store: None,
+            callers: lore_directory::callers::CallerCache::new(),
+            listed: std::cell::RefCell::new(Vec::new()),
         }
     }
 

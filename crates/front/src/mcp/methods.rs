@@ -2,6 +2,8 @@
 //! product's tools (the exchange), and in a test build the conformance suite's fixture tools
 //! beside them.
 
+use std::rc::Rc;
+
 use serde_json::{Map, Value};
 
 use super::exchange::Exchange;
@@ -14,6 +16,21 @@ pub fn tools_list(ex: &Exchange<'_>) -> Value {
     #[cfg(feature = "conformance-fixtures")]
     tools.extend(super::fixtures::tools(ex.stateless));
     ex.finish_result(serde_json::json!({ "tools": tools }), true)
+}
+
+/// The `tools/list` result as JSON bytes: built and serialized once per instance, profile and
+/// era (it depends on nothing else), so a list costs a copy. The 2026-07-28 era sends it as
+/// is (`Reply::raw_result`).
+pub fn tools_list_bytes(ex: &Exchange<'_>) -> Rc<[u8]> {
+    let key = (ex.endpoint.profile, ex.stateless);
+    if let Some((_, bytes)) = ex.lore.listed.borrow().iter().find(|(k, _)| *k == key) {
+        return bytes.clone();
+    }
+    let bytes: Rc<[u8]> = serde_json::to_vec(&tools_list(ex))
+        .expect("a tool list serializes")
+        .into();
+    ex.lore.listed.borrow_mut().push((key, bytes.clone()));
+    bytes
 }
 
 /// `tools/call`.

@@ -100,6 +100,8 @@ pub enum Body {
     Json(Value),
     /// Notifications first, the response last, each as one `data:` event.
     Sse(Vec<Value>),
+    /// A JSON response serialized already.
+    Raw(Vec<u8>),
 }
 
 #[derive(Debug)]
@@ -157,6 +159,23 @@ impl Reply {
         Self::json(200, response)
     }
 
+    /// The JSON response to request `id` whose result is the JSON `result`, serialized
+    /// already (a cached `tools/list`): written around it, not parsed again.
+    pub fn raw_result(id: &Value, result: &[u8]) -> Self {
+        let id = serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec());
+        let mut out = Vec::with_capacity(result.len() + id.len() + 40);
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        out.extend_from_slice(&id);
+        out.extend_from_slice(b",\"result\":");
+        out.extend_from_slice(result);
+        out.push(b'}');
+        Self {
+            status: 200,
+            body: Body::Raw(out),
+            headers: Vec::new(),
+        }
+    }
+
     /// The end of a reply whose head was streamed already: the remaining notifications and
     /// the response, as SSE, whatever the outcome (the status was sent).
     pub fn rest_of_stream(
@@ -187,6 +206,7 @@ impl Reply {
                 Some("application/json"),
                 serde_json::to_vec(&v).unwrap_or_default(),
             ),
+            Body::Raw(bytes) => (Some("application/json"), bytes),
             Body::Sse(messages) => {
                 let mut out = Vec::new();
                 for m in messages {

@@ -165,6 +165,10 @@ pub async fn handle(
         .unwrap_or_else(|| json!({}));
     let result = match method.as_str() {
         "server/discover" => Ok(discover(lore, endpoint)),
+        // Without a progress token a list has nothing to stream: its cached bytes go as they are.
+        "tools/list" if ex.progress_token.is_none() => {
+            return Reply::raw_result(&id, &super::methods::tools_list_bytes(&ex));
+        }
         "tools/list" => Ok(super::methods::tools_list(&ex)),
         "tools/call" => super::methods::tools_call(&ex, &params).await,
         _ => {
