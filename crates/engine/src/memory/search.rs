@@ -10,7 +10,7 @@ use super::fusion::{Hit, depth_for, fuse, ranked_order, rounded};
 use super::inputs::{SearchInput, input_time};
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
-use super::service::{MemoryService, Ranking};
+use super::service::{MemoryService, RECENT_RANKINGS, RankedUnder, Ranking};
 use super::vector::{Exact, LOADED_RERANK_PER_RESULT, candidates};
 use lore_base::error::Result;
 use lore_base::ids::parse_record_id;
@@ -87,7 +87,9 @@ impl MemoryService {
             let mut wanted: Vec<(u32, String)> = Vec::new();
             for doc in near {
                 match sem.vector(doc) {
-                    Some(stored) => ranked.extend(exact.similarity(stored).map(|s| (doc, s))),
+                    Some((stored, length)) => {
+                        ranked.extend(exact.similarity_of_length(stored, length).map(|s| (doc, s)))
+                    }
                     None => {
                         let id = cached.index.doc_id(doc);
                         let ulid = id.strip_prefix("evt_").unwrap_or(id);
@@ -194,6 +196,48 @@ impl MemoryService {
         limit: usize,
     ) -> Result<Vec<Hit>> {
         self.refresh(ports, caller).await?;
+        // The same search over the same index state ranks the same: answered from this
+        // instance's recent rankings while no event, vector or reload has changed the index.
+        let org = caller.org();
+        let state = self.indexes.borrow().get(org).map(|c| RankedUnder {
+            generation: c.generation,
+            seq: c.index.seq,
+            vectors: c.semantic.as_ref().map_or(0, |s| s.len()),
+        });
+        let key = (
+            org.clone(),
+            format!("{input:?}|{limit}|{:?}", self.ranking.get()),
+        );
+        if let Some(state) = state
+            && let Some((under, hits)) = self.rankings.borrow().get(&key)
+            && *under == state
+        {
+            return Ok(hits.clone());
+        }
+        let (hits, complete) = self.rank_loaded(ports, caller, input, times, limit).await?;
+        if let Some(state) = state
+            && complete
+        {
+            let mut rankings = self.rankings.borrow_mut();
+            if rankings.len() >= RECENT_RANKINGS {
+                rankings.clear();
+            }
+            rankings.insert(key, (state, hits.clone()));
+        }
+        Ok(hits)
+    }
+
+    /// The ranking of [`Self::search_loaded`], and whether it is complete (the query's vector
+    /// was had when the org's memories have vectors: a ranking made while the embedder failed
+    /// is not kept).
+    async fn rank_loaded(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        input: &SearchInput,
+        times: Times,
+        limit: usize,
+    ) -> Result<(Vec<Hit>, bool)> {
         let kinds: Option<HashSet<String>> = input.kinds.clone().map(|k| k.into_iter().collect());
         let entity_ids: Option<HashSet<String>> =
             input.entity_ids.clone().map(|k| k.into_iter().collect());
@@ -217,9 +261,11 @@ impl MemoryService {
         };
         let indexes = self.indexes.borrow();
         let Some(cached) = indexes.get(caller.org()) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         };
-        Ok(self
+        let complete =
+            query_vector.is_some() || cached.semantic.as_ref().is_none_or(|s| s.is_empty());
+        let hits = self
             .rank(
                 &cached.index,
                 &input.query,
@@ -237,7 +283,8 @@ impl MemoryService {
                     h.superseded_by.map(str::to_string),
                 )
             })
-            .collect())
+            .collect();
+        Ok((hits, complete))
     }
 
     /// Ranked memories of the caller's org.

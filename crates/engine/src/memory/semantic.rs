@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use super::keyword::KeywordIndex;
 use super::sketch::sign_bits;
-use super::vector::{Codes, decode, encode, normalize};
+use super::vector::{Codes, decode, encode, normalize, stored_length};
 use lore_base::error::Result;
 use lore_base::keys::{OrgKeys, sha256_hex};
 use lore_base::ports::{Embedder, Ports};
@@ -76,8 +76,9 @@ pub struct Semantic {
     pub model_key: String,
     pub dims: usize,
     pub codes: Codes,
-    /// Stored vectors (`encode`) by keyword document number.
-    vectors: HashMap<u32, Vec<u8>>,
+    /// Stored vectors (`encode`) by keyword document number, each with its length
+    /// (`stored_length`), so an exact ranking computes one product per vector.
+    vectors: HashMap<u32, (Vec<u8>, f64)>,
     /// When this instance may next try to embed the backlog (after a failure).
     pub retry_after_ms: i64,
     /// Whether the segments' sketches were read yet, and whether a request is reading them.
@@ -136,17 +137,21 @@ impl Semantic {
         }
     }
 
-    /// The stored vector of document `doc`, if this instance holds it.
-    pub fn vector(&self, doc: u32) -> Option<&[u8]> {
-        self.vectors.get(&doc).map(Vec::as_slice)
+    /// The stored vector of document `doc` and its length, if this instance holds it.
+    pub fn vector(&self, doc: u32) -> Option<(&[u8], f64)> {
+        self.vectors.get(&doc).map(|(v, l)| (v.as_slice(), *l))
     }
 
-    /// Keeps document `doc`'s stored vector for the next exact ranking.
+    /// Keeps document `doc`'s stored vector for the next exact ranking (not when the bytes are
+    /// not a vector of this model's dimensions).
     pub fn keep_vector(&mut self, doc: u32, stored: Vec<u8>) {
+        let Some(length) = stored_length(&stored, self.dims) else {
+            return;
+        };
         if self.vectors.len() >= CACHED_VECTORS {
             self.vectors.clear();
         }
-        self.vectors.insert(doc, stored);
+        self.vectors.insert(doc, (stored, length));
     }
 }
 

@@ -29,6 +29,21 @@ pub(super) struct CachedIndex {
     pub(super) generation: u64,
 }
 
+/// The index state a kept ranking was made under (`search.rs`): it holds while the entry is
+/// the same, no event was applied and no vector added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RankedUnder {
+    pub(super) generation: u64,
+    pub(super) seq: u64,
+    pub(super) vectors: usize,
+}
+
+/// A kept ranking: the state it was made under and its hits.
+pub(super) type KeptRanking = (RankedUnder, Vec<super::fusion::Hit>);
+
+/// Rankings one instance keeps (`search.rs`); past it they start over.
+pub(super) const RECENT_RANKINGS: usize = 1_024;
+
 /// Vectors this instance embedded when saving, kept until its next refresh indexes them.
 pub(super) const RECENT_VECTORS: usize = 4_096;
 
@@ -58,6 +73,9 @@ pub struct MemoryService {
     /// sketch, an id page) missing or corrupt: their next index load rebuilds every segment
     /// from the events, as a load that finds its own parts unusable does.
     pub(super) broken_parts: RefCell<HashSet<String>>,
+    /// Recent loaded rankings by org and search arguments, with the index state they were made
+    /// under (`search.rs`).
+    pub(super) rankings: RefCell<HashMap<(OrgId, String), KeptRanking>>,
 }
 
 impl Default for MemoryService {
@@ -75,6 +93,7 @@ impl Default for MemoryService {
             load_due: RefCell::default(),
             loading: RefCell::default(),
             broken_parts: RefCell::default(),
+            rankings: RefCell::default(),
         }
     }
 }

@@ -275,10 +275,17 @@ impl Exact {
     /// The cosine similarity of the query and a stored vector ([`encode`]), `None` when the
     /// bytes are not a vector of the query's dimensions.
     pub fn similarity(&self, stored: &[u8]) -> Option<f64> {
+        let length = stored_length(stored, self.q.len())?;
+        self.similarity_of_length(stored, length)
+    }
+
+    /// [`Exact::similarity`] of a stored vector whose [`stored_length`] is known (kept beside
+    /// it), which halves the work.
+    pub fn similarity_of_length(&self, stored: &[u8], length: f64) -> Option<f64> {
         let components = stored_components(stored, self.q.len())?;
         // The stored scale cancels out of the cosine.
-        let (dot, sq) = dot_and_square(&self.q, components);
-        let norm = self.norm * f64::from(sq).sqrt();
+        let dot = dot(&self.q, components, |x| x);
+        let norm = self.norm * length;
         Some(if norm > 0.0 {
             f64::from(dot) / norm
         } else {
@@ -287,15 +294,16 @@ impl Exact {
     }
 }
 
-/// The dot product of `q` and the signed bytes `v`, and `v`'s squared length, exact in `i32`
-/// (384 × 127² fits many times over), in 16 independent lanes (which LLVM turns into SIMD
-/// multiply-adds).
-fn dot_and_square(q: &[i8], v: &[u8]) -> (i32, i32) {
-    (dot(q, v, |x| x), dot(v, v, |y| y as i8))
+/// The length of a stored vector's int8 components (its scale left out, as in
+/// [`Exact::similarity`]); `None` when the bytes are not a vector of `dims` dimensions.
+pub fn stored_length(stored: &[u8], dims: usize) -> Option<f64> {
+    let components = stored_components(stored, dims)?;
+    Some(f64::from(dot(components, components, |y| y as i8)).sqrt())
 }
 
 /// The dot product of `a` and `b` (both read as signed bytes, `a`'s through `signed`), exact in
-/// `i32`, in 16 independent lanes.
+/// `i32` (384 × 127² fits many times over), in 16 independent lanes (which LLVM turns into SIMD
+/// multiply-adds).
 #[inline]
 #[allow(clippy::needless_range_loop)] // the indexed form is the one LLVM vectorises
 fn dot<T: Copy>(a: &[T], b: &[u8], signed: impl Fn(T) -> i8) -> i32 {
