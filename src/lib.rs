@@ -9,6 +9,7 @@
 
 pub mod backup;
 pub mod client;
+pub mod group_commit;
 pub mod login;
 pub mod model;
 pub mod ports;

@@ -1,5 +1,7 @@
 //! Native SQLite storage (rusqlite, bundled SQLite) on the shared schema. One connection per
-//! worker thread; WAL lets readers run beside the single writer.
+//! worker thread for reads; WAL lets them run beside the one writer thread per database file,
+//! which commits the batches of every thread, many in one transaction when they arrive together
+//! (`group_commit`).
 //!
 //! Durability: `journal_mode=WAL` with `synchronous=FULL` ([`configure`]). Every commit appends
 //! its pages to the WAL and fsyncs the WAL before `COMMIT` returns, so a write is on disk before
@@ -10,14 +12,16 @@
 
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::group_commit::{Writer, commit_group};
 use lore_base::storage::{
-    Batch, Check, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, Write, get_many_sql,
-    in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
+    Batch, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, get_many_sql, in_key_order,
+    page_from_rows, scan_bounds, scan_sql, validate_key,
 };
 
 /// The journal mode every lore connection runs in (stored in the file once set).
@@ -36,32 +40,48 @@ pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", SYNCHRONOUS)
 }
 
-/// A handle to one SQLite connection. Not `Send`: each worker thread opens its own.
+/// A handle to one SQLite connection. Not `Send`: each worker thread opens its own, for reads;
+/// commits to a database file go to the process's writer for it (`group_commit`), which
+/// commits concurrent batches together.
 pub struct SqliteStorage {
     conn: Rc<Connection>,
+    /// `None` for a private in-memory database, which commits on its own connection.
+    writer: Option<Arc<Writer>>,
 }
 
 fn backend(e: rusqlite::Error) -> StorageError {
     StorageError::Backend(e.to_string())
 }
 
+/// A connection to `path` with the settings and the schema.
+fn connect(path: &Path) -> Result<Connection, StorageError> {
+    let conn = Connection::open(path).map_err(backend)?;
+    configure(&conn).map_err(backend)?;
+    conn.execute_batch(SQL_SCHEMA).map_err(backend)?;
+    Ok(conn)
+}
+
 impl SqliteStorage {
     /// Opens (creating if needed) the database file and applies the schema.
     pub fn open(path: &Path) -> Result<Self, StorageError> {
-        let conn = Connection::open(path).map_err(backend)?;
-        Self::setup(conn)
+        let conn = connect(path)?;
+        // The writer is per file, whatever path names it.
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let writer = Writer::for_path(&canonical, SYNCHRONOUS, || connect(path))?;
+        Ok(Self {
+            conn: Rc::new(conn),
+            writer: Some(writer),
+        })
     }
 
     /// A private in-memory database, for tests.
     pub fn open_in_memory() -> Result<Self, StorageError> {
-        Self::setup(Connection::open_in_memory().map_err(backend)?)
-    }
-
-    fn setup(conn: Connection) -> Result<Self, StorageError> {
+        let conn = Connection::open_in_memory().map_err(backend)?;
         configure(&conn).map_err(backend)?;
         conn.execute_batch(SQL_SCHEMA).map_err(backend)?;
         Ok(Self {
             conn: Rc::new(conn),
+            writer: None,
         })
     }
 
@@ -132,54 +152,25 @@ impl Storage for SqliteStorage {
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
         batch.validate_keys()?;
-        // A relaxed batch commits without an fsync (the WAL is synced at the next durable commit
-        // or checkpoint); the connection is durable again after it.
+        if let Some(writer) = &self.writer {
+            return writer.commit(batch).await;
+        }
+        // A private in-memory database: on its own connection. A relaxed batch commits without
+        // an fsync; the connection is durable again after it.
         if batch.relaxed {
             self.conn
                 .pragma_update(None, "synchronous", "NORMAL")
                 .map_err(backend)?;
         }
-        let result = self.commit_batch(&batch);
+        let result = commit_group(&self.conn, std::iter::once(&batch))
+            .pop()
+            .expect("one outcome per batch");
         if batch.relaxed {
             self.conn
                 .pragma_update(None, "synchronous", SYNCHRONOUS)
                 .map_err(backend)?;
         }
         result
-    }
-}
-
-impl SqliteStorage {
-    /// One transaction: the batch's checks, then its writes.
-    fn commit_batch(&self, batch: &Batch) -> Result<(), StorageError> {
-        // IMMEDIATE takes the write lock up front, so checks and writes see one state.
-        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        for check in &batch.checks {
-            let (key, expected) = match check {
-                Check::Absent(k) => (k, None),
-                Check::Equals(k, v) => (k, Some(v)),
-            };
-            let current: Option<Vec<u8>> = tx
-                .prepare_cached("SELECT v FROM lore_kv WHERE k = ?1")
-                .and_then(|mut s| s.query_row(params![key], |r| r.get(0)).optional())
-                .map_err(backend)?;
-            if current.as_ref() != expected {
-                return Err(StorageError::Conflict { key: key.clone() });
-            }
-        }
-        for write in &batch.writes {
-            match write {
-                Write::Put(k, v) => tx
-                    .prepare_cached("INSERT INTO lore_kv (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v")
-                    .and_then(|mut s| s.execute(params![k, v])),
-                Write::Delete(k) => {
-                    tx.prepare_cached("DELETE FROM lore_kv WHERE k = ?1").and_then(|mut s| s.execute(params![k]))
-                }
-            }
-            .map_err(backend)?;
-        }
-        tx.commit().map_err(backend)
     }
 }
 
