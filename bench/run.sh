@@ -24,19 +24,28 @@
 # minute would answer with 429s.
 #
 # All traffic goes to 127.0.0.1, and every wrk run stops by itself after its duration.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (LORE_BIN, default the test command's debug lore-e2e),
+# 100 memories, one 1 s round after a 1 s warm-up per target, 8 connections, no wait for an idle
+# machine; every response is still checked.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 TOOLS=${TOOLS:-$HOME/.cache/lore-tools}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+if smoke; then
+    DURATION=${DURATION:-1} WARMUP=${WARMUP:-1} ROUNDS=${ROUNDS:-1} CONNS=${CONNS:-8} SEED_N=${SEED_N:-100}
+fi
 DURATION=${DURATION:-10}   # seconds per measured round
 WARMUP=${WARMUP:-5}        # seconds of warm-up per target, before the first round
 ROUNDS=${ROUNDS:-5}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
+SEED_N=${SEED_N:-1000}     # memories seeded into lore
 WRK_VERSION=4.1.0-3+b2     # Debian bookworm's wrk
-OUT=$HERE/out/$(date -u +%Y%m%dT%H%M%SZ)
+OUT=$BENCH_OUT_DIR/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT" "$TOOLS"
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -72,9 +81,14 @@ if [[ "$(cat "$VENV/.stamp" 2>/dev/null || true)" != "$req_sum" ]]; then
     echo "$req_sum" >"$VENV/.stamp"
 fi
 
-log "building lore (release)"
-(cd "$ROOT" && cargo build --release --bin lore -q)
-LORE=$CARGO_TARGET_DIR/release/lore
+if smoke; then
+    LORE=$(smoke_lore)
+    log "$(smoke_note "lore servers run with rate limits off")"
+else
+    log "building lore (release)"
+    (cd "$ROOT" && cargo build --release --bin lore -q)
+    LORE=$CARGO_TARGET_DIR/release/lore
+fi
 
 # --- servers -----------------------------------------------------------------------------------
 
@@ -153,8 +167,8 @@ post() { # NAME URL HEADERS BODY
     curl -sS -o "$OUT/$1.preflight" -w '%{http_code}' "${args[@]}" --data-binary "$4" "$2"
 }
 
-log "seeding lore with 1,000 memories"
-python3 "$HERE/seed.py" "$LORE_URL" "$TOKEN" "$QUERIES" | tee "$OUT/seed.txt" >&2
+log "seeding lore with $SEED_N memories"
+python3 "$HERE/seed.py" "$LORE_URL" "$TOKEN" "$QUERIES" "$SEED_N" | tee "$OUT/seed.txt" >&2
 
 if [[ -n ${LORE_BASELINE_BIN:-} ]]; then
     [[ -x $LORE_BASELINE_BIN ]] || die "LORE_BASELINE_BIN=$LORE_BASELINE_BIN is not an executable"
@@ -280,7 +294,8 @@ busy_pct() { # share of all cores busy over the next 2 seconds
     echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
 }
 BUSY_BEFORE=$(busy_pct)
-for _ in $(seq 30); do  # wait up to about a minute for other work to finish
+for _ in $(seq 30); do  # wait up to about a minute for other work to finish (not in a smoke run)
+    smoke && break
     (( BUSY_BEFORE > 10 )) || break
     log "machine ${BUSY_BEFORE}% busy with other work; waiting for it to settle"
     BUSY_BEFORE=$(busy_pct)
@@ -309,6 +324,7 @@ done
 # --- report ------------------------------------------------------------------------------------
 
 {
+    smoke_note "lore servers run with rate limits off"
     echo "lore $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'), $($LORE --version 2>/dev/null || echo lore)"
     echo "wrk $(dpkg-query -W -f='${Version}' wrk), node $(node --version), $(python3 --version)"
     echo "server-everything $(node -p "require('$NODE_DIR/node_modules/@modelcontextprotocol/server-everything/package.json').version"), @modelcontextprotocol/sdk $(node -p "require('$NODE_DIR/node_modules/@modelcontextprotocol/sdk/package.json').version")"
@@ -318,7 +334,7 @@ done
     echo "load: wrk $WRK_VERSION, $THREADS threads, $CONNS connections, ${WARMUP}s warm-up, $ROUNDS x ${DURATION}s rounds (median round shown)"
     echo
     set +e
-    python3 "$HERE/report.py" "$OUT" "$ROUNDS"
+    SEED_N=$SEED_N python3 "$HERE/report.py" "$OUT" "$ROUNDS"
     echo "exit=$?" >"$OUT/report.status"
 } | tee "$OUT/results.md"
 grep -q 'exit=0' "$OUT/report.status"

@@ -10,13 +10,18 @@
 # (`bench/sandbox_node.mjs`, Node 22 with node:sqlite, esbuild as pinned by scripts/worker-tools)
 # reads from the same file. Prints both JSON lines and a Markdown table, also written to
 # bench/out/sandbox-<timestamp>.md.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (the debug example the test command built), 3 runs of
+# each script on each side; every run's answer is still checked.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+if smoke; then RUNS=${RUNS:-3}; fi
 RUNS=${RUNS:-300}
-OUT="$HERE/out"
+OUT=$BENCH_OUT_DIR
 mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 SPEC="$OUT/sandbox-$STAMP.json"
@@ -24,9 +29,15 @@ SPEC="$OUT/sandbox-$STAMP.json"
 cd "$ROOT"
 source scripts/worker-tools >/dev/null
 export ESBUILD_MODULE="$WORKER_NODE_MODULES/esbuild/lib/main.js"
-cargo build --release --example sandbox_bench >&2
-LORE=$("$CARGO_TARGET_DIR/release/examples/sandbox_bench" --runs "$RUNS" --out "$SPEC")
+if smoke; then
+  BIN=$(smoke_example sandbox_bench)
+else
+  cargo build --release --example sandbox_bench >&2
+  BIN=$CARGO_TARGET_DIR/release/examples/sandbox_bench
+fi
+LORE=$("$BIN" --runs "$RUNS" --out "$SPEC")
 NODE_OUT=$("$NODE" "$HERE/sandbox_node.mjs" "$SPEC" "$RUNS")
+smoke_note
 echo "lore: $LORE"
 echo "node: $NODE_OUT"
 python3 - "$LORE" "$NODE_OUT" "$RUNS" <<'PY' | tee "$OUT/sandbox-$STAMP.md"

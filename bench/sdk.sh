@@ -20,16 +20,26 @@
 # Targets (every response is checked: status 200 and an id, or a next_cursor, in the body):
 #   lore get / list         POST /api/bench/entities.get {"id"} and
 #                           POST /api/bench/entities.list {"type":"ticket","limit":100,"cursor"},
-#                           bearer owner token, default INFO request log (to a file)
+#                           bearer owner token, default INFO request log (to a file), rate
+#                           limits off (--rate-token-per-minute 0 --rate-org-per-minute 0)
 #   rusqlite peer get/list  the same bodies to POST /get and /list of the peer
 #   (extra) lore, RUST_LOG=warn: the same binary and database without the request log line
 #
 # wrk comes from Debian (the same pinned version as bench/run.sh). All traffic goes to 127.0.0.1.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (LORE_BIN, default the test command's debug lore-e2e,
+# and PEER_BIN, default the debug rusqlite_peer example), 600 entities, one 1 s round after a
+# 1 s warm-up per target, 8 connections, no wait for an idle machine; every response is still
+# checked, and lore and the peer must still answer the same JSON.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+if smoke; then
+    DURATION=${DURATION:-1} WARMUP=${WARMUP:-1} ROUNDS=${ROUNDS:-1} CONNS=${CONNS:-8} ENTITIES=${ENTITIES:-600}
+fi
 DURATION=${DURATION:-10}   # seconds per measured round
 WARMUP=${WARMUP:-5}        # seconds of warm-up per target, before the first round
 ROUNDS=${ROUNDS:-5}
@@ -39,7 +49,7 @@ ENTITIES=${ENTITIES:-100000}
 KEEP_DB=${KEEP_DB:-0}      # 1: keep the seeded database and the binaries in the output directory
 WRK_VERSION=4.1.0-3+b2     # Debian bookworm's wrk
 ORG=bench
-OUT=$HERE/out/sdk-$(date -u +%Y%m%dT%H%M%SZ)
+OUT=$BENCH_OUT_DIR/sdk-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -52,13 +62,19 @@ if [[ "$(dpkg-query -W -f='${Version}' wrk 2>/dev/null || true)" != "$WRK_VERSIO
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "wrk=$WRK_VERSION" >/dev/null
 fi
 
-log "building lore and the rusqlite peer (release)"
-(cd "$ROOT" && cargo build --release --bin lore --example rusqlite_peer -q)
-# Copies, so that another build into the shared target dir cannot swap them mid-run.
-mkdir -p "$OUT/bin"
-cp "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/release/examples/rusqlite_peer" "$OUT/bin/"
-LORE=$OUT/bin/lore
-PEER=$OUT/bin/rusqlite_peer
+if smoke; then
+    LORE=$(smoke_lore)
+    PEER=${PEER_BIN:-$(smoke_example rusqlite_peer)}
+    log "$(smoke_note "lore servers run with rate limits off")"
+else
+    log "building lore and the rusqlite peer (release)"
+    (cd "$ROOT" && cargo build --release --bin lore --example rusqlite_peer -q)
+    # Copies, so that another build into the shared target dir cannot swap them mid-run.
+    mkdir -p "$OUT/bin"
+    cp "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/release/examples/rusqlite_peer" "$OUT/bin/"
+    LORE=$OUT/bin/lore
+    PEER=$OUT/bin/rusqlite_peer
+fi
 
 # --- servers -----------------------------------------------------------------------------------
 
@@ -93,8 +109,12 @@ wait_port() { # PORT NAME LOG
 
 DB=$OUT/lore.db
 TOKEN=$("$LORE" init --db "$DB" --org "$ORG" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+# Rate limits off: the bench measures throughput, which the default per-token limit (600 a
+# minute, on /api as on /mcp) would answer with 429s.
+NO_LIMITS=(--rate-token-per-minute 0 --rate-org-per-minute 0)
+log "lore servers run with rate limits off (${NO_LIMITS[*]})"
 # Default logging (one INFO line per request on stderr), as `lore serve` ships.
-RUST_LOG=${BENCH_LORE_RUST_LOG:-info} "$LORE" serve --addr "127.0.0.1:$LORE_PORT" --db "$DB" 2>"$OUT/lore.log" &
+RUST_LOG=${BENCH_LORE_RUST_LOG:-info} "$LORE" serve --addr "127.0.0.1:$LORE_PORT" --db "$DB" "${NO_LIMITS[@]}" 2>"$OUT/lore.log" &
 LORE_PID=$!; PIDS+=("$LORE_PID")
 wait_port "$LORE_PORT" lore "$OUT/lore.log"
 LORE_BASE=http://127.0.0.1:$LORE_PORT
@@ -103,7 +123,7 @@ log "seeding lore with $ENTITIES ticket entities through POST /api/$ORG/entities
 python3 "$HERE/sdk_seed.py" seed "$LORE_BASE" "$ORG" "$TOKEN" "$ENTITIES" "$OUT"
 
 # The peer and a quiet lore open the seeded file (each worker its own connection, WAL).
-RUST_LOG=warn "$LORE" serve --addr "127.0.0.1:$LORE_QUIET_PORT" --db "$DB" 2>"$OUT/lore-quiet.log" &
+RUST_LOG=warn "$LORE" serve --addr "127.0.0.1:$LORE_QUIET_PORT" --db "$DB" "${NO_LIMITS[@]}" 2>"$OUT/lore-quiet.log" &
 LORE_QUIET_PID=$!; PIDS+=("$LORE_QUIET_PID")
 "$PEER" --db "$DB" --addr "127.0.0.1:$PEER_PORT" --org "$ORG" 2>"$OUT/peer.log" &
 PEER_PID=$!; PIDS+=("$PEER_PID")
@@ -193,7 +213,8 @@ busy_pct() { # share of all cores busy over the next 2 seconds
     echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
 }
 BUSY_BEFORE=$(busy_pct)
-for _ in $(seq 30); do  # wait up to about a minute for other work to finish
+for _ in $(seq 30); do  # wait up to about a minute for other work to finish (not in a smoke run)
+    smoke && break
     (( BUSY_BEFORE > 10 )) || break
     log "machine ${BUSY_BEFORE}% busy with other work; waiting for it to settle"
     BUSY_BEFORE=$(busy_pct)
@@ -222,6 +243,7 @@ done
 # --- report ------------------------------------------------------------------------------------
 
 {
+    smoke_note "lore servers run with rate limits off"
     echo "lore $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'), $($LORE --version 2>/dev/null || echo lore); peer: examples/rusqlite_peer.rs"
     echo "wrk $(dpkg-query -W -f='${Version}' wrk), $(rustc --version 2>/dev/null || echo rustc)"
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); busy just before the run: ${BUSY_BEFORE}%"

@@ -86,7 +86,9 @@ def main():
         print("the median unless every round of that target was noisy.")
 
     bad = [(k, x) for k, (_, runs) in rows.items() for x in runs
-           if x["bad"] or x["non2xx"] or x["connect_errors"] or x["read_errors"] or x["write_errors"] or x["timeouts"]]
+           if x["bad"] or x["non2xx"] or x["connect_errors"] or x["read_errors"] or x["write_errors"] or x["timeouts"]
+           # A smoke run (BENCH_SMOKE=1) also fails a round that got no good answer at all.
+           or (os.environ.get("BENCH_SMOKE") == "1" and not x["good"])]
     for k, x in bad:
         print(f"\nWARNING {k} round {x['round']}: {x['bad']} bad responses, {x['non2xx']} non-2xx, "
               f"{x['timeouts']} timeouts, socket errors c/r/w {x['connect_errors']}/{x['read_errors']}/"

@@ -3,11 +3,23 @@
 # one run: `bash bench/spin.sh` (SIZES, REQS, ROUNDS override the defaults "0 1000", 300, 7; see
 # bench/spin_latency.mjs). Builds `lore` (release), the product component and the dev host
 # (scripts/build-spin) first, and runs copies of them. Loopback traffic only.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (LORE_BIN, default the test command's debug lore-e2e;
+# the component and dev host scripts/build-spin left in $CARGO_TARGET_DIR/spin), sizes 0 and 50,
+# 3 requests per row after 2 warm-up rounds, 1 restart, the dev host's start not timed; every
+# response is still checked and both targets must still find the same memories.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 NODE=${NODE:-node}   # Node >= 20
+if smoke; then
+    export SIZES=${SIZES:-"0 50"} REQS=${REQS:-3} ROUNDS=${ROUNDS:-1} WARMUP=${WARMUP:-2} START_ROUNDS=${START_ROUNDS:-0}
+    smoke_note "rate limits off on both targets"
+    LORE_RELEASE_BIN=$(smoke_lore) SPIN_HOST=$CARGO_TARGET_DIR/spin/lore-spin-host SPIN_COMPONENT=$CARGO_TARGET_DIR/spin/lore_spin.wasm \
+        exec "$NODE" bench/spin_latency.mjs
+fi
 cargo build --release --bin lore -q
 bash scripts/build-spin >/dev/null
 # Copies, so that another build into the shared target dir cannot swap them mid-run.

@@ -9,22 +9,33 @@
 # same rows into an in-memory SQLite table, checks that both engines return the same rows for
 # each query, and prints a Markdown table of medians (lore end to end and its parts, rusqlite,
 # and the ratio) to stdout and to bench/out/sql-<timestamp>.md.
+#
+# BENCH_SMOKE=1 (bench/lib.sh): no build (the debug example the test command built), 2,000
+# entities, 2 runs per query; the rows are still compared.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/lore-target}
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+if smoke; then ENTITIES=${ENTITIES:-2000} RUNS=${RUNS:-2}; fi
 ENTITIES=${ENTITIES:-100000}
 RUNS=${RUNS:-10}
-OUT="$HERE/out"
+OUT=$BENCH_OUT_DIR
 mkdir -p "$OUT"
 REPORT="$OUT/sql-$(date -u +%Y%m%dT%H%M%SZ).md"
 
 cd "$ROOT"
-cargo build --release --example sql_bench >&2
+if smoke; then
+  BIN=$(smoke_example sql_bench)
+else
+  cargo build --release --example sql_bench >&2
+  BIN=$CARGO_TARGET_DIR/release/examples/sql_bench
+fi
 {
+  smoke_note
   echo "# query_sql vs rusqlite ($ENTITIES entities, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ))"
   echo
-  "$CARGO_TARGET_DIR/release/examples/sql_bench" --entities "$ENTITIES" --runs "$RUNS"
+  "$BIN" --entities "$ENTITIES" --runs "$RUNS"
 } | tee "$REPORT"
 echo "report: $REPORT" >&2

@@ -6,8 +6,11 @@
 // ROUNDS times: restart the server on the same data and time its first `tools/list`; restart
 // again and time its first `search_memory` (a cold instance: it loads the org's memory index
 // from storage). Then WARM sequential requests of each on the running server.
-// Every response is checked (HTTP 200, a result, search hits), and both targets must return the
-// same results for every query (limit 100). Loopback only; bounded loops.
+// Every response is checked (HTTP 200, a result, search hits), and both targets must find as many
+// memories for every query (limit 100), the same ones when the org holds no more than that. Their
+// scores and order are not compared: the two embed differently (all-MiniLM-L6-v2 natively; under
+// Miniflare the Workers AI binding is tests/worker/serve.mjs's stand-in of hashed words).
+// Loopback only; bounded loops.
 import { spawn, execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -90,8 +93,7 @@ async function rpc(base, token, method, params) {
 }
 
 async function answers(s) {
-  // What each query finds (limit 100), as sorted scores: both targets must agree. (Texts may
-  // differ at the cut-off: equal scores are ordered by the events' ids, which are random.)
+  // What each query finds (limit 100), as sorted texts.
   const out = {};
   for (const query of QUERIES) {
     const res = await fetch(`${s.base}/mcp`, {
@@ -102,7 +104,7 @@ async function answers(s) {
       },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search_memory', arguments: { query, limit: 100 }, _meta: META } }),
     });
-    out[query] = (await res.json()).result.structuredContent.results.map((r) => r.score).sort((x, y) => x - y);
+    out[query] = (await res.json()).result.structuredContent.results.map((r) => r.content).sort();
   }
   return out;
 }
@@ -157,8 +159,8 @@ async function main() {
   }
   for (const query of QUERIES) {
     const [a, b] = [results.native.answers[query], results.worker.answers[query]];
-    if (JSON.stringify(a) !== JSON.stringify(b)) {
-      throw new Error(`targets disagree on ${JSON.stringify(query)}: native ${a.length} results, worker ${b.length}`);
+    if (a.length !== b.length || (SEED_N <= 100 && JSON.stringify(a) !== JSON.stringify(b))) {
+      throw new Error(`targets disagree on ${JSON.stringify(query)}: native ${a.length} results, worker ${b.length}${a.length === b.length ? ', not the same memories' : ''}`);
     }
   }
   console.log(`\n${SEED_N} memories in the org; cold = first request of a fresh process/isolate (median of ${ROUNDS}, min-max), warm = ${WARM} sequential requests (p50 / p99), ms; rate limits off on both\n`);
