@@ -7,7 +7,27 @@
 // usage: node bench/saves.mjs <lore> [baseline lore]
 // env: SAVES_CLIENTS, SAVES_SECONDS, EMBEDDER (builtin: the static table, so the save path, not the
 //      model, is measured; `transformer` measures the model's bound)
+import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { startLore, callTool, percentile } from './lib.mjs';
+
+/** This disk's fsync: the median of 200 writes of 4 KiB, each synced, in the temp dir. */
+function fsyncMs() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'lore-fsync-'));
+  const fd = openSync(path.join(dir, 'probe'), 'w');
+  const page = Buffer.alloc(4096, 1);
+  const times = [];
+  for (let i = 0; i < 200; i++) {
+    const t = performance.now();
+    writeSync(fd, page);
+    fsyncSync(fd);
+    times.push(performance.now() - t);
+  }
+  closeSync(fd);
+  rmSync(dir, { recursive: true, force: true });
+  return percentile(times, 50);
+}
 
 const [lore, baseline] = process.argv.slice(2);
 if (!lore) throw new Error('usage: node bench/saves.mjs <lore> [baseline lore]');
@@ -68,7 +88,7 @@ async function measure(bin, label) {
 
 const rows = [await measure(lore, 'lore (group commit)')];
 if (baseline) rows.push(await measure(baseline, 'peer: LORE_BASELINE_BIN'));
-console.log(`${CLIENTS} clients, one memory per save_memory call, ${SECONDS} s, embedder ${EMBEDDER}, rate limits off, synchronous=FULL; every acknowledged save read back`);
+console.log(`${CLIENTS} clients, one memory per save_memory call, ${SECONDS} s, embedder ${EMBEDDER}, rate limits off, synchronous=FULL; every acknowledged save read back; this disk's fsync of 4 KiB: ${fsyncMs().toFixed(2)} ms (median)`);
 console.log('| server | saves acknowledged | saves/s | p50 ms | p99 ms |');
 console.log('|---|---:|---:|---:|---:|');
 for (const r of rows) {

@@ -155,7 +155,6 @@ impl MemoryService {
     ) -> Result<(Value, Vec<Event>)> {
         let mut embedded: Vec<(String, Vec<f32>)> = Vec::new();
         let keys = caller.keys();
-        let (seq, stored) = stored_seq(ports, keys).await?;
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();
         let mut ids = Vec::with_capacity(memories.len());
@@ -165,7 +164,7 @@ impl MemoryService {
         // Indexes (in input order) of the memories an equivalent current memory stood for.
         let mut deduplicated: Vec<usize> = Vec::new();
         let mut superseded_in_batch: std::collections::HashSet<String> = Default::default();
-        let mut next = seq;
+        let mut appended: Vec<String> = Vec::new();
         for (i, m) in memories.iter().enumerate() {
             let field = |name: &str| {
                 if prefix.is_empty() {
@@ -321,11 +320,10 @@ impl MemoryService {
                 created_at_ms: now,
                 occurred_at_ms,
             };
-            next += 1;
             batch
                 .require_absent(keys.event(&ulid))
                 .put(keys.event(&ulid), serde_json::to_vec(&event)?);
-            batch.put(keys.event_seq(next), ulid.clone().into_bytes());
+            appended.push(ulid.clone());
             if let Some(old) = &supersedes {
                 let marker = keys.superseded(old);
                 batch.put(&marker, event.id.clone().into_bytes());
@@ -364,17 +362,7 @@ impl MemoryService {
             ids.push(event.id.clone());
             added.push(event);
         }
-        if next > seq {
-            match stored {
-                Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
-                None => batch.require_absent(keys.events_seq()),
-            };
-            batch.put(keys.events_seq(), next.to_string().into_bytes());
-        }
-        if !batch.is_empty() {
-            ports.storage.commit(batch).await?;
-        }
-        self.note_committed(keys, seq, next);
+        self.commit_events(ports, keys, batch, &appended).await?;
         self.remember_vectors(embedded);
         let mut out = json!({ "ids": ids, "deduplicated": !deduplicated.is_empty() });
         if !deduplicated.is_empty() {
@@ -419,11 +407,10 @@ impl MemoryService {
         keys: &OrgKeys,
         items: &[FeedItem],
     ) -> Result<Vec<(String, bool)>> {
-        let (seq, stored) = stored_seq(ports, keys).await?;
         let mut batch = Batch::new();
         let mut out = Vec::with_capacity(items.len());
         let mut seen: HashMap<&str, String> = HashMap::new();
-        let mut next = seq;
+        let mut appended: Vec<String> = Vec::new();
         for item in items {
             if let Some(id) = seen.get(item.origin_key.as_str()) {
                 out.push((id.clone(), false));
@@ -435,25 +422,74 @@ impl MemoryService {
             }
             let event = &item.event;
             let ulid = &event.id[4..];
-            next += 1;
             batch
                 .require_absent(&item.origin_key)
                 .put(&item.origin_key, event.id.clone().into_bytes())
                 .require_absent(keys.event(ulid))
-                .put(keys.event(ulid), serde_json::to_vec(event)?)
-                .put(keys.event_seq(next), ulid.as_bytes().to_vec());
+                .put(keys.event(ulid), serde_json::to_vec(event)?);
+            appended.push(ulid.to_string());
             seen.insert(&item.origin_key, event.id.clone());
             out.push((event.id.clone(), true));
         }
-        if next > seq {
-            match stored {
-                Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
-                None => batch.require_absent(keys.events_seq()),
-            };
-            batch.put(keys.events_seq(), next.to_string().into_bytes());
-            ports.storage.commit(batch).await?;
-            self.note_committed(keys, seq, next);
+        if !appended.is_empty() {
+            self.commit_events(ports, keys, batch, &appended).await?;
         }
         Ok(out)
+    }
+
+    /// Commits `batch` with the events `appended` (ulids, in order) numbered after the org's
+    /// last: their sequence entries, and the org's sequence number moved on under a check that
+    /// it is the one they follow. A conflict means another writer numbered events first; the
+    /// caller builds its batch again.
+    ///
+    /// The numbers follow this instance's own batches still on their way to storage, when there
+    /// are any (`pending_seq`), instead of the stored number they will replace: concurrent saves
+    /// in one org then reach storage one after the other in one group commit, each checked
+    /// against the number the batch before it writes, rather than all but one failing their
+    /// check. Nothing awaits between reading the pending number and handing the batch to
+    /// storage, and a batch that fails makes the ones numbered after it fail their checks too, so
+    /// the numbering stays gapless whatever the order storage applies them in.
+    async fn commit_events(
+        &self,
+        ports: &Ports,
+        keys: &OrgKeys,
+        mut batch: Batch,
+        appended: &[String],
+    ) -> Result<()> {
+        if appended.is_empty() {
+            if !batch.is_empty() {
+                ports.storage.commit(batch).await?;
+            }
+            return Ok(());
+        }
+        let (stored_number, stored) = stored_seq(ports, keys).await?;
+        let pending = self.pending_seq.borrow().get(keys.root()).copied();
+        let (seq, stored) = match pending {
+            Some(p) if p > stored_number => (p, Some(p.to_string().into_bytes())),
+            _ => (stored_number, stored),
+        };
+        let mut next = seq;
+        for ulid in appended {
+            next += 1;
+            batch.put(keys.event_seq(next), ulid.clone().into_bytes());
+        }
+        match stored {
+            Some(bytes) => batch.require_equals(keys.events_seq(), bytes),
+            None => batch.require_absent(keys.events_seq()),
+        };
+        batch.put(keys.events_seq(), next.to_string().into_bytes());
+        self.pending_seq
+            .borrow_mut()
+            .insert(keys.root().to_string(), next);
+        let committed = ports.storage.commit(batch).await;
+        {
+            let mut pending = self.pending_seq.borrow_mut();
+            if pending.get(keys.root()) == Some(&next) {
+                pending.remove(keys.root());
+            }
+        }
+        committed?;
+        self.note_committed(keys, seq, next);
+        Ok(())
     }
 }

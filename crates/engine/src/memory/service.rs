@@ -76,6 +76,9 @@ pub struct MemoryService {
     /// Recent loaded rankings by org and search arguments, with the index state they were made
     /// under (`search.rs`).
     pub(super) rankings: RefCell<HashMap<(OrgId, String), KeptRanking>>,
+    /// Per org (by key root): the sequence number this instance's last batch of events on its
+    /// way to storage will write (`save.rs`, `commit_events`).
+    pub(super) pending_seq: RefCell<HashMap<String, u64>>,
 }
 
 impl Default for MemoryService {
@@ -94,6 +97,7 @@ impl Default for MemoryService {
             loading: RefCell::default(),
             broken_parts: RefCell::default(),
             rankings: RefCell::default(),
+            pending_seq: RefCell::default(),
         }
     }
 }
