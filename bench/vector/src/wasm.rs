@@ -4,6 +4,23 @@
 use crate::data::Distribution;
 use crate::{Env, Only, compare, filters, threshold};
 
+/// Randomness for the bare module: a fixed xorshift sequence (the bench seeds its own data; this
+/// only answers the libraries that ask getrandom).
+fn fixed_random(buf: &mut [u8]) -> Result<(), getrandom::Error> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+    for b in buf {
+        let mut x = STATE.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        STATE.store(x, Ordering::Relaxed);
+        *b = x as u8;
+    }
+    Ok(())
+}
+getrandom::register_custom_getrandom!(fixed_random);
+
 #[link(wasm_import_module = "bench")]
 unsafe extern "C" {
     /// Milliseconds of CPU time (`process.cpuUsage()`).
