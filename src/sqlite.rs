@@ -55,7 +55,11 @@ fn backend(e: rusqlite::Error) -> StorageError {
 
 /// A connection to `path` with the settings and the schema.
 fn connect(path: &Path) -> Result<Connection, StorageError> {
-    let conn = Connection::open(path).map_err(backend)?;
+    set_up(Connection::open(path).map_err(backend)?)
+}
+
+/// `conn` with the settings every connection gets and the schema.
+fn set_up(conn: Connection) -> Result<Connection, StorageError> {
     configure(&conn).map_err(backend)?;
     conn.execute_batch(SQL_SCHEMA).map_err(backend)?;
     Ok(conn)
@@ -76,9 +80,7 @@ impl SqliteStorage {
 
     /// A private in-memory database, for tests.
     pub fn open_in_memory() -> Result<Self, StorageError> {
-        let conn = Connection::open_in_memory().map_err(backend)?;
-        configure(&conn).map_err(backend)?;
-        conn.execute_batch(SQL_SCHEMA).map_err(backend)?;
+        let conn = set_up(Connection::open_in_memory().map_err(backend)?)?;
         Ok(Self {
             conn: Rc::new(conn),
             writer: None,

@@ -9,12 +9,11 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use lore_base::model::{Role, Scopes};
-use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin::{self, InitOutcome, TokenRequest};
 use lore_front::{Config, Lore};
 use lore_testing::faulty::FaultyStorage;
-use lore_testing::ports::{SeqRandom, StepClock};
+use lore_testing::ports::step_ports;
 
 const V26: &str = "2026-07-28";
 
@@ -30,17 +29,8 @@ struct Two {
 fn two() -> Two {
     let store = Rc::new(MemoryStorage::new());
     let counted = Rc::new(FaultyStorage::new(store.clone()));
-    let ports = |storage: Rc<dyn lore_base::storage::Storage>| Ports {
-        storage,
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(7)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    };
-    let lore = Lore::new(ports(counted.clone()), Config::default());
-    let other = Lore::new(ports(store), Config::default());
+    let lore = Lore::new(step_ports(counted.clone(), 7), Config::default());
+    let other = Lore::new(step_ports(store, 7), Config::default());
     let owner = match block_on(admin::init(other.ports(), "default")).unwrap() {
         InitOutcome::Created(t) => t.token,
         o => panic!("{o:?}"),
@@ -78,26 +68,28 @@ fn post(lore: &Lore, token: &str, path: &str, method: &str, body: &Value) -> (u1
     )
 }
 
+fn meta() -> Value {
+    json!({ "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} })
+}
+
 fn list(lore: &Lore, token: &str) -> (u16, Value) {
-    let meta = json!({ "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} });
     post(
         lore,
         token,
         "/mcp",
         "tools/list",
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta}}),
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta()}}),
     )
 }
 
 fn save(lore: &Lore, token: &str, text: &str) -> (u16, Value) {
-    let meta = json!({ "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} });
     post(
         lore,
         token,
         "/mcp",
         "tools/call",
         &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-            "params": {"name": "save_memory", "arguments": {"content": text}, "_meta": meta}}),
+            "params": {"name": "save_memory", "arguments": {"content": text}, "_meta": meta()}}),
     )
 }
 

@@ -53,9 +53,7 @@ impl CallerCache {
             return Ok(None);
         };
         let stamp = crate::stamp::read(ports, cached.caller.org()).await?;
-        let expired = cached
-            .expires_at_ms
-            .is_some_and(|exp| exp <= ports.clock.now_ms());
+        let expired = crate::tokens::expired(ports, cached.expires_at_ms);
         if expired || stamp.as_deref() != cached.caller.auth_stamp() {
             self.entries.borrow_mut().remove(&key);
             return Ok(None);

@@ -115,13 +115,15 @@ fn only_org(token: &TokenRecord) -> Option<OrgId> {
 }
 
 fn check_expiry(ports: &Ports, token: &TokenRecord) -> Result<()> {
-    if token
-        .expires_at_ms
-        .is_some_and(|exp| exp <= ports.clock.now_ms())
-    {
+    if expired(ports, token.expires_at_ms) {
         return Err(unauthorized("the bearer token has expired"));
     }
     Ok(())
+}
+
+/// Whether a token that expires at `expires_at_ms` (`None`: never) has expired by now.
+pub fn expired(ports: &Ports, expires_at_ms: Option<i64>) -> bool {
+    expires_at_ms.is_some_and(|exp| exp <= ports.clock.now_ms())
 }
 
 /// Verifies the token whose secret hashes to `hash` from storage.
