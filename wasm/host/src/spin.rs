@@ -4,6 +4,13 @@
 //! requests and restarts, as Spin's default store is), and `spin:variables/variables@3.0.0`
 //! from `--var`. The async functions run their SQLite work on tokio's blocking pool, so a
 //! request waiting for the write lock never stalls another request's task.
+//!
+//! Writers take turns in the order they asked (a FIFO lock shared by the connections) before
+//! SQLite's own write lock: a connection that starts a write (`BEGIN IMMEDIATE`, `BEGIN
+//! EXCLUSIVE` or any statement that is not read-only) waits for its turn, and keeps it until
+//! its transaction ends. SQLite alone makes waiting writers poll (its busy handler sleeps up
+//! to 100 ms between tries), and under load a poller loses the race to newcomers for seconds on
+//! end; `spin up` serves a database to many requests at once, and so must this host.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +33,8 @@ pub struct Shared {
     sqlite: PathBuf,
     kv: Conn,
     variables: HashMap<String, String>,
+    /// The writers' turns (see the module's note).
+    turns: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The key-value stores a component may open (`key_value_stores` in `spin.toml`).
@@ -50,6 +59,7 @@ impl Shared {
             sqlite: sqlite.to_path_buf(),
             kv: Arc::new(Mutex::new(kv_conn)),
             variables: vars.into_iter().collect(),
+            turns: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 }
@@ -62,10 +72,18 @@ pub struct SqliteConnection;
 
 type Conn = Arc<Mutex<rusqlite::Connection>>;
 
+/// An opened `spin:sqlite` connection: its SQLite connection, and its writer's turn while it
+/// has one.
+pub struct Database {
+    conn: Mutex<rusqlite::Connection>,
+    turn: Mutex<Option<tokio::sync::OwnedMutexGuard<()>>>,
+    turns: Arc<tokio::sync::Mutex<()>>,
+}
+
 /// One instance's Spin state: its open SQLite connections and key-value stores.
 pub struct SpinState {
     shared: Arc<Shared>,
-    connections: HashMap<u32, Conn>,
+    connections: HashMap<u32, Arc<Database>>,
     stores: HashMap<u32, String>,
     next: u32,
 }
@@ -110,11 +128,18 @@ impl SpinState {
             .map_err(io)?;
         let id = self.next;
         self.next += 1;
-        self.connections.insert(id, Arc::new(Mutex::new(conn)));
+        self.connections.insert(
+            id,
+            Arc::new(Database {
+                conn: Mutex::new(conn),
+                turn: Mutex::new(None),
+                turns: self.shared.turns.clone(),
+            }),
+        );
         Ok(Resource::new_own(id))
     }
 
-    fn connection(&self, handle: &Resource<SqliteConnection>) -> Result<Conn, SqlError> {
+    fn connection(&self, handle: &Resource<SqliteConnection>) -> Result<Arc<Database>, SqlError> {
         self.connections
             .get(&handle.rep())
             .cloned()
@@ -267,7 +292,7 @@ fn execute(
     sql: &str,
     params: Vec<SqlValue>,
 ) -> Result<QueryResult, SqlError> {
-    let mut statement = conn.prepare(sql).map_err(io)?;
+    let mut statement = conn.prepare_cached(sql).map_err(io)?;
     let columns: Vec<String> = statement
         .column_names()
         .into_iter()
@@ -304,17 +329,67 @@ fn execute(
     Ok(QueryResult { columns, rows: out })
 }
 
+/// Whether running `sql` on `conn` needs a writer's turn first: it starts a write transaction,
+/// or it writes.
+fn needs_turn(conn: &rusqlite::Connection, sql: &str) -> Result<bool, SqlError> {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .take(2)
+        .map(|w| w.to_ascii_uppercase())
+        .collect();
+    if words.first().map(String::as_str) == Some("BEGIN") {
+        return Ok(matches!(
+            words.get(1).map(String::as_str),
+            Some("IMMEDIATE" | "EXCLUSIVE")
+        ));
+    }
+    let statement = conn.prepare_cached(sql).map_err(io)?;
+    Ok(!statement.readonly())
+}
+
+/// Runs one statement on the blocking pool, after waiting for a writer's turn when it writes;
+/// the turn passes on once the connection is out of its transaction.
 async fn execute_blocking(
-    conn: Conn,
+    db: Arc<Database>,
     sql: String,
     params: Vec<SqlValue>,
 ) -> Result<QueryResult, SqlError> {
-    tokio::task::spawn_blocking(move || {
-        let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
-        traced(|out| described(&sql, out), || execute(&conn, &sql, params))
-    })
-    .await
-    .map_err(io)?
+    let sql = Arc::new(sql);
+    let mut params = Some(params);
+    loop {
+        let (db2, sql2) = (db.clone(), sql.clone());
+        let mut args = params.take();
+        let ran = tokio::task::spawn_blocking(move || {
+            let conn = db2.conn.lock().map_err(|_| SqlError::InvalidConnection)?;
+            let has_turn = db2.turn.lock().map(|t| t.is_some()).unwrap_or(false);
+            if !has_turn && needs_turn(&conn, &sql2)? {
+                return Ok((None, args));
+            }
+            let out = traced(
+                |out| described(&sql2, out),
+                || execute(&conn, &sql2, args.take().unwrap_or_default()),
+            );
+            if conn.is_autocommit()
+                && let Ok(mut turn) = db2.turn.lock()
+            {
+                turn.take();
+            }
+            Ok((Some(out), None))
+        })
+        .await
+        .map_err(io)?;
+        match ran {
+            Ok((Some(out), _)) => return out,
+            Ok((None, back)) => {
+                params = back;
+                let turn = db.turns.clone().lock_owned().await;
+                if let Ok(mut held) = db.turn.lock() {
+                    *held = Some(turn);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 type ExecuteAsync = Result<
@@ -351,8 +426,8 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
     sqlite.func_wrap(
         "[method]connection.execute",
         |mut store, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
-            let result = store.data_mut().spin.connection(&handle).and_then(|conn| {
-                let conn = conn.lock().map_err(|_| SqlError::InvalidConnection)?;
+            let result = store.data_mut().spin.connection(&handle).and_then(|db| {
+                let conn = db.conn.lock().map_err(|_| SqlError::InvalidConnection)?;
                 traced(|out| described(&sql, out), || execute(&conn, &sql, params))
             });
             Ok((result,))
@@ -385,7 +460,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
         "[method]connection.last-insert-rowid",
         |mut store, (handle,): (Resource<SqliteConnection>,)| {
             let id = match store.data_mut().spin.connection(&handle) {
-                Ok(conn) => conn.lock().map(|c| c.last_insert_rowid()).unwrap_or(0),
+                Ok(db) => db.conn.lock().map(|c| c.last_insert_rowid()).unwrap_or(0),
                 Err(_) => 0,
             };
             Ok((id,))
@@ -395,7 +470,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
         "[method]connection.changes",
         |mut store, (handle,): (Resource<SqliteConnection>,)| {
             let n = match store.data_mut().spin.connection(&handle) {
-                Ok(conn) => conn.lock().map(|c| c.changes()).unwrap_or(0),
+                Ok(db) => db.conn.lock().map(|c| c.changes()).unwrap_or(0),
                 Err(_) => 0,
             };
             Ok((n,))
@@ -565,4 +640,71 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn database(shared: &Arc<Shared>) -> Arc<Database> {
+        let mut state = SpinState::new(shared.clone());
+        let handle = state.open("default").expect("the default database opens");
+        state.connection(&handle).expect("an open connection")
+    }
+
+    async fn run(db: &Arc<Database>, sql: &str) -> Vec<RowResult> {
+        execute_blocking(db.clone(), sql.to_string(), Vec::new())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+            .rows
+    }
+
+    async fn pause(ms: u64) {
+        tokio::task::spawn_blocking(move || std::thread::sleep(Duration::from_millis(ms)))
+            .await
+            .expect("the pause ends");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_wait_for_their_turn_and_write_in_the_order_they_asked() {
+        let dir = std::env::temp_dir().join(format!("lore-spin-host-turns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let shared = Arc::new(
+            Shared::open(&dir.join("turns.db"), &dir.join("turns-kv.db"), Vec::new())
+                .expect("the files open"),
+        );
+        let first = database(&shared);
+        run(&first, "CREATE TABLE t (n INTEGER)").await;
+        run(&first, "BEGIN IMMEDIATE").await;
+        run(&first, "INSERT INTO t VALUES (1)").await;
+        // Three writers ask, one after another, while the first holds its transaction: they
+        // wait (no "database is locked"), reads do not, and the writes land in asking order.
+        let mut waiting = Vec::new();
+        for n in 2..=4 {
+            let db = database(&shared);
+            let sql = format!("INSERT INTO t VALUES ({n})");
+            waiting.push(tokio::spawn(execute_blocking(db, sql, Vec::new())));
+            pause(30).await;
+        }
+        let reader = database(&shared);
+        assert!(run(&reader, "SELECT n FROM t").await.is_empty());
+        assert!(waiting.iter().all(|w| !w.is_finished()));
+        run(&first, "COMMIT").await;
+        for w in waiting {
+            w.await.expect("the writer ends").expect("the write lands");
+        }
+        let rows = run(&reader, "SELECT n FROM t ORDER BY rowid").await;
+        let ns: Vec<i64> = rows
+            .iter()
+            .map(|r| match r.values.first() {
+                Some(SqlValue::Integer(n)) => *n,
+                other => panic!("not an integer: {other:?}"),
+            })
+            .collect();
+        assert_eq!(ns, [1, 2, 3, 4]);
+        // A transaction's end passes the turn on: the next writer does not wait.
+        assert!(first.turn.lock().expect("the turn's lock").is_none());
+        drop((first, reader, shared));
+        std::fs::remove_dir_all(&dir).expect("the directory is removed");
+    }
 }

@@ -5,6 +5,14 @@
 //! that transaction as inserts into `lore_guard` (as on D1), whose `CHECK (ok = 1)` fails when a
 //! condition does not hold, and any failure rolls the whole transaction back.
 //!
+//! Every statement is a round trip between the component and the host, and the transaction
+//! holds the database's write lock across all of them, while other requests' writers poll for
+//! it (SQLite's busy handler is not a queue: under load a poller can lose the race for many
+//! seconds). So the checks and writes go as multi-row statements, up to [`ROWS_PER_STATEMENT`]
+//! keys each: a batch holds the lock for a handful of round trips, whatever its size. A
+//! `BEGIN IMMEDIATE` that still finds the database locked after the host's busy timeout is tried
+//! again, a few times: nothing was done yet.
+//!
 //! A component instance serves one request, so the schema check runs once per request: one
 //! read of `lore_meta`, and the schema itself only when that read finds no table.
 
@@ -19,13 +27,10 @@ use lore_base::storage::{
 use spin_sdk::sqlite::{Connection, Value};
 
 const GET: &str = "SELECT v FROM lore_kv WHERE k = ?1";
-const PUT: &str =
-    "INSERT INTO lore_kv (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v";
-const DELETE: &str = "DELETE FROM lore_kv WHERE k = ?1";
-const GUARD_ABSENT: &str =
-    "INSERT INTO lore_guard (ok) SELECT NOT EXISTS (SELECT 1 FROM lore_kv WHERE k = ?1)";
-const GUARD_EQUALS: &str =
-    "INSERT INTO lore_guard (ok) SELECT EXISTS (SELECT 1 FROM lore_kv WHERE k = ?1 AND v = ?2)";
+/// Keys per multi-row statement of a batch (SQLite allows 32,766 parameters).
+const ROWS_PER_STATEMENT: usize = 100;
+/// How many times a `BEGIN IMMEDIATE` refused as locked is made in all.
+const BEGIN_ATTEMPTS: u32 = 3;
 const GUARD_CLEAR: &str = "DELETE FROM lore_guard";
 const SCHEMA_PROBE: &str = "SELECT value FROM lore_meta WHERE name = 'schema_version'";
 /// What SQLite reports when a guard row fails its CHECK.
@@ -86,19 +91,14 @@ impl SpinSqliteStorage {
     }
 
     async fn apply(&self, batch: &Batch) -> Result<(), StorageError> {
-        for check in &batch.checks {
-            match check {
-                Check::Absent(k) => self.run(GUARD_ABSENT, vec![text(k)]).await?,
-                Check::Equals(k, v) => {
-                    self.run(GUARD_EQUALS, vec![text(k), Value::Blob(v.clone())])
-                        .await?
-                }
-            }
+        for chunk in batch.checks.chunks(ROWS_PER_STATEMENT) {
+            let (sql, args) = guards_statement(chunk);
+            self.run(&sql, args).await?;
         }
-        for write in &batch.writes {
-            match write {
-                Write::Put(k, v) => self.run(PUT, vec![text(k), Value::Blob(v.clone())]).await?,
-                Write::Delete(k) => self.run(DELETE, vec![text(k)]).await?,
+        for run in write_runs(&batch.writes) {
+            for chunk in run.chunks(ROWS_PER_STATEMENT) {
+                let (sql, args) = writes_statement(chunk);
+                self.run(&sql, args).await?;
             }
         }
         if !batch.checks.is_empty() {
@@ -106,6 +106,98 @@ impl SpinSqliteStorage {
         }
         Ok(())
     }
+
+    /// `BEGIN IMMEDIATE`, tried again while the host answers that the database is locked.
+    async fn begin(&self) -> Result<(), StorageError> {
+        let mut attempt = 1;
+        loop {
+            match self.db.execute("BEGIN IMMEDIATE", Vec::new()).await {
+                Ok(result) => return result.collect().await.map(drop).map_err(backend),
+                Err(e) if attempt < BEGIN_ATTEMPTS && is_locked(&e) => attempt += 1,
+                Err(e) => return Err(backend(e)),
+            }
+        }
+    }
+}
+
+/// Whether a Spin SQLite error is SQLite's "database is locked" (`SQLITE_BUSY`).
+fn is_locked(e: &spin_sdk::sqlite::Error) -> bool {
+    matches!(e, spin_sdk::sqlite::Error::Io(message) if message.contains("database is locked"))
+}
+
+/// One statement inserting a guard row per check: `ok` is whether the check holds.
+fn guards_statement(checks: &[Check]) -> (String, Vec<Value>) {
+    let mut rows = Vec::with_capacity(checks.len());
+    let mut args = Vec::with_capacity(checks.len() * 2);
+    for check in checks {
+        match check {
+            Check::Absent(k) => {
+                args.push(text(k));
+                rows.push(format!(
+                    "(NOT EXISTS (SELECT 1 FROM lore_kv WHERE k = ?{}))",
+                    args.len()
+                ));
+            }
+            Check::Equals(k, v) => {
+                args.push(text(k));
+                args.push(Value::Blob(v.clone()));
+                rows.push(format!(
+                    "(EXISTS (SELECT 1 FROM lore_kv WHERE k = ?{} AND v = ?{}))",
+                    args.len() - 1,
+                    args.len()
+                ));
+            }
+        }
+    }
+    let sql = format!("INSERT INTO lore_guard (ok) VALUES {}", rows.join(", "));
+    (sql, args)
+}
+
+/// The writes in order, cut into runs of puts and runs of deletes: each run's keys can go in
+/// multi-row statements without reordering a put and a delete of one key.
+fn write_runs(writes: &[Write]) -> Vec<&[Write]> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=writes.len() {
+        let ends = i == writes.len()
+            || matches!(writes[i], Write::Put(..)) != matches!(writes[i - 1], Write::Put(..));
+        if ends {
+            runs.push(&writes[start..i]);
+            start = i;
+        }
+    }
+    runs
+}
+
+/// One statement for a run of puts (an upsert; a key put twice ends with its last value) or of
+/// deletes.
+fn writes_statement(run: &[Write]) -> (String, Vec<Value>) {
+    let mut rows = Vec::with_capacity(run.len());
+    let mut args = Vec::with_capacity(run.len() * 2);
+    let mut puts = false;
+    for write in run {
+        match write {
+            Write::Put(k, v) => {
+                puts = true;
+                args.push(text(k));
+                args.push(Value::Blob(v.clone()));
+                rows.push(format!("(?{}, ?{})", args.len() - 1, args.len()));
+            }
+            Write::Delete(k) => {
+                args.push(text(k));
+                rows.push(format!("?{}", args.len()));
+            }
+        }
+    }
+    let sql = if puts {
+        format!(
+            "INSERT INTO lore_kv (k, v) VALUES {} ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+            rows.join(", ")
+        )
+    } else {
+        format!("DELETE FROM lore_kv WHERE k IN ({})", rows.join(", "))
+    };
+    (sql, args)
 }
 
 fn bytes_of(value: &Value) -> Result<Vec<u8>, StorageError> {
@@ -204,7 +296,7 @@ impl Storage for SpinSqliteStorage {
 impl SpinSqliteStorage {
     /// One transaction: the batch's checks, then its writes.
     async fn commit_batch(&self, batch: &Batch) -> Result<(), StorageError> {
-        self.run("BEGIN IMMEDIATE", Vec::new()).await?;
+        self.begin().await?;
         match self.apply(batch).await {
             Ok(()) => match self.run("COMMIT", Vec::new()).await {
                 Ok(()) => Ok(()),
