@@ -95,7 +95,18 @@ fn start(
     queue: &Rc<JobQueue>,
     host: &Rc<Host>,
 ) -> Result<JsPromise, JsError> {
-    let mut function = context.eval(Source::from_bytes(stripped.js.as_bytes()))?;
+    let binder = context.eval(Source::from_bytes(stripped.js.as_bytes()))?;
+    let Some(binder) = binder.as_callable() else {
+        return Err(boa_engine::JsNativeError::typ()
+            .with_message("the script did not evaluate to a function")
+            .into());
+    };
+    let global = context.global_object();
+    let mut guards = Vec::with_capacity(crate::strip::GUARD_PARAMS.len());
+    for name in crate::strip::GUARD_PARAMS {
+        guards.push(global.get(boa_engine::JsString::from(name), context)?);
+    }
+    let mut function = binder.call(&JsValue::undefined(), &guards, context)?;
     if stripped.form == Form::Module {
         let Some(module) = function.as_callable() else {
             return Err(boa_engine::JsNativeError::typ()

@@ -72,6 +72,13 @@ pub const TICK: &str = "__lore_tick";
 pub const REGEXP: &str = "__lore_regexp";
 /// Scripts may not name the guards (a local `__lore_add` would shadow the global one).
 const RESERVED_PREFIX: &str = "__lore_";
+/// The guards the script's code reaches as parameters of a function around it, in this order
+/// (`event_loop::start` passes them): a local binding, found by the compiler, where a global
+/// one is a lookup by name on every `+` and every loop turn. No script can name them.
+pub const GUARD_PARAMS: [&str; 4] = [ADD_GUARD, STRING_GUARD, TICK, REGEXP];
+const GUARDS_PREFIX: &str =
+    "(function (__lore_add, __lore_str, __lore_tick, __lore_regexp) { return ";
+const GUARDS_SUFFIX: &str = " })";
 
 /// Rewrites `a + b` to `__lore_add(a, b)`, `x += v` to `x = __lore_add(x, v)` for plain names
 /// and members of plain names, `` `..${x}..` `` to `__lore_str(`..${x}..`)`, and `/re/f` to
@@ -393,6 +400,9 @@ pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
     while js.ends_with(['\n', ';']) {
         js.pop();
     }
+    // Around it, on its first line (the wrapper's own: no script line moves), the function that
+    // binds the guards.
+    js = format!("{GUARDS_PREFIX}{js}{GUARDS_SUFFIX}");
     let mut map: Vec<Vec<(u32, u32, u32)>> = Vec::new();
     if let Some(sm) = generated.map {
         for token in sm.get_tokens() {
@@ -445,7 +455,17 @@ mod tests {
         .unwrap();
         assert_eq!(s.form, Form::Body);
         assert!(!s.js.contains("interface"), "{}", s.js);
-        assert!(s.js.starts_with("(async function"), "{}", s.js);
+        assert!(s.js.starts_with(GUARDS_PREFIX), "{}", s.js);
+        assert!(
+            s.js[GUARDS_PREFIX.len()..].starts_with("(async function"),
+            "{}",
+            s.js
+        );
+        let names = GUARD_PARAMS.join(", ");
+        assert!(
+            GUARDS_PREFIX.contains(&format!("({names})")),
+            "{GUARDS_PREFIX}"
+        );
     }
 
     #[test]
