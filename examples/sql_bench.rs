@@ -17,6 +17,9 @@
 //!   load (scan + JSON decoding + building GlueSQL rows of the columns the query names);
 //! - lore warm: the same on an instance whose table cache holds the table (the query repeated
 //!   with no write in between: a read of the org's records version, then GlueSQL and the page);
+//! - lore after a write: the same instance, the query right after an `entities.update` of one
+//!   entity through it (the first query after a write: the write applied itself to the cached
+//!   tables), and that update's own time;
 //! - rusqlite: prepare, step through every row, and collect the values.
 #![allow(clippy::disallowed_methods)] // a native bench: wall time from the OS
 
@@ -218,10 +221,36 @@ fn main() {
         .rows
     };
 
-    println!(
-        "| query | rusqlite (ms) | lore cold (ms) | ratio | lore warm (ms) | ratio | cold: storage scan (ms) | cold: load (ms) | cold: engine + page (ms) |"
+    // Entities the writes between queries update: people, whose properties no query reads.
+    let people: Vec<String> = {
+        let r = call("entities.list", json!({"type": "person", "limit": 100}));
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        !people.is_empty(),
+        "--entities must be at least 1000: the writes update people, the second 500"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut writes = 0usize;
+    let mut write = || -> f64 {
+        let id = &people[writes % people.len()];
+        writes += 1;
+        let t = Instant::now();
+        call(
+            "entities.update",
+            json!({"id": id, "properties": {"points": writes % 13}}),
+        );
+        ms(t)
+    };
+
+    println!(
+        "| query | rusqlite (ms) | lore cold (ms) | ratio | lore warm (ms) | ratio | lore after a write (ms) | ratio | the write (ms) | cold: storage scan (ms) | cold: load (ms) | cold: engine + page (ms) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (label, sql) in QUERIES {
         let want = run_sqlite(sql);
         assert_eq!(
@@ -246,6 +275,7 @@ fn main() {
         };
         let (mut peer, mut total, mut warm, mut scan, mut load) =
             (vec![], vec![], vec![], vec![], vec![]);
+        let (mut after_write, mut writing) = (vec![], vec![]);
         for _ in 0..runs {
             let t = Instant::now();
             std::hint::black_box(run_sqlite(sql));
@@ -256,6 +286,10 @@ fn main() {
             let t = Instant::now();
             std::hint::black_box(run_on(&lore, sql));
             warm.push(ms(t));
+            writing.push(write());
+            let t = Instant::now();
+            std::hint::black_box(run_on(&lore, sql));
+            after_write.push(ms(t));
             let t = Instant::now();
             for p in &prefixes {
                 std::hint::black_box(block_on(lore.ports().storage.scan_all(p)).unwrap());
@@ -271,10 +305,16 @@ fn main() {
             let mut budget = Budget::new(lore.ports().clock.clone(), i64::MAX, usize::MAX);
             std::hint::black_box(
                 block_on(catalog.load(lore.ports(), &caller, "entities", &mut budget, &needed))
-                    .unwrap(),
+                    .unwrap()
+                    .0,
             );
             load.push(ms(t));
         }
+        assert_eq!(
+            run_on(&lore, sql),
+            want,
+            "{label}: lore (cached, after writes) and rusqlite disagree"
+        );
         let (p, l, w, s, d) = (
             median(peer),
             median(total),
@@ -282,10 +322,12 @@ fn main() {
             median(scan),
             median(load),
         );
+        let (a, u) = (median(after_write), median(writing));
         println!(
-            "| {label} | {p:.1} | {l:.1} | {:.1}× | {w:.1} | {:.1}× | {s:.1} | {d:.1} | {:.1} |",
+            "| {label} | {p:.1} | {l:.1} | {:.1}× | {w:.1} | {:.1}× | {a:.1} | {:.1}× | {u:.2} | {s:.1} | {d:.1} | {:.1} |",
             l / p,
             w / p,
+            a / p,
             l - d
         );
     }

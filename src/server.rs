@@ -68,6 +68,11 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     // One set of rate-limit buckets for the whole process, shared by every worker.
     let limiter = lore_base::ratelimit::MemoryLimiter::default();
     let slots = options.scripts.clone();
+    // One SQL table cache for the whole process: a write through any worker keeps the copies
+    // every worker reads, and `sql.cache_bytes` bounds the process, not each worker.
+    let tables = Arc::new(lore_engine::sql::TableCache::new(
+        options.config.sql.cache_bytes,
+    ));
     let (ready, readiness) = std::sync::mpsc::channel();
     let count = options.workers.max(1);
     for n in 0..count {
@@ -81,6 +86,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let open = open.clone();
         let limiter = limiter.clone();
         let slots = slots.clone();
+        let tables = tables.clone();
         let ready = ready.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lore-worker-{n}"))
@@ -104,6 +110,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                             open,
                             limiter,
                             slots,
+                            tables,
                             ready,
                             runs_schedules: n == 0,
                         },
@@ -187,12 +194,13 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     Ok(())
 }
 
-/// What every worker thread shares: the count of open connections, the rate-limit buckets
-/// and the script slots.
+/// What every worker thread shares: the count of open connections, the rate-limit buckets,
+/// the script slots and the SQL table cache.
 struct Shared {
     open: Arc<AtomicUsize>,
     limiter: lore_base::ratelimit::MemoryLimiter,
     slots: lore_base::ratelimit::ScriptSlots,
+    tables: Arc<lore_engine::sql::TableCache>,
     /// Told once the worker has its database open (or why it could not).
     ready: std::sync::mpsc::Sender<Result<(), String>>,
     /// Whether this worker runs the behaviors' schedules (one worker does).
@@ -212,6 +220,7 @@ async fn worker(
         open,
         limiter,
         slots,
+        tables,
         ready,
         runs_schedules,
     } = shared;
@@ -226,6 +235,7 @@ async fn worker(
         Lore::new(ports, config)
             .with_rate_limiter(Rc::new(limiter))
             .with_script_slots(slots)
+            .with_sql_cache(tables)
             .with_script_threads(Rc::new(crate::threads::ThreadPerRun))
             .with_offload(Rc::new(crate::threads::ThreadPerJob)),
     );

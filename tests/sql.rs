@@ -1197,6 +1197,167 @@ fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
 }
 
 #[test]
+fn the_instances_own_writes_keep_its_cached_tables_current() {
+    // A write through this instance applies itself to the tables the instance keeps, so the
+    // next query is served from them (a hit, no storage scan) and answers exactly what a fresh
+    // load answers, on every kind of cached table: all entities, a typed table, entities of
+    // some types (push-down), relationships.
+    let h = Harness::new();
+    h.seed();
+    let mut config = Config::default();
+    config.sql.cache_bytes = 0;
+    let fresh = Lore::new(h.lore.ports().clone(), config);
+    let queries = [
+        "SELECT * FROM entities",
+        "SELECT id, name, version FROM entities ORDER BY name DESC",
+        "SELECT type, COUNT(*) AS n FROM entities GROUP BY type ORDER BY type",
+        "SELECT * FROM ticket",
+        "SELECT name, points FROM ticket WHERE points > 2 ORDER BY points",
+        "SELECT id, name FROM entities WHERE type IN ('person', 'ticket') ORDER BY id",
+        "SELECT name FROM entities WHERE type = 'person'",
+        "SELECT * FROM relationships",
+    ];
+    let check = |step: &str, expect_hits: bool| {
+        let (_, _, hits_before, misses_before) = h.lore.engine.sql_cache.stats();
+        for sql in queries {
+            let mine = rows(&h.sql(json!({"sql": sql, "limit": 1000})));
+            let theirs = rows(&api_on(
+                &fresh,
+                &h.owner,
+                "sql.query",
+                json!({"sql": sql, "limit": 1000}),
+            ));
+            assert_eq!(mine, theirs, "{step}: {sql}");
+        }
+        let (_, _, hits, misses) = h.lore.engine.sql_cache.stats();
+        if expect_hits {
+            assert_eq!(
+                (hits - hits_before, misses - misses_before),
+                (queries.len() as u64, 0),
+                "{step}: every table came from the cache"
+            );
+        }
+    };
+    check("loaded", false);
+    check("repeated", true);
+
+    let cy = h.ok(
+        "entities.create",
+        json!({"type": "person", "name": "Cy", "properties": {"team": "ops"}}),
+    );
+    check("created", true);
+    h.ok(
+        "entities.update",
+        json!({"id": cy["id"], "name": "Cyd", "properties": {"team": null}}),
+    );
+    check("updated", true);
+    let items: Vec<Value> = (0..30)
+        .map(|i| json!({"name": format!("bulk {i:02}"), "properties": {"points": i}}))
+        .collect();
+    let bulk = h.ok(
+        "entities.create_many",
+        json!({"type": "ticket", "items": items}),
+    );
+    check("created many", true);
+    let ids: Vec<Value> =
+        rows(&h.sql(json!({"sql": "SELECT id FROM entities WHERE type = 'ticket' ORDER BY id"})));
+    let rel = h.ok(
+        "entities.link",
+        json!({"id": ids[0][0], "type": "blocks", "to": cy["id"]}),
+    );
+    check("linked", true);
+    h.ok("relationships.delete", json!({"id": rel["id"]}));
+    check("unlinked", true);
+    h.ok(
+        "entities.link",
+        json!({"id": bulk["items"][3]["id"], "type": "blocks", "to": cy["id"]}),
+    );
+    // Deleting an entity deletes its edges in the same batch.
+    h.ok("entities.delete", json!({"id": cy["id"]}));
+    check("deleted with its edges", true);
+    // A script's writes commit as one batch of their own when the run ends: the copies go
+    // stale and are loaded again, then kept current as before.
+    let r = h.tool_named(
+        &h.owner,
+        "run_sdk",
+        json!({"code": format!("await client.Ticket.update({{id: '{}', properties: {{points: 40}}}}); await client.entities.create({{type: 'person', name: 'Scripted'}}); return 1", ids[1][0].as_str().unwrap())}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    check("after a script's writes", false);
+    h.ok("entities.create", json!({"type": "person", "name": "Dee"}));
+    check("created after the script", true);
+
+    // A write that fails changes nothing, here or in the copies.
+    let r = h.api_in(
+        "acme",
+        &h.owner,
+        "entities.update",
+        json!({"id": ids[1][0], "name": "x", "version": 1}),
+    );
+    assert_eq!(r.status, 409, "{}", r.body);
+    check("after a refused write", true);
+}
+
+#[test]
+fn a_write_after_another_instances_write_does_not_patch_a_stale_copy() {
+    // This instance's copies are at the version it last read; another instance writes; then
+    // this one writes. Its batch's condition on the version fails, it commits without it, and
+    // the copies (which lack the other write) are not served again.
+    let h = Harness::new();
+    h.seed();
+    let names = |h: &Harness| -> Vec<Value> {
+        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
+    };
+    names(&h);
+    let other = other_instance(&h);
+    api_on(
+        &other,
+        &h.owner,
+        "entities.create",
+        json!({"type": "person", "name": "Elsewhere"}),
+    );
+    h.ok("entities.create", json!({"type": "person", "name": "Here"}));
+    let now = names(&h);
+    assert!(
+        now.contains(&json!(["Elsewhere"])) && now.contains(&json!(["Here"])),
+        "{now:?}"
+    );
+    // And from then on the copies follow this instance's writes again.
+    h.ok(
+        "entities.create",
+        json!({"type": "person", "name": "Again"}),
+    );
+    let (_, _, hits, _) = h.lore.engine.sql_cache.stats();
+    assert!(names(&h).contains(&json!(["Again"])));
+    let (_, _, hits_after, _) = h.lore.engine.sql_cache.stats();
+    assert_eq!(hits_after, hits + 1);
+}
+
+#[test]
+fn instances_that_share_a_table_cache_keep_it_current_for_each_other() {
+    // `lore serve`'s workers share one cache: a write through one worker keeps the copies the
+    // others read.
+    let h = Harness::new();
+    h.seed();
+    let other = Lore::new(h.lore.ports().clone(), Config::default())
+        .with_sql_cache(h.lore.engine.sql_cache.clone());
+    let names = |h: &Harness| -> Vec<Value> {
+        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
+    };
+    names(&h);
+    api_on(
+        &other,
+        &h.owner,
+        "entities.create",
+        json!({"type": "person", "name": "Through the other"}),
+    );
+    let (_, _, hits, misses) = h.lore.engine.sql_cache.stats();
+    assert!(names(&h).contains(&json!(["Through the other"])));
+    let (_, _, hits_after, misses_after) = h.lore.engine.sql_cache.stats();
+    assert_eq!((hits_after, misses_after), (hits + 1, misses));
+}
+
+#[test]
 fn an_org_without_a_records_version_is_not_cached() {
     // Rows written before the version existed (or an org deleted and made again under the
     // same name) must not be served from a copy nobody can invalidate.

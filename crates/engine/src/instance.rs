@@ -82,7 +82,7 @@ pub struct Engine {
     /// inside a reaction that n writes set off.
     pub(crate) reaction_depth: u8,
     /// Decoded SQL tables kept between queries (`config.sql.cache_bytes`).
-    pub sql_cache: Rc<sql::TableCache>,
+    pub sql_cache: std::sync::Arc<sql::TableCache>,
     /// Scripts that may run at once in the process; `None`: no cap.
     pub script_slots: Option<ScriptSlots>,
     /// Where scripts' JavaScript runs when not here (natively: a thread per run, so a script's
@@ -105,7 +105,7 @@ impl Engine {
         scripts: &'static dyn Scripts,
     ) -> Self {
         Self {
-            sql_cache: Rc::new(sql::TableCache::new(config.sql.cache_bytes)),
+            sql_cache: std::sync::Arc::new(sql::TableCache::new(config.sql.cache_bytes)),
             ports,
             config,
             memory: Rc::new(MemoryService::default()),
@@ -119,6 +119,14 @@ impl Engine {
             scripts,
             orgs: Rc::default(),
         }
+    }
+
+    /// Keeps decoded SQL tables in `cache`, shared with the other instances given the same one
+    /// (natively, every worker of the process: a write through one keeps the copies every
+    /// worker reads), instead of a cache of its own.
+    pub fn with_sql_cache(mut self, cache: std::sync::Arc<sql::TableCache>) -> Self {
+        self.sql_cache = cache;
+        self
     }
 
     /// Runs SQL queries' computing through `offload` (natively: on a thread of its own).
@@ -192,7 +200,7 @@ impl Engine {
             usage: UsageCounters::new(instance),
             script: self.script.clone(),
             reaction_depth: self.reaction_depth,
-            sql_cache: Rc::new(sql::TableCache::new(0)),
+            sql_cache: std::sync::Arc::new(sql::TableCache::new(0)),
             script_slots: self.script_slots.clone(),
             script_threads: self.script_threads.clone(),
             offload: self.offload.clone(),

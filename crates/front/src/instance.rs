@@ -59,6 +59,12 @@ impl Lore {
         }
     }
 
+    /// Keeps decoded SQL tables in `cache`, shared with every instance given the same one.
+    pub fn with_sql_cache(mut self, cache: std::sync::Arc<lore_engine::sql::TableCache>) -> Self {
+        self.engine = self.engine.with_sql_cache(cache);
+        self
+    }
+
     /// Runs SQL queries' computing through `offload` (natively: on a thread of its own).
     pub fn with_offload(mut self, offload: Rc<dyn lore_base::ports::Offload>) -> Self {
         self.engine = self.engine.with_offload(offload);

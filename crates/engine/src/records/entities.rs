@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::types::{self, EntityType, SchemaCache};
-use super::{DEFAULT_PAGE, MAX_PAGE, Page, Stored, check_cursor, now_text, to_bytes};
+use super::{
+    DEFAULT_PAGE, MAX_PAGE, Page, RecordsCopies, Stored, check_cursor, now_text, to_bytes,
+};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::{new_ulid, parse_record_id};
 use lore_base::ports::Ports;
@@ -237,6 +239,7 @@ fn put_entity(batch: &mut Batch, caller: &Caller, entity: &Entity) {
 
 pub async fn create(
     ports: &Ports,
+    copies: &dyn RecordsCopies,
     schemas: &SchemaCache,
     caller: &Caller,
     args: CreateEntity,
@@ -248,13 +251,13 @@ pub async fn create(
     let mut batch = Batch::new();
     batch.require_absent(caller.keys().entity(&entity.id[4..]));
     put_entity(&mut batch, caller, &entity);
-    super::touch_records(ports, caller, &mut batch, &entity.id);
-    ports.storage.commit(batch).await?;
+    super::commit_records(ports, caller, copies, batch, &entity.id).await?;
     Ok(entity)
 }
 
 pub async fn create_many(
     ports: &Ports,
+    copies: &dyn RecordsCopies,
     schemas: &SchemaCache,
     caller: &Caller,
     args: CreateEntities,
@@ -282,9 +285,8 @@ pub async fn create_many(
         items.push(entity);
     }
     if let Some(last) = items.last() {
-        super::touch_records(ports, caller, &mut batch, &last.id);
+        super::commit_records(ports, caller, copies, batch, &last.id).await?;
     }
-    ports.storage.commit(batch).await?;
     Ok(Page {
         items,
         next_cursor: None,
@@ -310,6 +312,7 @@ pub(super) fn stale(id: &str, have: u64, want: u64) -> LoreError {
 
 pub async fn update(
     ports: &Ports,
+    copies: &dyn RecordsCopies,
     schemas: &SchemaCache,
     caller: &Caller,
     args: UpdateEntity,
@@ -339,13 +342,8 @@ pub async fn update(
     let mut batch = Batch::new();
     batch.require_equals(caller.keys().entity(&old.id[4..]), to_bytes(&old));
     put_entity(&mut batch, caller, &entity);
-    super::touch_records(
-        ports,
-        caller,
-        &mut batch,
-        &format!("{}.{}", entity.id, entity.version),
-    );
-    match ports.storage.commit(batch).await {
+    let what = format!("{}.{}", entity.id, entity.version);
+    match super::commit_records(ports, caller, copies, batch, &what).await {
         Ok(()) => Ok(entity),
         // Someone else wrote between our read and our commit.
         Err(StorageError::Conflict { .. }) => Err(stale(&old.id, old.version + 1, old.version)),

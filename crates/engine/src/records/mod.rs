@@ -94,20 +94,58 @@ pub fn to_bytes(value: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("records serialize")
 }
 
-/// Replaces the org's records version (`OrgKeys::records_version`) in `batch`, which writes
-/// entities or relationships: the SQL table cache (`sql::cache`) then sees its copies are
-/// stale, in this instance and every other. `what` (the record's id and version) and random
+/// What an instance keeps of an org's records between requests, kept up to date by the
+/// instance's own writes (the SQL table cache, `sql::cache`).
+pub trait RecordsCopies {
+    /// The org's records version the copies of `org` were read at, if there are any.
+    fn version(&self, org: &str) -> Option<Vec<u8>>;
+    /// A batch that required the records version `from` committed `writes` and moved the
+    /// version to `to`: nothing else was written in between.
+    fn committed(&self, org: &str, from: &[u8], to: &[u8], writes: &[lore_base::storage::Write]);
+}
+
+/// Keeps nothing (a write outside any instance, or an instance without copies).
+pub struct NoCopies;
+
+impl RecordsCopies for NoCopies {
+    fn version(&self, _: &str) -> Option<Vec<u8>> {
+        None
+    }
+    fn committed(&self, _: &str, _: &[u8], _: &[u8], _: &[lore_base::storage::Write]) {}
+}
+
+/// Commits `batch`, which writes entities or relationships, with a new records version
+/// (`OrgKeys::records_version`): every copy of the org's records read under the old one, in this
+/// instance and every other, is then stale. `what` (the record's id and version) and random
 /// bytes make the value one no other committed write uses.
-pub(crate) fn touch_records(
+///
+/// When this instance holds copies (`copies`), the batch first requires the version they were
+/// read at, so that once it commits they take its writes and stay current; if another write
+/// came first, that condition fails, and the batch commits without it (the copies go stale).
+/// A conflict on any other key is the caller's, as without copies.
+pub(crate) async fn commit_records(
     ports: &Ports,
     caller: &lore_directory::Caller,
-    batch: &mut lore_base::storage::Batch,
+    copies: &dyn RecordsCopies,
+    mut batch: lore_base::storage::Batch,
     what: &str,
-) {
-    batch.put(
-        caller.keys().records_version(),
-        format!("{what}/{}", ports.random_hex(12)),
-    );
+) -> std::result::Result<(), lore_base::storage::StorageError> {
+    let key = caller.keys().records_version();
+    let to = format!("{what}/{}", ports.random_hex(12));
+    batch.put(key.clone(), to.clone());
+    if let Some(from) = copies.version(caller.org().as_str()) {
+        let mut required = batch.clone();
+        required.require_equals(key.clone(), from.clone());
+        match ports.storage.commit(required).await {
+            Ok(()) => {
+                copies.committed(caller.org().as_str(), &from, to.as_bytes(), &batch.writes);
+                return Ok(());
+            }
+            Err(lore_base::storage::StorageError::Conflict { key: k }) if k == key => {}
+            Err(e) => return Err(e),
+        }
+    }
+    ports.storage.commit(batch).await
 }
 
 /// Now, as the RFC 3339 text every record shows.

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::entities::{self, DeleteEntity};
-use super::{DEFAULT_PAGE, MAX_PAGE, Page, check_cursor, check_name, now_text, to_bytes};
+use super::{
+    DEFAULT_PAGE, MAX_PAGE, Page, RecordsCopies, check_cursor, check_name, now_text, to_bytes,
+};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::{new_ulid, parse_record_id};
 use lore_base::ports::Ports;
@@ -99,6 +101,7 @@ pub async fn get(ports: &Ports, caller: &Caller, id: &str) -> Result<Relationshi
 
 pub async fn create(
     ports: &Ports,
+    copies: &dyn RecordsCopies,
     caller: &Caller,
     args: CreateRelationship,
 ) -> Result<Relationship> {
@@ -136,14 +139,19 @@ pub async fn create(
         let entity = entities::get(ports, caller, end).await?;
         batch.require_equals(keys.entity(&end[4..]), to_bytes(&entity));
     }
-    super::touch_records(ports, caller, &mut batch, &rel.id);
-    ports.storage.commit(batch).await?;
+    super::commit_records(ports, caller, copies, batch, &rel.id).await?;
     Ok(rel)
 }
 
-pub async fn link(ports: &Ports, caller: &Caller, args: LinkEntity) -> Result<Relationship> {
+pub async fn link(
+    ports: &Ports,
+    copies: &dyn RecordsCopies,
+    caller: &Caller,
+    args: LinkEntity,
+) -> Result<Relationship> {
     create(
         ports,
+        copies,
         caller,
         CreateRelationship {
             type_name: args.type_name,
@@ -164,13 +172,18 @@ fn delete_writes(batch: &mut Batch, caller: &Caller, rel: &Relationship) {
         .delete(keys.relationship_by("in", &rel.to, ulid));
 }
 
-pub async fn delete(ports: &Ports, caller: &Caller, id: &str) -> Result<super::Done> {
+pub async fn delete(
+    ports: &Ports,
+    copies: &dyn RecordsCopies,
+    caller: &Caller,
+    id: &str,
+) -> Result<super::Done> {
     let rel = get(ports, caller, id).await?;
     let mut batch = Batch::new();
     batch.require_equals(caller.keys().relationship(&rel.id[4..]), to_bytes(&rel));
     delete_writes(&mut batch, caller, &rel);
-    super::touch_records(ports, caller, &mut batch, &format!("{}.deleted", rel.id));
-    ports.storage.commit(batch).await?;
+    let what = format!("{}.deleted", rel.id);
+    super::commit_records(ports, caller, copies, batch, &what).await?;
     Ok(super::Done { ok: true })
 }
 
@@ -261,6 +274,7 @@ pub async fn list(
 /// `entities.delete`: deletes an entity and every edge that touches it, in one batch.
 pub async fn delete_entity(
     ports: &Ports,
+    copies: &dyn RecordsCopies,
     caller: &Caller,
     args: DeleteEntity,
 ) -> Result<super::Done> {
@@ -278,8 +292,8 @@ pub async fn delete_entity(
         .delete(keys.entity(ulid))
         .delete(keys.entity_by_type(&old.type_name, ulid));
     unlink_all(ports, caller, &old.id, &mut batch).await?;
-    super::touch_records(ports, caller, &mut batch, &format!("{}.deleted", old.id));
-    match ports.storage.commit(batch).await {
+    let what = format!("{}.deleted", old.id);
+    match super::commit_records(ports, caller, copies, batch, &what).await {
         Ok(()) => Ok(super::Done { ok: true }),
         Err(StorageError::Conflict { .. }) => {
             Err(entities::stale(&old.id, old.version + 1, old.version))

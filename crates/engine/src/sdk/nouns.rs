@@ -285,27 +285,43 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Json> {
                     properties: a.properties,
                 };
                 serde_json::value::to_raw_value(
-                    &entities::create(ps, &cx.engine.schemas, caller, create).await?,
+                    &entities::create(
+                        ps,
+                        &*cx.engine.sql_cache,
+                        &cx.engine.schemas,
+                        caller,
+                        create,
+                    )
+                    .await?,
                 )?
             }
             "update" => {
                 let a: UpdateEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
                 serde_json::value::to_raw_value(
-                    &entities::update(ps, &cx.engine.schemas, caller, a).await?,
+                    &entities::update(ps, &*cx.engine.sql_cache, &cx.engine.schemas, caller, a)
+                        .await?,
                 )?
             }
             "delete" => {
                 let a: DeleteEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
                 serde_json::value::to_raw_value(
-                    &crate::records::relationships::delete_entity(ps, caller, a).await?,
+                    &crate::records::relationships::delete_entity(
+                        ps,
+                        &*cx.engine.sql_cache,
+                        caller,
+                        a,
+                    )
+                    .await?,
                 )?
             }
             _ => {
                 let a: LinkEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
-                serde_json::value::to_raw_value(&relationships::link(ps, caller, a).await?)?
+                serde_json::value::to_raw_value(
+                    &relationships::link(ps, &*cx.engine.sql_cache, caller, a).await?,
+                )?
             }
         };
         return Ok(out);

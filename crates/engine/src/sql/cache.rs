@@ -14,18 +14,28 @@
 //! matches again. Since the version is read from storage, writes by other instances and
 //! processes invalidate the entry too.
 //!
+//! A write of this instance's keeps its copies instead (`records::commit_records`): the write's
+//! batch requires the version the copies were read at, and once it commits, the copies take
+//! its writes (each record under a table's key prefixes decoded into its row, in key order) and
+//! its new version. A write that finds another version (someone else wrote first) commits
+//! without that condition, and the copies go stale as before.
+//!
 //! Memory is bounded by an estimate of the entries' bytes; the least recently used entries go
 //! first. A capacity of 0 turns the cache off, and then the version is not even read: hosts
 //! that start an instance per request (Spin), or whose isolates are small (Workers), run so.
 
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::{Mutex, MutexGuard};
 
 use gluesql_core::ast::DataType;
 use gluesql_core::data::Value as Sql;
 
-use super::catalog::{Needed, Source, Table};
+use lore_base::keys::OrgKeys;
+use lore_base::storage::Write;
+
+use super::catalog::{Needed, RowDecoder, Source, Table};
+use crate::records::RecordsCopies;
 
 /// One cached table.
 struct Entry {
@@ -37,6 +47,11 @@ struct Entry {
     /// The columns decoded (the others hold `NULL`).
     decoded: BTreeSet<String>,
     rows: Arc<Vec<Vec<Sql>>>,
+    /// Each row's storage key after its prefix, in the rows' order (ascending).
+    sort_keys: Vec<String>,
+    /// The key prefixes the rows are stored under, and how one becomes a row.
+    prefixes: Vec<String>,
+    decoder: RowDecoder,
     bytes: usize,
     used: u64,
 }
@@ -50,16 +65,18 @@ struct Inner {
     misses: u64,
 }
 
-/// The decoded tables of one core instance, at most `max_bytes` (estimated) of them.
+/// The decoded tables of one core instance, or of every instance of a process that share one
+/// (`lore serve`'s workers), at most `max_bytes` (estimated) of them.
 pub struct TableCache {
     max_bytes: usize,
-    inner: RefCell<Inner>,
+    inner: Mutex<Inner>,
 }
 
 /// What identifies a table's rows in the cache, besides the org's records version.
 pub struct Lookup<'a> {
     pub org: &'a str,
     pub table: &'a str,
+    pub source: &'a Source,
     pub columns: &'a [(String, DataType)],
     pub needed: &'a Needed<'a>,
 }
@@ -88,8 +105,13 @@ impl TableCache {
     pub fn new(max_bytes: usize) -> Self {
         Self {
             max_bytes,
-            inner: RefCell::default(),
+            inner: Mutex::default(),
         }
+    }
+
+    /// Never held across an await: every use is synchronous.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn enabled(&self) -> bool {
@@ -109,7 +131,7 @@ impl TableCache {
     /// The table's rows, if cached for this org at this version with every column the query
     /// needs. Entries of the org at another version are dropped.
     pub fn get(&self, lookup: &Lookup<'_>, version: &[u8]) -> Option<Table> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.lock();
         let stale: usize = inner
             .entries
             .iter()
@@ -144,14 +166,28 @@ impl TableCache {
         table
     }
 
-    /// Keeps `table` (just loaded at `version`), evicting the least recently used entries to
-    /// stay within the capacity; a table larger than the capacity is not kept.
-    pub fn put(&self, lookup: &Lookup<'_>, version: &[u8], table: &Table) {
-        let bytes = estimate(&table.rows);
+    /// Keeps `table` (just loaded at `version`, with its rows' `sort_keys` from
+    /// [`super::catalog::Catalog::load`]), evicting the least recently used entries to stay
+    /// within the capacity; a table larger than the capacity is not kept.
+    pub fn put(
+        &self,
+        lookup: &Lookup<'_>,
+        keys: &OrgKeys,
+        version: &[u8],
+        table: &Table,
+        sort_keys: Vec<String>,
+    ) {
+        let Some(decoder) = RowDecoder::new(lookup.source, lookup.needed) else {
+            return;
+        };
+        if sort_keys.len() != table.rows.len() {
+            return;
+        }
+        let bytes = estimate(&table.rows) + sort_keys.iter().map(|k| 24 + k.len()).sum::<usize>();
         if bytes > self.max_bytes {
             return;
         }
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.lock();
         let entity_types = lookup.entity_types().cloned();
         let mut freed = 0;
         inner.entries.retain(|e| {
@@ -163,14 +199,7 @@ impl TableCache {
             !same
         });
         inner.bytes -= freed;
-        while inner.bytes + bytes > self.max_bytes {
-            let Some(oldest) = (0..inner.entries.len()).min_by_key(|&i| inner.entries[i].used)
-            else {
-                break;
-            };
-            let gone = inner.entries.swap_remove(oldest);
-            inner.bytes -= gone.bytes;
-        }
+        Self::evict_to_capacity(&mut inner, self.max_bytes - bytes);
         inner.tick += 1;
         let used = inner.tick;
         inner.bytes += bytes;
@@ -187,27 +216,114 @@ impl TableCache {
                 .map(|(c, _)| c.clone())
                 .collect(),
             rows: table.rows.clone(),
+            sort_keys,
+            prefixes: decoder.prefixes(keys),
+            decoder,
             bytes,
             used,
         });
     }
 
+    fn evict_to_capacity(inner: &mut Inner, max_bytes: usize) {
+        while inner.bytes > max_bytes {
+            let Some(oldest) = (0..inner.entries.len()).min_by_key(|&i| inner.entries[i].used)
+            else {
+                break;
+            };
+            let gone = inner.entries.swap_remove(oldest);
+            inner.bytes -= gone.bytes;
+        }
+    }
+
     /// Entries, estimated bytes, hits and misses so far (tests and the bench).
     pub fn stats(&self) -> (usize, usize, u64, u64) {
-        let inner = self.inner.borrow();
+        let inner = self.lock();
         (inner.entries.len(), inner.bytes, inner.hits, inner.misses)
+    }
+}
+
+impl RecordsCopies for TableCache {
+    fn version(&self, org: &str) -> Option<Vec<u8>> {
+        let inner = self.lock();
+        inner
+            .entries
+            .iter()
+            .filter(|e| e.org == org)
+            .max_by_key(|e| e.used)
+            .map(|e| e.version.clone())
+    }
+
+    fn committed(&self, org: &str, from: &[u8], to: &[u8], writes: &[Write]) {
+        let mut inner = self.lock();
+        inner.entries.retain_mut(|e| {
+            if e.org != org {
+                return true;
+            }
+            // Copies at another version are stale; one a record fails to patch is dropped.
+            if e.version != from || e.apply(writes).is_err() {
+                return false;
+            }
+            e.version = to.to_vec();
+            true
+        });
+        inner.bytes = inner.entries.iter().map(|e| e.bytes).sum();
+        Self::evict_to_capacity(&mut inner, self.max_bytes);
+    }
+}
+
+impl Entry {
+    /// Applies a committed batch's writes to the rows: a record put under one of the table's
+    /// prefixes replaces its row or is inserted in key order, a deleted one's row goes. An
+    /// error (a record that does not decode) leaves the entry to be dropped.
+    fn apply(&mut self, writes: &[Write]) -> lore_base::error::Result<()> {
+        for write in writes {
+            let Some((which, suffix)) = self
+                .prefixes
+                .iter()
+                .enumerate()
+                .find_map(|(i, p)| write.key().strip_prefix(p.as_str()).map(|s| (i, s)))
+            else {
+                continue;
+            };
+            let row = match write {
+                Write::Put(_, bytes) => self.decoder.row(which, bytes)?,
+                Write::Delete(_) => None,
+            };
+            let at = self.sort_keys.binary_search_by(|k| k.as_str().cmp(suffix));
+            let rows = Arc::make_mut(&mut self.rows);
+            match (at, row) {
+                (Ok(i), Some(row)) => {
+                    self.bytes = (self.bytes + row_bytes(&row)).saturating_sub(row_bytes(&rows[i]));
+                    rows[i] = row;
+                }
+                (Ok(i), None) => {
+                    self.bytes = self
+                        .bytes
+                        .saturating_sub(row_bytes(&rows[i]) + 24 + suffix.len());
+                    rows.remove(i);
+                    self.sort_keys.remove(i);
+                }
+                (Err(i), Some(row)) => {
+                    self.bytes += row_bytes(&row) + 24 + suffix.len();
+                    rows.insert(i, row);
+                    self.sort_keys.insert(i, suffix.to_string());
+                }
+                (Err(_), None) => {}
+            }
+        }
+        Ok(())
     }
 }
 
 /// An estimate of the memory `rows` hold.
 fn estimate(rows: &[Vec<Sql>]) -> usize {
-    rows.iter()
-        .map(|r| {
-            std::mem::size_of::<Vec<Sql>>()
-                + r.capacity() * std::mem::size_of::<Sql>()
-                + r.iter().map(heap).sum::<usize>()
-        })
-        .sum()
+    rows.iter().map(row_bytes).sum()
+}
+
+fn row_bytes(r: &Vec<Sql>) -> usize {
+    std::mem::size_of::<Vec<Sql>>()
+        + r.capacity() * std::mem::size_of::<Sql>()
+        + r.iter().map(heap).sum::<usize>()
 }
 
 fn heap(v: &Sql) -> usize {

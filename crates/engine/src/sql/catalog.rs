@@ -171,7 +171,8 @@ impl Catalog {
             .collect()
     }
 
-    /// Loads one table's rows, charging them to the budget.
+    /// Loads one table's rows, charging them to the budget; with them, for a table of stored
+    /// records (see [`RowDecoder`]), each row's key after its prefix (else nothing).
     pub async fn load(
         &self,
         ports: &Ports,
@@ -179,10 +180,11 @@ impl Catalog {
         name: &str,
         budget: &mut Budget,
         needed: &Needed<'_>,
-    ) -> Result<Table> {
+    ) -> Result<(Table, Vec<String>)> {
         let source = self
             .find(name)
             .ok_or_else(|| lore_base::error::LoreError::Internal(format!("no table {name}")))?;
+        let mut sort_keys = Vec::new();
         let (columns, rows) = match source {
             Source::VirtualFeed(feed) => {
                 let items = feeds::fetch_items(ports, caller, feed).await?;
@@ -196,17 +198,18 @@ impl Catalog {
             }
             _ => (
                 columns(source, &[]),
-                load_rows(ports, caller, name, source, budget, needed).await?,
+                load_rows(ports, caller, name, source, budget, needed, &mut sort_keys).await?,
             ),
         };
-        Ok(Table {
+        let table = Table {
             name: name.to_string(),
             columns: columns
                 .into_iter()
                 .map(|(n, t)| (n.to_string(), t))
                 .collect(),
             rows: std::sync::Arc::new(rows),
-        })
+        };
+        Ok((table, sort_keys))
     }
 }
 
@@ -422,118 +425,13 @@ async fn load_rows(
     source: &Source,
     budget: &mut Budget,
     needed: &Needed<'_>,
+    sort_keys: &mut Vec<String>,
 ) -> Result<Vec<Vec<Sql>>> {
-    let pick = |column: &str, value: &dyn Fn() -> Result<Sql>| -> Result<Sql> {
-        if needed.wants(column) {
-            value()
-        } else {
-            Ok(Sql::Null)
-        }
-    };
     let keys = caller.keys();
     let mut rows = Vec::new();
     match source {
-        Source::Entities => {
-            let row = |e: &StoredEntity| -> Result<Vec<Sql>> {
-                Ok(vec![
-                    pick("id", &|| Ok(text(&e.id)))?,
-                    pick("type", &|| Ok(text(&e.type_name)))?,
-                    pick("name", &|| Ok(text(&e.name)))?,
-                    pick("properties", &|| {
-                        Ok(from_json(&parse(e.properties.get().as_bytes())?))
-                    })?,
-                    pick("author", &|| Ok(text(&e.author)))?,
-                    pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
-                    pick("created_at", &|| Ok(text(&e.created_at)))?,
-                    pick("updated_at", &|| Ok(text(&e.updated_at)))?,
-                ])
-            };
-            match needed.entity_types {
-                None => {
-                    scan(ports, &keys.entities(), table, budget, |_, b| {
-                        rows.push(row(&serde_json::from_slice(b)?)?);
-                        Ok(())
-                    })
-                    .await?;
-                }
-                Some(types) => {
-                    // Each type's rows from its own index, in id order as `ent/` lists them.
-                    // A name that is not a valid type name has no rows.
-                    let mut keyed: Vec<(String, Vec<Sql>)> = Vec::new();
-                    for t in types {
-                        if crate::records::check_name("type", t).is_err() {
-                            continue;
-                        }
-                        let prefix = keys.entities_of_type(t);
-                        scan(ports, &prefix, table, budget, |key, b| {
-                            let e: StoredEntity = serde_json::from_slice(b)?;
-                            if e.type_name == t.as_str() {
-                                keyed.push((key[prefix.len()..].to_string(), row(&e)?));
-                            }
-                            Ok(())
-                        })
-                        .await?;
-                    }
-                    if types.len() > 1 {
-                        keyed.sort_by(|a, b| a.0.cmp(&b.0));
-                    }
-                    rows.extend(keyed.into_iter().map(|(_, r)| r));
-                }
-            }
-        }
-        Source::Typed(t) => {
-            let props = property_columns(t);
-            let any_property = needed.wants("properties")
-                || props.iter().any(|(column, _, _)| needed.wants(column));
-            scan(
-                ports,
-                &keys.entities_of_type(&t.name),
-                table,
-                budget,
-                |_, b| {
-                    let e: StoredEntity = serde_json::from_slice(b)?;
-                    let properties: serde_json::Map<String, Json> = if any_property {
-                        parse(e.properties.get().as_bytes())?
-                    } else {
-                        serde_json::Map::new()
-                    };
-                    let mut row = vec![
-                        pick("id", &|| Ok(text(&e.id)))?,
-                        pick("name", &|| Ok(text(&e.name)))?,
-                    ];
-                    for (column, property, _) in &props {
-                        row.push(pick(column, &|| {
-                            Ok(properties.get(property).map_or(Sql::Null, from_json))
-                        })?);
-                    }
-                    row.extend([
-                        pick("author", &|| Ok(text(&e.author)))?,
-                        pick("version", &|| Ok(Sql::I64(e.version as i64)))?,
-                        pick("created_at", &|| Ok(text(&e.created_at)))?,
-                        pick("updated_at", &|| Ok(text(&e.updated_at)))?,
-                        pick("properties", &|| Ok(from_map(&properties)))?,
-                    ]);
-                    rows.push(row);
-                    Ok(())
-                },
-            )
-            .await?;
-        }
-        Source::Relationships => {
-            scan(ports, &keys.relationships(), table, budget, |_, b| {
-                let r: Relationship = parse(b)?;
-                rows.push(vec![
-                    text(&r.id),
-                    text(&r.type_name),
-                    text(&r.from),
-                    text(&r.to),
-                    from_map(&r.properties),
-                    text(&r.author),
-                    text(&r.created_at),
-                ]);
-                Ok(())
-            })
-            .await?;
+        Source::Entities | Source::Typed(_) | Source::Relationships => {
+            rows = load_keyed(ports, caller, table, source, budget, needed, sort_keys).await?;
         }
         Source::Events | Source::EventHistory => {
             let mut events: Vec<Event> = Vec::new();
@@ -707,6 +605,189 @@ async fn load_rows(
         Source::VirtualFeed(_) => {}
     }
     Ok(rows)
+}
+
+/// Loads a table whose rows are stored records under key prefixes (`entities`, a typed table,
+/// `relationships`), in key order, and each row's place in that order (the key after its
+/// prefix) into `sort_keys`: what the table cache needs to apply a later write to the rows.
+async fn load_keyed(
+    ports: &Ports,
+    caller: &Caller,
+    table: &str,
+    source: &Source,
+    budget: &mut Budget,
+    needed: &Needed<'_>,
+    sort_keys: &mut Vec<String>,
+) -> Result<Vec<Vec<Sql>>> {
+    let Some(decoder) = RowDecoder::new(source, needed) else {
+        return Ok(Vec::new());
+    };
+    let prefixes = decoder.prefixes(caller.keys());
+    let mut keyed: Vec<(String, Vec<Sql>)> = Vec::new();
+    for (which, prefix) in prefixes.iter().enumerate() {
+        scan(ports, prefix, table, budget, |key, b| {
+            if let Some(row) = decoder.row(which, b)? {
+                keyed.push((key[prefix.len()..].to_string(), row));
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    // Several prefixes (one per entity type) merge in id order, as `ent/` lists them.
+    if prefixes.len() > 1 {
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    let mut rows = Vec::with_capacity(keyed.len());
+    sort_keys.clear();
+    sort_keys.reserve(keyed.len());
+    for (key, row) in keyed {
+        sort_keys.push(key);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// How a stored record of `entities`, a typed table or `relationships` becomes a row: the
+/// columns a query wants decoded, the others `NULL`. Loading a table and applying a write to a
+/// cached copy of it ([`super::cache`]) decode with the same one.
+#[derive(Debug, Clone)]
+pub struct RowDecoder {
+    kind: DecoderKind,
+    /// Per column of the table, in order: whether it is decoded.
+    wants: Vec<bool>,
+}
+
+#[derive(Debug, Clone)]
+enum DecoderKind {
+    /// Every entity (`ent/`), or those of these types (`ent-t/{type}/`, one prefix each).
+    Entities(Option<Vec<String>>),
+    Typed {
+        type_name: String,
+        props: Vec<(String, String, DataType)>,
+        any_property: bool,
+    },
+    Relationships,
+}
+
+impl RowDecoder {
+    /// The decoder of `source` for a query that needs `needed`; `None` for a table whose
+    /// rows are not stored records under a prefix.
+    pub fn new(source: &Source, needed: &Needed<'_>) -> Option<Self> {
+        let kind = match source {
+            Source::Entities => DecoderKind::Entities(needed.entity_types.map(|types| {
+                // A name that is not a valid type name has no rows.
+                types
+                    .iter()
+                    .filter(|t| crate::records::check_name("type", t).is_ok())
+                    .cloned()
+                    .collect()
+            })),
+            Source::Typed(t) => {
+                let props = property_columns(t);
+                let any_property = needed.wants("properties")
+                    || props.iter().any(|(column, _, _)| needed.wants(column));
+                DecoderKind::Typed {
+                    type_name: t.name.clone(),
+                    props,
+                    any_property,
+                }
+            }
+            Source::Relationships => DecoderKind::Relationships,
+            _ => return None,
+        };
+        let wants = columns(source, &[])
+            .iter()
+            .map(|(c, _)| needed.wants(c))
+            .collect();
+        Some(Self { kind, wants })
+    }
+
+    /// The key prefixes the rows are stored under, each row under one.
+    pub fn prefixes(&self, keys: &lore_base::keys::OrgKeys) -> Vec<String> {
+        match &self.kind {
+            DecoderKind::Entities(None) => vec![keys.entities()],
+            DecoderKind::Entities(Some(types)) => {
+                types.iter().map(|t| keys.entities_of_type(t)).collect()
+            }
+            DecoderKind::Typed { type_name, .. } => vec![keys.entities_of_type(type_name)],
+            DecoderKind::Relationships => vec![keys.relationships()],
+        }
+    }
+
+    /// The row of a record stored under the `which`-th prefix; `None` when the record does not
+    /// belong in the table (an entity filed under another type's prefix).
+    pub fn row(&self, which: usize, bytes: &[u8]) -> Result<Option<Vec<Sql>>> {
+        let mut column = 0;
+        let mut pick = |value: &dyn Fn() -> Result<Sql>| -> Result<Sql> {
+            column += 1;
+            if self.wants.get(column - 1).copied().unwrap_or(true) {
+                value()
+            } else {
+                Ok(Sql::Null)
+            }
+        };
+        match &self.kind {
+            DecoderKind::Entities(types) => {
+                let e: StoredEntity = serde_json::from_slice(bytes)?;
+                if let Some(types) = types
+                    && types.get(which).map(String::as_str) != Some(&*e.type_name)
+                {
+                    return Ok(None);
+                }
+                Ok(Some(vec![
+                    pick(&|| Ok(text(&e.id)))?,
+                    pick(&|| Ok(text(&e.type_name)))?,
+                    pick(&|| Ok(text(&e.name)))?,
+                    pick(&|| Ok(from_json(&parse(e.properties.get().as_bytes())?)))?,
+                    pick(&|| Ok(text(&e.author)))?,
+                    pick(&|| Ok(Sql::I64(e.version as i64)))?,
+                    pick(&|| Ok(text(&e.created_at)))?,
+                    pick(&|| Ok(text(&e.updated_at)))?,
+                ]))
+            }
+            DecoderKind::Typed {
+                props,
+                any_property,
+                ..
+            } => {
+                let e: StoredEntity = serde_json::from_slice(bytes)?;
+                let properties: serde_json::Map<String, Json> = if *any_property {
+                    parse(e.properties.get().as_bytes())?
+                } else {
+                    serde_json::Map::new()
+                };
+                let mut row = Vec::with_capacity(self.wants.len());
+                row.push(pick(&|| Ok(text(&e.id)))?);
+                row.push(pick(&|| Ok(text(&e.name)))?);
+                for (_, property, _) in props {
+                    row.push(pick(&|| {
+                        Ok(properties.get(property).map_or(Sql::Null, from_json))
+                    })?);
+                }
+                row.extend([
+                    pick(&|| Ok(text(&e.author)))?,
+                    pick(&|| Ok(Sql::I64(e.version as i64)))?,
+                    pick(&|| Ok(text(&e.created_at)))?,
+                    pick(&|| Ok(text(&e.updated_at)))?,
+                    pick(&|| Ok(from_map(&properties)))?,
+                ]);
+                Ok(Some(row))
+            }
+            // Every column, as before the cache decoded by column: a relationship is small.
+            DecoderKind::Relationships => {
+                let r: Relationship = parse(bytes)?;
+                Ok(Some(vec![
+                    text(&r.id),
+                    text(&r.type_name),
+                    text(&r.from),
+                    text(&r.to),
+                    from_map(&r.properties),
+                    text(&r.author),
+                    text(&r.created_at),
+                ]))
+            }
+        }
+    }
 }
 
 /// The top-level fields of a virtual feed's items, in first-seen order, without the fixed

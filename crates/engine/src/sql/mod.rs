@@ -267,6 +267,7 @@ pub async fn run(
                 cache::Lookup {
                     org: &org,
                     table: name,
+                    source: s,
                     columns,
                     needed: &needed,
                 },
@@ -281,11 +282,11 @@ pub async fn run(
                 table
             }
             None => {
-                let table = catalog
+                let (table, sort_keys) = catalog
                     .load(ports, caller, name, &mut budget, &needed)
                     .await?;
                 if let Some((l, v)) = &lookup {
-                    cache.put(l, v, &table);
+                    cache.put(l, caller.keys(), v, &table, sort_keys);
                 }
                 table
             }
