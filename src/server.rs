@@ -3,7 +3,8 @@
 //! connection. The main thread accepts connections and hands them to the workers in turn
 //! (round robin: workers accepting from one shared socket left one worker with nearly every
 //! keep-alive connection under load). Core futures are not `Send`, so nothing crosses threads
-//! but accepted sockets and the shutdown signal.
+//! but accepted sockets, the shutdown signal and what the workers share (`Shared`: the
+//! rate-limit buckets, the script slots, the SQL table cache).
 
 use std::cell::Cell;
 use std::convert::Infallible;

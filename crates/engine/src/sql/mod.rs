@@ -64,7 +64,8 @@ pub struct Limits {
     /// counted by the memory meter; each value it builds is bounded before it runs
     /// ([`bound`]).
     pub max_query_bytes: usize,
-    /// Estimated bytes of decoded tables an instance keeps between queries
+    /// Estimated bytes of decoded tables an instance (natively: the process, whose workers
+    /// share one cache) keeps between queries
     /// ([`cache::TableCache`]); 0 keeps none. Off by default on wasm32, where instances live
     /// for a request (Spin) or in a small isolate (Workers).
     pub cache_bytes: usize,
