@@ -102,16 +102,9 @@ pub trait RecordsCopies {
     /// A batch that required the records version `from` committed `writes` and moved the
     /// version to `to`: nothing else was written in between.
     fn committed(&self, org: &str, from: &[u8], to: &[u8], writes: &[lore_base::storage::Write]);
-}
-
-/// Keeps nothing (a write outside any instance, or an instance without copies).
-pub struct NoCopies;
-
-impl RecordsCopies for NoCopies {
-    fn version(&self, _: &str) -> Option<Vec<u8>> {
-        None
-    }
-    fn committed(&self, _: &str, _: &[u8], _: &[u8], _: &[lore_base::storage::Write]) {}
+    /// The org's records version is no longer the one the copies were read at: they are
+    /// dropped, so that the next writes do not require it again (each would fail once).
+    fn stale(&self, org: &str);
 }
 
 /// Commits `batch`, which writes entities or relationships, with a new records version
@@ -141,7 +134,9 @@ pub(crate) async fn commit_records(
                 copies.committed(caller.org().as_str(), &from, to.as_bytes(), &batch.writes);
                 return Ok(());
             }
-            Err(lore_base::storage::StorageError::Conflict { key: k }) if k == key => {}
+            Err(lore_base::storage::StorageError::Conflict { key: k }) if k == key => {
+                copies.stale(caller.org().as_str());
+            }
             Err(e) => return Err(e),
         }
     }

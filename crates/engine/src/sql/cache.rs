@@ -34,7 +34,8 @@ use gluesql_core::data::Value as Sql;
 use lore_base::keys::OrgKeys;
 use lore_base::storage::Write;
 
-use super::catalog::{Needed, RowDecoder, Source, Table};
+use super::catalog::{Needed, Source, Table, decoder};
+use super::rows::RowDecoder;
 use crate::records::RecordsCopies;
 
 /// One cached table.
@@ -177,7 +178,7 @@ impl TableCache {
         table: &Table,
         sort_keys: Vec<String>,
     ) {
-        let Some(decoder) = RowDecoder::new(lookup.source, lookup.needed) else {
+        let Some(decoder) = decoder(lookup.source, lookup.needed) else {
             return;
         };
         if sort_keys.len() != table.rows.len() {
@@ -268,6 +269,12 @@ impl RecordsCopies for TableCache {
         });
         inner.bytes = inner.entries.iter().map(|e| e.bytes).sum();
         Self::evict_to_capacity(&mut inner, self.max_bytes);
+    }
+
+    fn stale(&self, org: &str) {
+        let mut inner = self.lock();
+        inner.entries.retain(|e| e.org != org);
+        inner.bytes = inner.entries.iter().map(|e| e.bytes).sum();
     }
 }
 

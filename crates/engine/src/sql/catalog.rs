@@ -7,23 +7,20 @@
 //! name another org's data. Rows a caller may not see (other members' actions, for a member)
 //! are never produced.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use gluesql_core::ast::DataType;
 use gluesql_core::data::Value as Sql;
-use serde::Deserialize;
 use serde_json::Value as Json;
-use serde_json::value::RawValue;
 
 use super::budget::Budget;
-use super::value::{data_type_of_schema, from_json, from_map, opt_text, text};
+use super::rows::RowDecoder;
+use super::value::{data_type_of_schema, from_json, opt_text, text};
 use crate::memory::event::Event;
 use crate::records::actions::Action;
 use crate::records::feeds::{self, Feed, FeedKind};
 use crate::records::metrics::{self, Metric};
 use crate::records::operations::{Operation, OperationBody};
-use crate::records::relationships::Relationship;
 use crate::records::types::EntityType;
 use lore_base::error::Result;
 use lore_base::ports::Ports;
@@ -86,26 +83,6 @@ impl Needed<'_> {
     pub fn wants(&self, column: &str) -> bool {
         self.all || self.names.contains(column)
     }
-}
-
-/// An entity as stored, borrowed: its properties stay raw until a column needs them.
-#[derive(Deserialize)]
-struct StoredEntity<'a> {
-    #[serde(borrow)]
-    id: Cow<'a, str>,
-    #[serde(rename = "type", borrow)]
-    type_name: Cow<'a, str>,
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow)]
-    properties: &'a RawValue,
-    #[serde(borrow)]
-    author: Cow<'a, str>,
-    version: u64,
-    #[serde(borrow)]
-    created_at: Cow<'a, str>,
-    #[serde(borrow)]
-    updated_at: Cow<'a, str>,
 }
 
 /// A table's rows, loaded for one query.
@@ -607,6 +584,37 @@ async fn load_rows(
     Ok(rows)
 }
 
+/// The decoder of `source`'s stored records for a query that needs `needed`; `None` for a
+/// table whose rows are not stored records under a prefix.
+pub fn decoder(source: &Source, needed: &Needed<'_>) -> Option<RowDecoder> {
+    let wants = columns(source, &[])
+        .iter()
+        .map(|(c, _)| needed.wants(c))
+        .collect();
+    match source {
+        Source::Entities => Some(RowDecoder::entities(
+            needed.entity_types.map(|types| {
+                // A name that is not a valid type name has no rows.
+                types
+                    .iter()
+                    .filter(|t| crate::records::check_name("type", t).is_ok())
+                    .cloned()
+                    .collect()
+            }),
+            wants,
+        )),
+        Source::Typed(t) => {
+            let props = property_columns(t);
+            let any_property = needed.wants("properties")
+                || props.iter().any(|(column, _, _)| needed.wants(column));
+            let props = props.into_iter().map(|(_, property, _)| property).collect();
+            Some(RowDecoder::typed(&t.name, props, any_property, wants))
+        }
+        Source::Relationships => Some(RowDecoder::relationships(wants)),
+        _ => None,
+    }
+}
+
 /// Loads a table whose rows are stored records under key prefixes (`entities`, a typed table,
 /// `relationships`), in key order, and each row's place in that order (the key after its
 /// prefix) into `sort_keys`: what the table cache needs to apply a later write to the rows.
@@ -619,7 +627,7 @@ async fn load_keyed(
     needed: &Needed<'_>,
     sort_keys: &mut Vec<String>,
 ) -> Result<Vec<Vec<Sql>>> {
-    let Some(decoder) = RowDecoder::new(source, needed) else {
+    let Some(decoder) = decoder(source, needed) else {
         return Ok(Vec::new());
     };
     let prefixes = decoder.prefixes(caller.keys());
@@ -645,149 +653,6 @@ async fn load_keyed(
         rows.push(row);
     }
     Ok(rows)
-}
-
-/// How a stored record of `entities`, a typed table or `relationships` becomes a row: the
-/// columns a query wants decoded, the others `NULL`. Loading a table and applying a write to a
-/// cached copy of it ([`super::cache`]) decode with the same one.
-#[derive(Debug, Clone)]
-pub struct RowDecoder {
-    kind: DecoderKind,
-    /// Per column of the table, in order: whether it is decoded.
-    wants: Vec<bool>,
-}
-
-#[derive(Debug, Clone)]
-enum DecoderKind {
-    /// Every entity (`ent/`), or those of these types (`ent-t/{type}/`, one prefix each).
-    Entities(Option<Vec<String>>),
-    Typed {
-        type_name: String,
-        props: Vec<(String, String, DataType)>,
-        any_property: bool,
-    },
-    Relationships,
-}
-
-impl RowDecoder {
-    /// The decoder of `source` for a query that needs `needed`; `None` for a table whose
-    /// rows are not stored records under a prefix.
-    pub fn new(source: &Source, needed: &Needed<'_>) -> Option<Self> {
-        let kind = match source {
-            Source::Entities => DecoderKind::Entities(needed.entity_types.map(|types| {
-                // A name that is not a valid type name has no rows.
-                types
-                    .iter()
-                    .filter(|t| crate::records::check_name("type", t).is_ok())
-                    .cloned()
-                    .collect()
-            })),
-            Source::Typed(t) => {
-                let props = property_columns(t);
-                let any_property = needed.wants("properties")
-                    || props.iter().any(|(column, _, _)| needed.wants(column));
-                DecoderKind::Typed {
-                    type_name: t.name.clone(),
-                    props,
-                    any_property,
-                }
-            }
-            Source::Relationships => DecoderKind::Relationships,
-            _ => return None,
-        };
-        let wants = columns(source, &[])
-            .iter()
-            .map(|(c, _)| needed.wants(c))
-            .collect();
-        Some(Self { kind, wants })
-    }
-
-    /// The key prefixes the rows are stored under, each row under one.
-    pub fn prefixes(&self, keys: &lore_base::keys::OrgKeys) -> Vec<String> {
-        match &self.kind {
-            DecoderKind::Entities(None) => vec![keys.entities()],
-            DecoderKind::Entities(Some(types)) => {
-                types.iter().map(|t| keys.entities_of_type(t)).collect()
-            }
-            DecoderKind::Typed { type_name, .. } => vec![keys.entities_of_type(type_name)],
-            DecoderKind::Relationships => vec![keys.relationships()],
-        }
-    }
-
-    /// The row of a record stored under the `which`-th prefix; `None` when the record does not
-    /// belong in the table (an entity filed under another type's prefix).
-    pub fn row(&self, which: usize, bytes: &[u8]) -> Result<Option<Vec<Sql>>> {
-        let mut column = 0;
-        let mut pick = |value: &dyn Fn() -> Result<Sql>| -> Result<Sql> {
-            column += 1;
-            if self.wants.get(column - 1).copied().unwrap_or(true) {
-                value()
-            } else {
-                Ok(Sql::Null)
-            }
-        };
-        match &self.kind {
-            DecoderKind::Entities(types) => {
-                let e: StoredEntity = serde_json::from_slice(bytes)?;
-                if let Some(types) = types
-                    && types.get(which).map(String::as_str) != Some(&*e.type_name)
-                {
-                    return Ok(None);
-                }
-                Ok(Some(vec![
-                    pick(&|| Ok(text(&e.id)))?,
-                    pick(&|| Ok(text(&e.type_name)))?,
-                    pick(&|| Ok(text(&e.name)))?,
-                    pick(&|| Ok(from_json(&parse(e.properties.get().as_bytes())?)))?,
-                    pick(&|| Ok(text(&e.author)))?,
-                    pick(&|| Ok(Sql::I64(e.version as i64)))?,
-                    pick(&|| Ok(text(&e.created_at)))?,
-                    pick(&|| Ok(text(&e.updated_at)))?,
-                ]))
-            }
-            DecoderKind::Typed {
-                props,
-                any_property,
-                ..
-            } => {
-                let e: StoredEntity = serde_json::from_slice(bytes)?;
-                let properties: serde_json::Map<String, Json> = if *any_property {
-                    parse(e.properties.get().as_bytes())?
-                } else {
-                    serde_json::Map::new()
-                };
-                let mut row = Vec::with_capacity(self.wants.len());
-                row.push(pick(&|| Ok(text(&e.id)))?);
-                row.push(pick(&|| Ok(text(&e.name)))?);
-                for (_, property, _) in props {
-                    row.push(pick(&|| {
-                        Ok(properties.get(property).map_or(Sql::Null, from_json))
-                    })?);
-                }
-                row.extend([
-                    pick(&|| Ok(text(&e.author)))?,
-                    pick(&|| Ok(Sql::I64(e.version as i64)))?,
-                    pick(&|| Ok(text(&e.created_at)))?,
-                    pick(&|| Ok(text(&e.updated_at)))?,
-                    pick(&|| Ok(from_map(&properties)))?,
-                ]);
-                Ok(Some(row))
-            }
-            // Every column, as before the cache decoded by column: a relationship is small.
-            DecoderKind::Relationships => {
-                let r: Relationship = parse(bytes)?;
-                Ok(Some(vec![
-                    text(&r.id),
-                    text(&r.type_name),
-                    text(&r.from),
-                    text(&r.to),
-                    from_map(&r.properties),
-                    text(&r.author),
-                    text(&r.created_at),
-                ]))
-            }
-        }
-    }
 }
 
 /// The top-level fields of a virtual feed's items, in first-seen order, without the fixed

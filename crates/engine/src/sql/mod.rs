@@ -23,6 +23,7 @@ pub mod cache;
 pub mod catalog;
 pub mod metrics;
 pub mod page;
+pub mod rows;
 pub mod statement;
 pub mod store;
 pub mod value;
