@@ -1076,13 +1076,15 @@ fn api_on(lore: &Lore, token: &str, name: &str, args: Value) -> Value {
     serde_json::from_slice(&response.into_body()).unwrap()
 }
 
+/// Every entity's name in acme, as its owner sees them through SQL.
+fn names(h: &Harness) -> Vec<Value> {
+    rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
+}
+
 #[test]
 fn the_table_cache_sees_every_write_and_keeps_orgs_and_members_apart() {
     let h = Harness::new();
     h.seed();
-    let names = |h: &Harness| -> Vec<Value> {
-        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
-    };
     let tickets = |h: &Harness| -> Vec<Value> {
         rows(&h.sql(json!({"sql": "SELECT name, points FROM ticket WHERE points > 0 ORDER BY name", "limit": 1000})))
     };
@@ -1305,9 +1307,6 @@ fn a_write_after_another_instances_write_does_not_patch_a_stale_copy() {
     // the copies (which lack the other write) are not served again.
     let h = Harness::new();
     h.seed();
-    let names = |h: &Harness| -> Vec<Value> {
-        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
-    };
     names(&h);
     let other = other_instance(&h);
     api_on(
@@ -1344,9 +1343,6 @@ fn instances_that_share_a_table_cache_keep_it_current_for_each_other() {
     h.seed();
     let other = Lore::new(h.lore.ports().clone(), Config::default())
         .with_sql_cache(h.lore.engine.sql_cache.clone());
-    let names = |h: &Harness| -> Vec<Value> {
-        rows(&h.sql(json!({"sql": "SELECT name FROM entities ORDER BY name", "limit": 1000})))
-    };
     names(&h);
     api_on(
         &other,

@@ -31,11 +31,10 @@ use std::sync::{Mutex, MutexGuard};
 use gluesql_core::ast::DataType;
 use gluesql_core::data::Value as Sql;
 
-use lore_base::keys::OrgKeys;
 use lore_base::storage::Write;
 
-use super::catalog::{Needed, Source, Table, decoder};
-use super::rows::RowDecoder;
+use super::catalog::{Needed, Source, Table};
+use super::rows::Keyed;
 use crate::records::RecordsCopies;
 
 /// One cached table.
@@ -48,11 +47,8 @@ struct Entry {
     /// The columns decoded (the others hold `NULL`).
     decoded: BTreeSet<String>,
     rows: Arc<Vec<Vec<Sql>>>,
-    /// Each row's storage key after its prefix, in the rows' order (ascending).
-    sort_keys: Vec<String>,
-    /// The key prefixes the rows are stored under, and how one becomes a row.
-    prefixes: Vec<String>,
-    decoder: RowDecoder,
+    /// Where each row is stored, and how a stored record becomes a row.
+    keyed: Keyed,
     bytes: usize,
     used: u64,
 }
@@ -77,7 +73,6 @@ pub struct TableCache {
 pub struct Lookup<'a> {
     pub org: &'a str,
     pub table: &'a str,
-    pub source: &'a Source,
     pub columns: &'a [(String, DataType)],
     pub needed: &'a Needed<'a>,
 }
@@ -167,24 +162,12 @@ impl TableCache {
         table
     }
 
-    /// Keeps `table` (just loaded at `version`, with its rows' `sort_keys` from
+    /// Keeps `table` (just loaded at `version`, with where its rows are stored, from
     /// [`super::catalog::Catalog::load`]), evicting the least recently used entries to stay
     /// within the capacity; a table larger than the capacity is not kept.
-    pub fn put(
-        &self,
-        lookup: &Lookup<'_>,
-        keys: &OrgKeys,
-        version: &[u8],
-        table: &Table,
-        sort_keys: Vec<String>,
-    ) {
-        let Some(decoder) = decoder(lookup.source, lookup.needed) else {
-            return;
-        };
-        if sort_keys.len() != table.rows.len() {
-            return;
-        }
-        let bytes = estimate(&table.rows) + sort_keys.iter().map(|k| 24 + k.len()).sum::<usize>();
+    pub fn put(&self, lookup: &Lookup<'_>, version: &[u8], table: &Table, keyed: Keyed) {
+        let bytes =
+            estimate(&table.rows) + keyed.sort_keys.iter().map(|k| key_bytes(k)).sum::<usize>();
         if bytes > self.max_bytes {
             return;
         }
@@ -217,9 +200,7 @@ impl TableCache {
                 .map(|(c, _)| c.clone())
                 .collect(),
             rows: table.rows.clone(),
-            sort_keys,
-            prefixes: decoder.prefixes(keys),
-            decoder,
+            keyed,
             bytes,
             used,
         });
@@ -285,6 +266,7 @@ impl Entry {
     fn apply(&mut self, writes: &[Write]) -> lore_base::error::Result<()> {
         for write in writes {
             let Some((which, suffix)) = self
+                .keyed
                 .prefixes
                 .iter()
                 .enumerate()
@@ -293,10 +275,11 @@ impl Entry {
                 continue;
             };
             let row = match write {
-                Write::Put(_, bytes) => self.decoder.row(which, bytes)?,
+                Write::Put(_, bytes) => self.keyed.decoder.row(which, bytes)?,
                 Write::Delete(_) => None,
             };
-            let at = self.sort_keys.binary_search_by(|k| k.as_str().cmp(suffix));
+            let sort_keys = &mut self.keyed.sort_keys;
+            let at = sort_keys.binary_search_by(|k| k.as_str().cmp(suffix));
             let rows = Arc::make_mut(&mut self.rows);
             match (at, row) {
                 (Ok(i), Some(row)) => {
@@ -306,14 +289,14 @@ impl Entry {
                 (Ok(i), None) => {
                     self.bytes = self
                         .bytes
-                        .saturating_sub(row_bytes(&rows[i]) + 24 + suffix.len());
+                        .saturating_sub(row_bytes(&rows[i]) + key_bytes(suffix));
                     rows.remove(i);
-                    self.sort_keys.remove(i);
+                    sort_keys.remove(i);
                 }
                 (Err(i), Some(row)) => {
-                    self.bytes += row_bytes(&row) + 24 + suffix.len();
+                    self.bytes += row_bytes(&row) + key_bytes(suffix);
                     rows.insert(i, row);
-                    self.sort_keys.insert(i, suffix.to_string());
+                    sort_keys.insert(i, suffix.to_string());
                 }
                 (Err(_), None) => {}
             }
@@ -325,6 +308,11 @@ impl Entry {
 /// An estimate of the memory `rows` hold.
 fn estimate(rows: &[Vec<Sql>]) -> usize {
     rows.iter().map(row_bytes).sum()
+}
+
+/// An estimate of the memory a kept sort key holds.
+fn key_bytes(key: &str) -> usize {
+    std::mem::size_of::<String>() + key.len()
 }
 
 fn row_bytes(r: &Vec<Sql>) -> usize {

@@ -14,7 +14,7 @@ use gluesql_core::data::Value as Sql;
 use serde_json::Value as Json;
 
 use super::budget::Budget;
-use super::rows::RowDecoder;
+use super::rows::{Keyed, RowDecoder};
 use super::value::{data_type_of_schema, from_json, opt_text, text};
 use crate::memory::event::Event;
 use crate::records::actions::Action;
@@ -149,7 +149,7 @@ impl Catalog {
     }
 
     /// Loads one table's rows, charging them to the budget; with them, for a table of stored
-    /// records (see [`RowDecoder`]), each row's key after its prefix (else nothing).
+    /// records (see [`RowDecoder`]), what a cached copy needs to take later writes.
     pub async fn load(
         &self,
         ports: &Ports,
@@ -157,11 +157,11 @@ impl Catalog {
         name: &str,
         budget: &mut Budget,
         needed: &Needed<'_>,
-    ) -> Result<(Table, Vec<String>)> {
+    ) -> Result<(Table, Option<Keyed>)> {
         let source = self
             .find(name)
             .ok_or_else(|| lore_base::error::LoreError::Internal(format!("no table {name}")))?;
-        let mut sort_keys = Vec::new();
+        let mut keyed = None;
         let (columns, rows) = match source {
             Source::VirtualFeed(feed) => {
                 let items = feeds::fetch_items(ports, caller, feed).await?;
@@ -173,10 +173,17 @@ impl Catalog {
                     .collect();
                 (columns(source, &extra), rows)
             }
-            _ => (
-                columns(source, &[]),
-                load_rows(ports, caller, name, source, budget, needed, &mut sort_keys).await?,
-            ),
+            _ => match decoder(source, needed) {
+                Some(decoder) => {
+                    let (rows, k) = load_keyed(ports, caller, name, decoder, budget).await?;
+                    keyed = Some(k);
+                    (columns(source, &[]), rows)
+                }
+                None => (
+                    columns(source, &[]),
+                    load_rows(ports, caller, name, source, budget).await?,
+                ),
+            },
         };
         let table = Table {
             name: name.to_string(),
@@ -186,7 +193,7 @@ impl Catalog {
                 .collect(),
             rows: std::sync::Arc::new(rows),
         };
-        Ok((table, sort_keys))
+        Ok((table, keyed))
     }
 }
 
@@ -401,15 +408,10 @@ async fn load_rows(
     table: &str,
     source: &Source,
     budget: &mut Budget,
-    needed: &Needed<'_>,
-    sort_keys: &mut Vec<String>,
 ) -> Result<Vec<Vec<Sql>>> {
     let keys = caller.keys();
     let mut rows = Vec::new();
     match source {
-        Source::Entities | Source::Typed(_) | Source::Relationships => {
-            rows = load_keyed(ports, caller, table, source, budget, needed, sort_keys).await?;
-        }
         Source::Events | Source::EventHistory => {
             let mut events: Vec<Event> = Vec::new();
             scan(ports, &keys.events(), table, budget, |_, b| {
@@ -579,14 +581,15 @@ async fn load_rows(
             })
             .await?;
         }
-        Source::VirtualFeed(_) => {}
+        // Loaded by `load_keyed` and `feeds::fetch_items`.
+        Source::Entities | Source::Typed(_) | Source::Relationships | Source::VirtualFeed(_) => {}
     }
     Ok(rows)
 }
 
 /// The decoder of `source`'s stored records for a query that needs `needed`; `None` for a
 /// table whose rows are not stored records under a prefix.
-pub fn decoder(source: &Source, needed: &Needed<'_>) -> Option<RowDecoder> {
+fn decoder(source: &Source, needed: &Needed<'_>) -> Option<RowDecoder> {
     let wants = columns(source, &[])
         .iter()
         .map(|(c, _)| needed.wants(c))
@@ -616,20 +619,15 @@ pub fn decoder(source: &Source, needed: &Needed<'_>) -> Option<RowDecoder> {
 }
 
 /// Loads a table whose rows are stored records under key prefixes (`entities`, a typed table,
-/// `relationships`), in key order, and each row's place in that order (the key after its
-/// prefix) into `sort_keys`: what the table cache needs to apply a later write to the rows.
+/// `relationships`), in key order, with each row's place in that order (the key after its
+/// prefix): what the table cache needs to apply a later write to the rows.
 async fn load_keyed(
     ports: &Ports,
     caller: &Caller,
     table: &str,
-    source: &Source,
+    decoder: RowDecoder,
     budget: &mut Budget,
-    needed: &Needed<'_>,
-    sort_keys: &mut Vec<String>,
-) -> Result<Vec<Vec<Sql>>> {
-    let Some(decoder) = decoder(source, needed) else {
-        return Ok(Vec::new());
-    };
+) -> Result<(Vec<Vec<Sql>>, Keyed)> {
     let prefixes = decoder.prefixes(caller.keys());
     let mut keyed: Vec<(String, Vec<Sql>)> = Vec::new();
     for (which, prefix) in prefixes.iter().enumerate() {
@@ -645,14 +643,15 @@ async fn load_keyed(
     if prefixes.len() > 1 {
         keyed.sort_by(|a, b| a.0.cmp(&b.0));
     }
-    let mut rows = Vec::with_capacity(keyed.len());
-    sort_keys.clear();
-    sort_keys.reserve(keyed.len());
-    for (key, row) in keyed {
-        sort_keys.push(key);
-        rows.push(row);
-    }
-    Ok(rows)
+    let (sort_keys, rows) = keyed.into_iter().unzip();
+    Ok((
+        rows,
+        Keyed {
+            sort_keys,
+            prefixes,
+            decoder,
+        },
+    ))
 }
 
 /// The top-level fields of a virtual feed's items, in first-seen order, without the fixed

@@ -269,7 +269,6 @@ pub async fn run(
                 cache::Lookup {
                     org: &org,
                     table: name,
-                    source: s,
                     columns,
                     needed: &needed,
                 },
@@ -284,11 +283,11 @@ pub async fn run(
                 table
             }
             None => {
-                let (table, sort_keys) = catalog
+                let (table, keyed) = catalog
                     .load(ports, caller, name, &mut budget, &needed)
                     .await?;
-                if let Some((l, v)) = &lookup {
-                    cache.put(l, caller.keys(), v, &table, sort_keys);
+                if let (Some((l, v)), Some(keyed)) = (&lookup, keyed) {
+                    cache.put(l, v, &table, keyed);
                 }
                 table
             }

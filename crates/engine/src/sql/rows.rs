@@ -37,6 +37,15 @@ struct StoredEntity<'a> {
     updated_at: Cow<'a, str>,
 }
 
+/// A table loaded from stored records, as a cached copy of it needs to take later writes: each
+/// row's key after its prefix (ascending, in the rows' order), the prefixes, and the decoder.
+#[derive(Debug, Clone)]
+pub struct Keyed {
+    pub sort_keys: Vec<String>,
+    pub prefixes: Vec<String>,
+    pub decoder: RowDecoder,
+}
+
 /// How a stored record of `entities`, a typed table or `relationships` becomes a row: the
 /// columns a query wants decoded, the others `NULL`. Loading a table and applying a write to a
 /// cached copy of it ([`super::cache`]) decode with the same one.
