@@ -4,7 +4,8 @@
 // time as `occurred_at`); each question is asked of search_memory; a question's session recall@k
 // is the share of its evidence sessions among the first k distinct sessions of the ranking.
 // Beside lore, in the same run: BM25 over the same turns (k1 1.2, b 0.75, written out below)
-// and the plain dense model (all-MiniLM-L6-v2, exact cosine over every turn: examples/dense_rank).
+// and the plain dense model (all-MiniLM-L6-v2, exact cosine over every turn: examples/dense_rank),
+// once over whole turns and once over the windows lore embeds a long turn in (the best scoring).
 //
 // usage: node bench/longmemeval.mjs <lore> <dense_rank> <data dir>
 // env (a smaller run, as bench/longmemeval.sh's smoke run makes): LME_QUESTIONS=n keeps the first
@@ -89,12 +90,12 @@ function bm25Index(docs) {
 }
 
 // --- the plain dense model ---------------------------------------------------------------------
-async function dense(docs, queries) {
+async function dense(docs, queries, windows) {
   const child = spawn(denseRank, [], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8');
   child.stdout.on('data', (d) => { out += d; });
-  child.stdin.end(JSON.stringify({ docs, queries, k: 100 }));
+  child.stdin.end(JSON.stringify({ docs, queries, k: 100, windows }));
   const code = await new Promise((r) => child.once('exit', r));
   if (code !== 0) throw new Error(`dense_rank exited with ${code}`);
   return JSON.parse(out);
@@ -146,8 +147,10 @@ try {
   const docs = turns.map((t) => t.content);
   const bm25 = bm25Index(docs);
   runs['BM25 (same turns)'] = questions.map((q) => bm25(q.question).map((i) => turns[i].session));
-  const d = await dense(docs, questions.map((q) => q.question));
+  const d = await dense(docs, questions.map((q) => q.question), false);
   runs['all-MiniLM-L6-v2, exact cosine'] = d.rankings.map((r) => r.map((i) => turns[i].session));
+  const w = await dense(docs, questions.map((q) => q.question), true);
+  runs['all-MiniLM-L6-v2, best window (as lore embeds)'] = w.rankings.map((r) => r.map((i) => turns[i].session));
 
   for (const [name, rankings] of Object.entries(runs)) {
     const row = { name };

@@ -227,3 +227,48 @@ fn vector_hits_obey_filters_supersession_and_org_boundaries() {
     let mine = ids(&n.h.search(&other, json!({"query": "alpha beta gamma"})));
     assert_eq!(mine, theirs);
 }
+
+#[test]
+fn a_long_memory_is_found_by_the_window_that_answers_the_question() {
+    let storage = Rc::new(MemoryStorage::new());
+    let n = node(&storage, "test-model", 1024);
+    n.h.lore.engine.set_ranking(Ranking::Vector);
+    let owner = n.h.owner.clone();
+    // 250 words of filler with the answer in the middle: the text's one vector would blur it.
+    let filler = |from: usize, to: usize| -> Vec<String> {
+        (from..to).map(|i| format!("filler{i}")).collect()
+    };
+    let mut words = filler(0, 120);
+    words.extend(["kiwi", "mango", "papaya", "harvest"].map(String::from));
+    words.extend(filler(120, 246));
+    let long = words.join(" ");
+    let short = format!("kiwi {}", filler(500, 509).join(" "));
+    let query = "kiwi mango papaya harvest";
+    let cosine = |a: &str, b: &str| {
+        let (x, y) = (n.embedder.vector(a), n.embedder.vector(b));
+        let dot: f32 = x.iter().zip(&y).map(|(p, q)| p * q).sum();
+        let norm = |v: &[f32]| v.iter().map(|p| p * p).sum::<f32>().sqrt();
+        dot / (norm(&x) * norm(&y))
+    };
+    // What makes this a test of the windows: as one vector, the long memory loses.
+    assert!(cosine(query, &long) < cosine(query, &short));
+    let long_id = n.h.save(&owner, json!({"content": long}))[0].clone();
+    let short_id = n.h.save(&owner, json!({"content": short}))[0].clone();
+    assert_eq!(
+        n.embedder.texts.get(),
+        lore_engine::memory::semantic::pieces(&long).len() + 1,
+        "the long memory is embedded in windows, the short one whole"
+    );
+    assert_eq!(
+        ids(&n.h.search(&owner, json!({"query": query}))),
+        [long_id.clone(), short_id.clone()]
+    );
+    // A cold instance ranks the stored windows the same way.
+    let cold = node(&storage, "test-model", 1024);
+    cold.h.lore.engine.set_ranking(Ranking::Vector);
+    assert_eq!(
+        ids(&cold.h.search(&owner, json!({"query": query}))),
+        [long_id, short_id]
+    );
+    assert_eq!(cold.embedder.texts.get(), 1, "only the query is embedded");
+}

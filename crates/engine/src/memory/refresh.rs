@@ -10,7 +10,9 @@ use lore_directory::Caller;
 use super::event::Event;
 use super::keyword::KeywordIndex;
 use super::segments::{self, Persisted};
-use super::semantic::{MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, Semantic, embed_all, stored_vectors};
+use super::semantic::{
+    MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, Semantic, embed_memories, stored_vectors,
+};
 use super::service::{CachedIndex, MAX_CACHED_ORGS, MemoryService, RECENT_VECTORS};
 use super::vector::{Codes, EXACT_BELOW, encode};
 use lore_base::error::Result;
@@ -272,7 +274,10 @@ impl MemoryService {
     }
 
     /// Keeps vectors embedded at save time for this instance's next refresh.
-    pub(super) fn remember_vectors(&self, vectors: impl IntoIterator<Item = (String, Vec<f32>)>) {
+    pub(super) fn remember_vectors(
+        &self,
+        vectors: impl IntoIterator<Item = (String, Vec<Vec<f32>>)>,
+    ) {
         let mut recent = self.recent_vectors.borrow_mut();
         for (ulid, v) in vectors {
             if recent.len() >= RECENT_VECTORS {
@@ -392,7 +397,7 @@ impl MemoryService {
             }
         }
         // Vectors this instance computed when it saved, then the stored ones.
-        let mut found: HashMap<String, Vec<f32>> = HashMap::new();
+        let mut found: HashMap<String, Vec<Vec<f32>>> = HashMap::new();
         {
             let mut recent = self.recent_vectors.borrow_mut();
             for (_, ulid) in &docs {
@@ -441,7 +446,7 @@ impl MemoryService {
         }
         if !to_embed.is_empty() {
             let texts: Vec<String> = to_embed.iter().map(|(_, t)| t.clone()).collect();
-            match embed_all(embedder.as_ref(), &texts).await {
+            match embed_memories(embedder.as_ref(), &texts).await {
                 Ok(vectors) => {
                     let mut batch = Batch::new();
                     for ((ulid, _), v) in to_embed.iter().zip(vectors) {

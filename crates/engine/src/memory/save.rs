@@ -118,7 +118,7 @@ impl MemoryService {
         let vectors = match &ports.embedder {
             Some(embedder) => {
                 let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
-                match semantic::embed_all(embedder.as_ref(), &texts).await {
+                match semantic::embed_memories(embedder.as_ref(), &texts).await {
                     Ok(v) => Some((semantic::model_key(embedder.model_id()), v)),
                     Err(e) => {
                         tracing::warn!(error = %e, "the embedder failed; saving without vectors");
@@ -151,9 +151,9 @@ impl MemoryService {
         caller: &Caller,
         memories: &[MemoryInput],
         prefix: &str,
-        vectors: Option<(&str, &[Vec<f32>])>,
+        vectors: Option<(&str, &[Vec<Vec<f32>>])>,
     ) -> Result<(Value, Vec<Event>)> {
-        let mut embedded: Vec<(String, Vec<f32>)> = Vec::new();
+        let mut embedded: Vec<(String, Vec<Vec<f32>>)> = Vec::new();
         let keys = caller.keys();
         let now = ports.clock.now_ms();
         let mut batch = Batch::new();

@@ -87,9 +87,11 @@ impl MemoryService {
             let mut wanted: Vec<(u32, String)> = Vec::new();
             for doc in near {
                 match sem.vector(doc) {
-                    Some((stored, length)) => {
-                        ranked.extend(exact.similarity_of_length(stored, length).map(|s| (doc, s)))
-                    }
+                    Some((stored, lengths)) => ranked.extend(
+                        exact
+                            .similarity_of_lengths(stored, lengths)
+                            .map(|s| (doc, s)),
+                    ),
                     None => {
                         let id = cached.index.doc_id(doc);
                         let ulid = id.strip_prefix("evt_").unwrap_or(id);

@@ -16,8 +16,7 @@
 use std::collections::HashMap;
 
 use super::keyword::KeywordIndex;
-use super::sketch::sign_bits;
-use super::vector::{Codes, decode, encode, normalize, stored_length};
+use super::vector::{Codes, decode, encode, normalize, sketch_of, stored_lengths};
 use lore_base::error::Result;
 use lore_base::keys::{OrgKeys, sha256_hex};
 use lore_base::ports::{Embedder, Ports};
@@ -34,6 +33,57 @@ pub(super) const MAX_EMBED_PER_REFRESH: usize = 4_096;
 /// The storage key segment of a model: a short hash of its id (ids hold `/` and `@`).
 pub fn model_key(model_id: &str) -> String {
     sha256_hex(model_id)[..16].to_string()
+}
+
+/// Words in one window of a long memory, and the words between the starts of consecutive
+/// windows (on the LongMemEval subset with all-MiniLM-L6-v2 alone, session recall@5: a turn's
+/// best 60-word window 0.865, the turn's own vector 0.755; 100-word windows did less;
+/// BENCHMARKS.md, "Memory ranking").
+pub const WINDOW_WORDS: usize = 60;
+pub const WINDOW_STRIDE: usize = 40;
+/// The most windows of one memory; a longer text's windows start further apart, evenly, so
+/// that they still reach its end.
+pub const MAX_WINDOWS: usize = 24;
+
+/// The texts a memory is embedded as: the text itself when it has at most [`WINDOW_WORDS`] +
+/// [`WINDOW_STRIDE`] / 2 words (split at whitespace), else windows of [`WINDOW_WORDS`] words
+/// starting [`WINDOW_STRIDE`] apart, the last ending at the text's end. A question usually asks
+/// about one part of a long memory, and one vector of the whole (cut at the model's input
+/// length) blurs that part with the rest; each window's vector keeps it (`vector::Exact` scores
+/// the best of a memory's vectors). Offline, the text's own vector beside its windows changed
+/// nothing (the best window scored the same with it) and is the dearest to compute.
+pub fn pieces(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let n = words.len();
+    if n <= WINDOW_WORDS + WINDOW_STRIDE / 2 {
+        return vec![text.to_string()];
+    }
+    let span = n - WINDOW_WORDS;
+    let stride = WINDOW_STRIDE.max(span.div_ceil(MAX_WINDOWS - 1));
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        out.push(words[start..start + WINDOW_WORDS].join(" "));
+        if start == span {
+            return out;
+        }
+        start = (start + stride).min(span);
+    }
+}
+
+/// Embeds each memory's text as its [`pieces`] (all of them in batches, [`embed_all`]): one
+/// list of vectors per text.
+pub async fn embed_memories(
+    embedder: &dyn Embedder,
+    texts: &[String],
+) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    let pieces: Vec<Vec<String>> = texts.iter().map(|t| pieces(t)).collect();
+    let flat: Vec<String> = pieces.iter().flatten().cloned().collect();
+    let mut vectors = embed_all(embedder, &flat).await?.into_iter();
+    Ok(pieces
+        .iter()
+        .map(|p| vectors.by_ref().take(p.len()).collect())
+        .collect())
 }
 
 /// Embeds `texts` in batches; every vector is checked for the model's dimensions and
@@ -76,9 +126,9 @@ pub struct Semantic {
     pub model_key: String,
     pub dims: usize,
     pub codes: Codes,
-    /// Stored vectors (`encode`) by keyword document number, each with its length
-    /// (`stored_length`), so an exact ranking computes one product per vector.
-    vectors: HashMap<u32, (Vec<u8>, f64)>,
+    /// Stored vectors (`encode`) by keyword document number, each with its vectors' lengths
+    /// (`stored_lengths`), so an exact ranking computes one product per vector.
+    vectors: HashMap<u32, (Vec<u8>, Vec<f64>)>,
     /// When this instance may next try to embed the backlog (after a failure).
     pub retry_after_ms: i64,
     /// Whether the segments' sketches were read yet, and whether a request is reading them.
@@ -130,28 +180,35 @@ impl Semantic {
             .collect()
     }
 
-    /// Adds document `doc`'s vector (no-op when it has one or the dimensions differ).
-    pub fn add(&mut self, doc: u32, vector: &[f32]) {
-        if vector.len() == self.dims && self.codes.set(doc, &sign_bits(vector)) {
-            self.keep_vector(doc, encode(vector));
+    /// Adds document `doc`'s vectors (its text's, or its windows': [`pieces`]); no-op when
+    /// it has them or there are none or the dimensions differ.
+    pub fn add(&mut self, doc: u32, vectors: &[Vec<f32>]) {
+        if !vectors.is_empty()
+            && vectors.len() <= usize::from(u16::MAX)
+            && vectors.iter().all(|v| v.len() == self.dims)
+            && self.codes.set(doc, &sketch_of(vectors))
+        {
+            self.keep_vector(doc, encode(vectors));
         }
     }
 
-    /// The stored vector of document `doc` and its length, if this instance holds it.
-    pub fn vector(&self, doc: u32) -> Option<(&[u8], f64)> {
-        self.vectors.get(&doc).map(|(v, l)| (v.as_slice(), *l))
+    /// The stored vectors of document `doc` and their lengths, if this instance holds them.
+    pub fn vector(&self, doc: u32) -> Option<(&[u8], &[f64])> {
+        self.vectors
+            .get(&doc)
+            .map(|(v, l)| (v.as_slice(), l.as_slice()))
     }
 
     /// Keeps document `doc`'s stored vector for the next exact ranking (not when the bytes are
     /// not a vector of this model's dimensions).
     pub fn keep_vector(&mut self, doc: u32, stored: Vec<u8>) {
-        let Some(length) = stored_length(&stored, self.dims) else {
+        let Some(lengths) = stored_lengths(&stored, self.dims) else {
             return;
         };
         if self.vectors.len() >= CACHED_VECTORS {
             self.vectors.clear();
         }
-        self.vectors.insert(doc, (stored, length));
+        self.vectors.insert(doc, (stored, lengths));
     }
 }
 
@@ -168,7 +225,7 @@ pub async fn clear_old_snapshots(ports: &Ports, keys: &OrgKeys) -> Result<()> {
     Ok(())
 }
 
-/// The stored vectors under `model` for the given event ulids: one read each when few are
+/// The stored vectors (each memory's, [`pieces`]) under `model` for the given event ulids: one read each when few are
 /// wanted, else a scan of the org's vectors from the oldest ulid wanted on (ulids grow with
 /// time, so after the sketches the wanted ones are mostly the newest; the scan stops once it has
 /// them all).
@@ -178,7 +235,7 @@ pub async fn stored_vectors(
     model: &str,
     dims: usize,
     ulids: &[String],
-) -> Result<HashMap<String, Vec<f32>>> {
+) -> Result<HashMap<String, Vec<Vec<f32>>>> {
     let mut out = HashMap::new();
     if ulids.len() > 64 {
         let wanted: std::collections::HashSet<&str> = ulids.iter().map(String::as_str).collect();
@@ -215,4 +272,37 @@ pub async fn stored_vectors(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(n: usize) -> String {
+        (0..n)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn a_short_text_is_embedded_whole_and_a_long_one_in_windows_that_reach_its_end() {
+        assert_eq!(pieces("a short memory"), vec!["a short memory"]);
+        let short = words(WINDOW_WORDS + WINDOW_STRIDE / 2);
+        assert_eq!(pieces(&short), vec![short.clone()]);
+        let p = pieces(&words(200));
+        // Starts 0, 40, 80, 120, then 140 (the last window ends at the text's end).
+        let firsts: Vec<&str> = p.iter().map(|w| w.split(' ').next().unwrap()).collect();
+        assert_eq!(firsts, ["w0", "w40", "w80", "w120", "w140"]);
+        assert!(p.iter().all(|w| w.split(' ').count() == WINDOW_WORDS));
+        assert!(p.last().unwrap().ends_with(" w199"));
+        // Whitespace of any kind separates words; the windows join them with one space.
+        let spaced = pieces(&words(81).replace(' ', "\n\t "));
+        assert_eq!(spaced.len(), 2);
+        assert!(spaced[0].starts_with("w0 w1 ") && spaced[1].ends_with(" w80"));
+        // A very long text: at most MAX_WINDOWS windows, spread evenly, still reaching its end.
+        let long = pieces(&words(10_000));
+        assert_eq!(long.len(), MAX_WINDOWS);
+        assert!(long.last().unwrap().ends_with(" w9999"));
+    }
 }

@@ -54,7 +54,7 @@ pub struct MemoryService {
     pub(super) indexes: RefCell<HashMap<OrgId, CachedIndex>>,
     pub(super) clock: Cell<u64>,
     pub(super) events: RefCell<EventCache>,
-    pub(super) recent_vectors: RefCell<HashMap<String, Vec<f32>>>,
+    pub(super) recent_vectors: RefCell<HashMap<String, Vec<Vec<f32>>>>,
     pub(super) ranking: Cell<Ranking>,
     /// The sketches a per-request search ranks in clustered segments (`sketch::PROBE_CODES`;
     /// tests lower it to read a share of a small org's).

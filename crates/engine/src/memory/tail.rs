@@ -21,7 +21,7 @@ use super::segments::{self, SEGMENT_EVENTS, Unusable, Vectors};
 use super::semantic::model_key;
 use super::service::MemoryService;
 use super::sketch;
-use super::vector::decode as decode_vector;
+use super::vector::{decode as decode_vector, sketch_of};
 use lore_base::error::Result;
 use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
@@ -155,7 +155,7 @@ impl MemoryService {
             for (&d, bytes) in missing.iter().zip(vectors) {
                 codes[d] = bytes
                     .and_then(|b| decode_vector(&b, *dims))
-                    .map(|v| sketch::sign_bits(&v));
+                    .map(|v| sketch_of(&v));
             }
         }
         let bits = |doc: u32| codes.get(doc as usize).cloned().flatten();

@@ -1,7 +1,9 @@
 //! The vector half of a loaded index: every document's binary sketch (one bit per dimension,
 //! the sign of its embedding's component: `sketch::sign_bits`) held in memory and ranked by
 //! Hamming distance to the query's, then the nearest [`RERANK_PER_RESULT`] × depth ranked
-//! exactly on their stored int8 vectors ([`encode`]).
+//! exactly on their stored int8 vectors ([`encode`]). A long memory has several vectors (one
+//! per window of its text: `semantic::pieces`): its sketch is their mean's, and its exact
+//! score the best of them.
 //!
 //! The sketches are the ones the keyword index segments store (`sketch/`), so a fresh instance
 //! reads them in the same scan as the rest of the segments, and nothing is built from the
@@ -204,43 +206,85 @@ fn cut<T>(items: &mut Vec<T>, keep: usize, order: impl Fn(&T, &T) -> std::cmp::O
 }
 
 const VECTOR_VERSION: u8 = 1;
+/// Several vectors of one memory: its text's windows' (`semantic::pieces`).
+const VECTORS_VERSION: u8 = 2;
 
-/// A vector as stored: version, dimension count, scale, then one signed byte per dimension.
-/// Embeddings are unit length, so int8 with one scale per vector keeps cosine ranking intact
-/// to well under a percent while taking a quarter of the bytes.
-pub fn encode(v: &[f32]) -> Vec<u8> {
-    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-    let mut out = Vec::with_capacity(7 + v.len());
-    out.push(VECTOR_VERSION);
-    out.extend_from_slice(&(v.len() as u16).to_le_bytes());
-    out.extend_from_slice(&scale.to_le_bytes());
-    out.extend(
-        v.iter()
-            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8 as u8),
-    );
+/// A memory's vectors as stored: with one vector, version 1, its dimension count, then the
+/// vector; with several (a long text's windows), version 2, the dimension count,
+/// the vector count (u16), then the vectors. Each vector is its scale (f32) and one signed byte
+/// per dimension. Embeddings are unit length, so int8 with one scale per vector keeps cosine
+/// ranking intact to well under a percent while taking a quarter of the bytes. `vectors` are
+/// of one length, at least one and at most `u16::MAX` of them.
+pub fn encode(vectors: &[Vec<f32>]) -> Vec<u8> {
+    let dims = vectors.first().map_or(0, Vec::len);
+    let mut out = Vec::with_capacity(5 + vectors.len() * (4 + dims));
+    if vectors.len() == 1 {
+        out.push(VECTOR_VERSION);
+        out.extend_from_slice(&(dims as u16).to_le_bytes());
+    } else {
+        out.push(VECTORS_VERSION);
+        out.extend_from_slice(&(dims as u16).to_le_bytes());
+        out.extend_from_slice(&(vectors.len() as u16).to_le_bytes());
+    }
+    for v in vectors {
+        let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        out.extend_from_slice(&scale.to_le_bytes());
+        out.extend(
+            v.iter()
+                .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8 as u8),
+        );
+    }
     out
 }
 
-/// The signed bytes of a vector stored by [`encode`] of `dims` dimensions; `None` when the
-/// bytes are not one.
-fn stored_components(bytes: &[u8], dims: usize) -> Option<&[u8]> {
-    (bytes.len() == 7 + dims
-        && bytes[0] == VECTOR_VERSION
-        && usize::from(u16::from_le_bytes([bytes[1], bytes[2]])) == dims)
-        .then(|| &bytes[7..])
+/// The vectors stored by [`encode`] of `dims` dimensions, each its scale's 4 bytes then its
+/// signed bytes; `None` when the bytes are not such vectors.
+fn stored_parts(bytes: &[u8], dims: usize) -> Option<std::slice::ChunksExact<'_, u8>> {
+    let part = 4 + dims;
+    let dims_of = |b: &[u8]| usize::from(u16::from_le_bytes([b[1], b[2]]));
+    match *bytes.first()? {
+        VECTOR_VERSION if bytes.len() == 3 + part && dims_of(bytes) == dims => {
+            Some(bytes[3..].chunks_exact(part))
+        }
+        VECTORS_VERSION if bytes.len() >= 5 => {
+            let count = usize::from(u16::from_le_bytes([bytes[3], bytes[4]]));
+            (count > 0 && dims_of(bytes) == dims && bytes.len() == 5 + count * part)
+                .then(|| bytes[5..].chunks_exact(part))
+        }
+        _ => None,
+    }
 }
 
-/// The vector stored by [`encode`], renormalized; `None` when the bytes are not one.
-pub fn decode(bytes: &[u8], dims: usize) -> Option<Vec<f32>> {
-    let components = stored_components(bytes, dims)?;
-    let scale = f32::from_le_bytes(bytes[3..7].try_into().ok()?);
-    let mut v: Vec<f32> = components
-        .iter()
-        .map(|&b| f32::from(b as i8) * scale)
-        .collect();
-    normalize(&mut v);
-    Some(v)
+/// The vectors stored by [`encode`], renormalized; `None` when the bytes are not vectors of
+/// `dims` dimensions.
+pub fn decode(bytes: &[u8], dims: usize) -> Option<Vec<Vec<f32>>> {
+    stored_parts(bytes, dims)?
+        .map(|part| {
+            let scale = f32::from_le_bytes(part[..4].try_into().ok()?);
+            let mut v: Vec<f32> = part[4..]
+                .iter()
+                .map(|&b| f32::from(b as i8) * scale)
+                .collect();
+            normalize(&mut v);
+            Some(v)
+        })
+        .collect()
+}
+
+/// The sketch of a memory's vectors (`sketch::sign_bits` of their sum, the direction of their
+/// mean), which candidate searches rank before the vectors themselves are compared.
+pub fn sketch_of(vectors: &[Vec<f32>]) -> Vec<u8> {
+    match vectors {
+        [one] => sign_bits(one),
+        _ => {
+            let mut sum = vec![0f32; vectors.first().map_or(0, Vec::len)];
+            for v in vectors {
+                sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+            }
+            sign_bits(&sum)
+        }
+    }
 }
 
 /// Scales `v` to unit length (a zero vector stays zero).
@@ -272,33 +316,45 @@ impl Exact {
         Self { q, norm }
     }
 
-    /// The cosine similarity of the query and a stored vector ([`encode`]), `None` when the
-    /// bytes are not a vector of the query's dimensions.
+    /// The cosine similarity of the query and a memory's stored vectors ([`encode`]): the
+    /// best of them (a long memory's best window); `None` when the bytes are not vectors of the
+    /// query's dimensions.
     pub fn similarity(&self, stored: &[u8]) -> Option<f64> {
-        let length = stored_length(stored, self.q.len())?;
-        self.similarity_of_length(stored, length)
+        let lengths = stored_lengths(stored, self.q.len())?;
+        self.similarity_of_lengths(stored, &lengths)
     }
 
-    /// [`Exact::similarity`] of a stored vector whose [`stored_length`] is known (kept beside
-    /// it), which halves the work.
-    pub fn similarity_of_length(&self, stored: &[u8], length: f64) -> Option<f64> {
-        let components = stored_components(stored, self.q.len())?;
+    /// [`Exact::similarity`] of stored vectors whose [`stored_lengths`] are known (kept beside
+    /// them), which halves the work.
+    pub fn similarity_of_lengths(&self, stored: &[u8], lengths: &[f64]) -> Option<f64> {
+        let parts = stored_parts(stored, self.q.len())?;
+        if parts.len() != lengths.len() {
+            return None;
+        }
         // The stored scale cancels out of the cosine.
-        let dot = dot(&self.q, components, |x| x);
-        let norm = self.norm * length;
-        Some(if norm > 0.0 {
-            f64::from(dot) / norm
-        } else {
-            0.0
-        })
+        parts
+            .zip(lengths)
+            .map(|(part, length)| {
+                let dot = dot(&self.q, &part[4..], |x| x);
+                let norm = self.norm * length;
+                if norm > 0.0 {
+                    f64::from(dot) / norm
+                } else {
+                    0.0
+                }
+            })
+            .reduce(f64::max)
     }
 }
 
-/// The length of a stored vector's int8 components (its scale left out, as in
-/// [`Exact::similarity`]); `None` when the bytes are not a vector of `dims` dimensions.
-pub fn stored_length(stored: &[u8], dims: usize) -> Option<f64> {
-    let components = stored_components(stored, dims)?;
-    Some(f64::from(dot(components, components, |y| y as i8)).sqrt())
+/// The lengths of stored vectors' int8 components (their scales left out, as in
+/// [`Exact::similarity`]); `None` when the bytes are not vectors of `dims` dimensions.
+pub fn stored_lengths(stored: &[u8], dims: usize) -> Option<Vec<f64>> {
+    Some(
+        stored_parts(stored, dims)?
+            .map(|part| f64::from(dot(&part[4..], &part[4..], |y| y as i8)).sqrt())
+            .collect(),
+    )
 }
 
 /// The dot product of `a` and `b` (both read as signed bytes, `a`'s through `signed`), exact in
@@ -411,15 +467,51 @@ mod tests {
     }
 
     #[test]
+    fn a_memory_with_several_vectors_scores_its_best_one() {
+        let (a, b, c) = (unit(1), unit(2), unit(3));
+        let one = encode(std::slice::from_ref(&a));
+        assert_eq!(one.len(), 7 + 64, "one vector keeps the first layout");
+        let several = encode(&[a.clone(), b.clone(), c.clone()]);
+        assert_eq!(several.len(), 5 + 3 * (4 + 64));
+        let back = decode(&several, 64).unwrap();
+        assert_eq!(back.len(), 3);
+        for (v, w) in [&a, &b, &c].into_iter().zip(&back) {
+            let cos: f32 = v.iter().zip(w).map(|(x, y)| x * y).sum();
+            assert!(cos > 0.999, "{cos}");
+        }
+        for query in [&a, &b, &c] {
+            let exact = Exact::new(query);
+            let best = exact.similarity(&several).unwrap();
+            assert!(best > 0.99, "{best}");
+            let lengths = stored_lengths(&several, 64).unwrap();
+            assert_eq!(exact.similarity_of_lengths(&several, &lengths), Some(best));
+            assert_eq!(exact.similarity_of_lengths(&several, &lengths[..2]), None);
+        }
+        // Cut, padded, or of other dimensions: not vectors.
+        for bad in [&several[..several.len() - 1], &[2, 64, 0, 0, 0][..]] {
+            assert!(decode(bad, 64).is_none() && stored_lengths(bad, 64).is_none());
+        }
+        let mut longer = several.clone();
+        longer.push(0);
+        assert!(decode(&longer, 64).is_none());
+        assert!(decode(&several, 32).is_none());
+        // The sketch of several vectors is that of their sum (their mean's direction).
+        let sum: Vec<f32> = (0..64).map(|i| a[i] + b[i] + c[i]).collect();
+        assert_eq!(sketch_of(&[a.clone(), b, c]), sign_bits(&sum));
+        assert_eq!(sketch_of(std::slice::from_ref(&a)), sign_bits(&a));
+    }
+
+    #[test]
     fn vectors_survive_encoding_within_a_percent() {
         let mut v: Vec<f32> = (0..384)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
             .collect();
         normalize(&mut v);
-        let back = decode(&encode(&v), 384).unwrap();
-        let cos: f32 = v.iter().zip(&back).map(|(a, b)| a * b).sum();
+        let back = decode(&encode(std::slice::from_ref(&v)), 384).unwrap();
+        assert_eq!(back.len(), 1);
+        let cos: f32 = v.iter().zip(&back[0]).map(|(a, b)| a * b).sum();
         assert!(cos > 0.999, "{cos}");
-        assert!(decode(&encode(&v), 256).is_none());
+        assert!(decode(&encode(std::slice::from_ref(&v)), 256).is_none());
         assert!(decode(&[9, 0, 0], 0).is_none());
     }
 }
