@@ -33,7 +33,7 @@ impl Lore {
         let mut stored = Vec::with_capacity(data.len());
         for (id, v) in data.iter().enumerate() {
             codes.set(id as u32, &sign_bits(v));
-            stored.push(encode(v));
+            stored.push(encode(std::slice::from_ref(v)));
         }
         Self { codes, stored }
     }
