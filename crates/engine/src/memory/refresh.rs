@@ -280,10 +280,14 @@ impl MemoryService {
     ) {
         let mut recent = self.recent_vectors.borrow_mut();
         for (ulid, v) in vectors {
-            if recent.len() >= RECENT_VECTORS {
+            if self.recent_count.get() + v.len() > RECENT_VECTORS {
                 recent.clear();
+                self.recent_count.set(0);
             }
-            recent.insert(ulid, v);
+            self.recent_count.set(self.recent_count.get() + v.len());
+            if let Some(old) = recent.insert(ulid, v) {
+                self.recent_count.set(self.recent_count.get() - old.len());
+            }
         }
     }
 }
@@ -402,6 +406,8 @@ impl MemoryService {
             let mut recent = self.recent_vectors.borrow_mut();
             for (_, ulid) in &docs {
                 if let Some(v) = recent.remove(ulid) {
+                    self.recent_count
+                        .set(self.recent_count.get().saturating_sub(v.len()));
                     found.insert(ulid.clone(), v);
                 }
             }

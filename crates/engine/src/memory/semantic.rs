@@ -115,8 +115,9 @@ pub async fn embed_all(embedder: &dyn Embedder, texts: &[String]) -> Result<Vec<
     Ok(out)
 }
 
-/// Stored vectors one instance keeps in memory for exact ranking, per org; past it the cache
-/// starts over (a loaded search reads the vectors it lacks in one read).
+/// Stored vectors one instance keeps in memory for exact ranking, per org (counting each window
+/// of a long memory: at most about 13 MB at 384 dimensions); past it the cache starts over (a
+/// loaded search reads the vectors it lacks in one read).
 const CACHED_VECTORS: usize = 32_768;
 
 /// One org's vectors under one model: every document's sketch (`vector.rs`), and the stored
@@ -129,6 +130,8 @@ pub struct Semantic {
     /// Stored vectors (`encode`) by keyword document number, each with its vectors' lengths
     /// (`stored_lengths`), so an exact ranking computes one product per vector.
     vectors: HashMap<u32, (Vec<u8>, Vec<f64>)>,
+    /// How many vectors `vectors` holds (a long memory has one per window).
+    cached: usize,
     /// When this instance may next try to embed the backlog (after a failure).
     pub retry_after_ms: i64,
     /// Whether the segments' sketches were read yet, and whether a request is reading them.
@@ -149,6 +152,7 @@ impl Semantic {
             dims,
             codes: Codes::new(dims),
             vectors: HashMap::new(),
+            cached: 0,
             retry_after_ms: 0,
             sketches_read: false,
             sketches_reading: false,
@@ -205,10 +209,14 @@ impl Semantic {
         let Some(lengths) = stored_lengths(&stored, self.dims) else {
             return;
         };
-        if self.vectors.len() >= CACHED_VECTORS {
+        if self.cached + lengths.len() > CACHED_VECTORS {
             self.vectors.clear();
+            self.cached = 0;
         }
-        self.vectors.insert(doc, (stored, lengths));
+        self.cached += lengths.len();
+        if let Some((_, old)) = self.vectors.insert(doc, (stored, lengths)) {
+            self.cached -= old.len();
+        }
     }
 }
 
@@ -304,5 +312,31 @@ mod tests {
         let long = pieces(&words(10_000));
         assert_eq!(long.len(), MAX_WINDOWS);
         assert!(long.last().unwrap().ends_with(" w9999"));
+    }
+
+    #[test]
+    fn the_kept_vectors_are_bounded_by_vectors_not_memories() {
+        let mut sem = Semantic::new("m", 4).unwrap();
+        let windows = vec![vec![0.5, -0.5, 0.5, -0.5]; 8];
+        let memories = (CACHED_VECTORS / 8) as u32 - 1;
+        for doc in 0..memories {
+            sem.add(doc, &windows);
+        }
+        assert_eq!(sem.cached, CACHED_VECTORS - 8);
+        sem.keep_vector(0, encode(&windows[..2]));
+        assert_eq!(
+            sem.cached,
+            CACHED_VECTORS - 14,
+            "a memory kept again counts once"
+        );
+        sem.add(memories, &windows);
+        assert_eq!(sem.vectors.len(), memories as usize + 1);
+        sem.add(memories + 1, &windows);
+        assert_eq!(
+            (sem.cached, sem.vectors.len()),
+            (8, 1),
+            "past the bound it starts over"
+        );
+        assert!(sem.vector(memories + 1).is_some() && sem.has(memories));
     }
 }

@@ -44,7 +44,8 @@ pub(super) type KeptRanking = (RankedUnder, Vec<super::fusion::Hit>);
 /// Rankings one instance keeps (`search.rs`); past it they start over.
 pub(super) const RECENT_RANKINGS: usize = 1_024;
 
-/// Vectors this instance embedded when saving, kept until its next refresh indexes them.
+/// Vectors this instance embedded when saving, kept until its next refresh indexes them
+/// (counting each window of a long memory: at most about 6 MB at 384 dimensions).
 pub(super) const RECENT_VECTORS: usize = 4_096;
 
 /// Per-instance memory state: the keyword indexes of the orgs it has served, and recently
@@ -55,6 +56,8 @@ pub struct MemoryService {
     pub(super) clock: Cell<u64>,
     pub(super) events: RefCell<EventCache>,
     pub(super) recent_vectors: RefCell<HashMap<String, Vec<Vec<f32>>>>,
+    /// How many vectors `recent_vectors` holds.
+    pub(super) recent_count: Cell<usize>,
     pub(super) ranking: Cell<Ranking>,
     /// The sketches a per-request search ranks in clustered segments (`sketch::PROBE_CODES`;
     /// tests lower it to read a share of a small org's).
@@ -89,6 +92,7 @@ impl Default for MemoryService {
             clock: Cell::default(),
             events: RefCell::new(EventCache::new(EVENT_CACHE_BYTES)),
             recent_vectors: RefCell::default(),
+            recent_count: Cell::new(0),
             ranking: Cell::default(),
             probe_codes: Cell::new(super::sketch::PROBE_CODES),
             per_request: Cell::default(),
