@@ -45,6 +45,13 @@ fn node(storage: &Rc<MemoryStorage>, model: &str, dims: usize) -> Node {
     }
 }
 
+/// A node whose searches rank by vectors alone.
+fn vector_node(storage: &Rc<MemoryStorage>, dims: usize) -> Node {
+    let n = node(storage, "test-model", dims);
+    n.h.lore.engine.set_ranking(Ranking::Vector);
+    n
+}
+
 fn memories(from: usize, to: usize) -> serde_json::Value {
     let list: Vec<_> = (from..to)
         .map(|i| json!({"content": format!("note {i} about topic{} and area{}", i % 40, i % 7)}))
@@ -101,8 +108,7 @@ fn a_cold_instance_reads_the_sketches_and_tail_instead_of_re_embedding() {
 
     // Newer events than the segments come from their stored vectors.
     third.h.save(&owner, memories(4_200, 4_220));
-    let fourth = node(&storage, "test-model", 48);
-    fourth.h.lore.engine.set_ranking(Ranking::Vector);
+    let fourth = vector_node(&storage, 48);
     let found = fourth.h.search(
         &owner,
         json!({"query": "note 4215 about topic15 and area1", "limit": 3}),
@@ -180,8 +186,7 @@ fn a_new_model_re_embeds_lazily_once() {
 #[test]
 fn vector_hits_obey_filters_supersession_and_org_boundaries() {
     let storage = Rc::new(MemoryStorage::new());
-    let n = node(&storage, "test-model", 48);
-    n.h.lore.engine.set_ranking(Ranking::Vector);
+    let n = vector_node(&storage, 48);
     let owner = n.h.owner.clone();
     let other = block_on(admin::create_org(n.h.lore.ports(), "other"))
         .unwrap()
@@ -231,8 +236,7 @@ fn vector_hits_obey_filters_supersession_and_org_boundaries() {
 #[test]
 fn a_long_memory_is_found_by_the_window_that_answers_the_question() {
     let storage = Rc::new(MemoryStorage::new());
-    let n = node(&storage, "test-model", 1024);
-    n.h.lore.engine.set_ranking(Ranking::Vector);
+    let n = vector_node(&storage, 1024);
     let owner = n.h.owner.clone();
     // 250 words of filler with the answer in the middle: the text's one vector would blur it.
     let filler = |from: usize, to: usize| -> Vec<String> {
@@ -264,8 +268,7 @@ fn a_long_memory_is_found_by_the_window_that_answers_the_question() {
         [long_id.clone(), short_id.clone()]
     );
     // A cold instance ranks the stored windows the same way.
-    let cold = node(&storage, "test-model", 1024);
-    cold.h.lore.engine.set_ranking(Ranking::Vector);
+    let cold = vector_node(&storage, 1024);
     assert_eq!(
         ids(&cold.h.search(&owner, json!({"query": query}))),
         [long_id, short_id]

@@ -320,8 +320,8 @@ impl Exact {
     /// best of them (a long memory's best window); `None` when the bytes are not vectors of the
     /// query's dimensions.
     pub fn similarity(&self, stored: &[u8]) -> Option<f64> {
-        let lengths = stored_lengths(stored, self.q.len())?;
-        self.similarity_of_lengths(stored, &lengths)
+        let parts = stored_parts(stored, self.q.len())?;
+        self.best(parts.map(|part| (part, part_length(part))))
     }
 
     /// [`Exact::similarity`] of stored vectors whose [`stored_lengths`] are known (kept beside
@@ -331,9 +331,13 @@ impl Exact {
         if parts.len() != lengths.len() {
             return None;
         }
+        self.best(parts.zip(lengths.iter().copied()))
+    }
+
+    /// The best cosine of the query and stored vectors ([`stored_parts`]), each with its length.
+    fn best<'a>(&self, parts: impl Iterator<Item = (&'a [u8], f64)>) -> Option<f64> {
         // The stored scale cancels out of the cosine.
         parts
-            .zip(lengths)
             .map(|(part, length)| {
                 let dot = dot(&self.q, &part[4..], |x| x);
                 let norm = self.norm * length;
@@ -350,11 +354,12 @@ impl Exact {
 /// The lengths of stored vectors' int8 components (their scales left out, as in
 /// [`Exact::similarity`]); `None` when the bytes are not vectors of `dims` dimensions.
 pub fn stored_lengths(stored: &[u8], dims: usize) -> Option<Vec<f64>> {
-    Some(
-        stored_parts(stored, dims)?
-            .map(|part| f64::from(dot(&part[4..], &part[4..], |y| y as i8)).sqrt())
-            .collect(),
-    )
+    Some(stored_parts(stored, dims)?.map(part_length).collect())
+}
+
+/// The length of one stored vector's int8 components ([`stored_parts`]: its scale left out).
+fn part_length(part: &[u8]) -> f64 {
+    f64::from(dot(&part[4..], &part[4..], |y| y as i8)).sqrt()
 }
 
 /// The dot product of `a` and `b` (both read as signed bytes, `a`'s through `signed`), exact in
