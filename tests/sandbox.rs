@@ -402,6 +402,55 @@ fn loops_and_functions_keep_working_with_the_memory_ticks() {
     assert_eq!(ok(&r)["result"], json!([49, 0, 8, true, ["a", "b"]]));
 }
 
+/// What a script is given before it runs (the SDK, `ctx`, the script's `RegExp`, the capped
+/// built-ins) behaves as the standard says and cannot be changed by the script.
+#[test]
+fn the_runtime_a_script_is_given_holds_and_cannot_be_changed() {
+    let h = harness();
+    let r = query(
+        &h,
+        r#"
+const get = client.entities.get;
+const sdkChecks = [
+  get === client.entities.get, client.then === undefined, client.entities.toJSON === undefined,
+  Reflect.set(client, 'x', 1), Reflect.defineProperty(client.entities, 'y', { value: 1 }),
+  Reflect.deleteProperty(client, 'entities'), Reflect.setPrototypeOf(client, {}),
+  typeof client.sql, typeof client.sql.query, JSON.stringify(client.entities),
+];
+const ctxChecks = [Object.isFrozen(ctx), Reflect.set(ctx, 'log', null), typeof ctx.now()];
+const re = new RegExp('b+', 'g');
+const regexpChecks = [
+  RegExp(re) === re, new RegExp(re).flags, RegExp(re, 'i').flags,
+  Object.isExtensible(re), Object.isExtensible(/x/), re instanceof RegExp, /x/.constructor === RegExp,
+  'abbc'.match('b+')[0], [...'a1b2'.matchAll('\\d')].length, 'xyz'.search('z'),
+  'abbc'.replace(re, '-'), 'a-b'.split(/-/).length, /(\d)/.exec('x7')[1],
+  Reflect.set(RegExp.prototype, 'exec', null), Object.isFrozen(RegExp.prototype),
+  (() => { try { class X extends RegExp {}; new X('a'); return 'made' } catch (e) { return e.name } })(),
+  (() => { try { new RegExp('('); return 'made' } catch (e) { return e.name } })(),
+];
+const r = Math.random();
+const builtinChecks = [
+  r >= 0 && r < 1, Reflect.set(Math, 'random', () => 1),
+  'ab'.repeat(2), 'a'.padStart(3, '-'), 'a'.concat('b', 'c'), [1, 2].join('+'), [0, 0].fill(7),
+  Array.from({ length: 2 }, (_, i) => i), JSON.stringify({ a: [1] }), JSON.parse('{"a":[1]}').a[0],
+  (function () { return this.v }).bind({ v: 3 })(), 'a'.replaceAll('a', 'b'),
+];
+return { sdkChecks, ctxChecks, regexpChecks, builtinChecks };
+"#,
+    );
+    assert_eq!(
+        ok(&r)["result"],
+        json!({
+            "sdkChecks": [true, true, true, false, false, false, false, "function", "function", "{}"],
+            "ctxChecks": [true, false, "string"],
+            "regexpChecks": [true, "g", "i", false, false, true, true, "bb", 2, 2, "a-c", 2, "7",
+                false, true, "TypeError", "SyntaxError"],
+            "builtinChecks": [true, false, "abab", "--a", "abc", "1+2", [7, 7], [0, 1],
+                "{\"a\":[1]}", 1, 3, "b"],
+        })
+    );
+}
+
 type Head = (u16, Vec<(String, String)>);
 
 /// A reply stream that keeps what it was given.

@@ -67,7 +67,7 @@ pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value
     let section = meter::Section::enter();
     let mut context = realm::new_context(host.clone(), queue.clone())
         .map_err(|e| Failure::plain("internal", format!("the script engine did not start: {e}")))?;
-    let started = realm::install(&mut context)
+    let started = crate::bootstrap::install(&mut context)
         .map_err(|e| Failure::plain("internal", format!("the script runtime did not start: {e}")))
         .and_then(|(ctx, sdk)| {
             start(&mut context, &stripped, &ctx, &sdk, &queue, host)

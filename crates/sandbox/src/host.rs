@@ -51,6 +51,10 @@ pub struct Host {
     pub last_text: RefCell<Option<(JsString, Rc<Vec<u16>>)>>,
     /// The run's compiled regular expressions (see `sandbox::regexp`).
     pub regexes: RefCell<RegexCache>,
+    /// What the script's `RegExp` is made of (see `bootstrap::script_regexp`).
+    pub(crate) regexp: RefCell<Option<Rc<crate::bootstrap::RegExpParts>>>,
+    /// How deep the host's own functions are nested in one another (see [`Host::enter`]).
+    native_depth: Cell<usize>,
 }
 
 /// Compiled regular expressions by source (UTF-16) and flags.
@@ -88,6 +92,8 @@ impl Host {
             clock_checked_at: Cell::new((steps, 0, 0)),
             last_text: RefCell::new(None),
             regexes: RefCell::default(),
+            regexp: RefCell::new(None),
+            native_depth: Cell::new(0),
         }
     }
 
@@ -205,6 +211,21 @@ impl Host {
         Ok(())
     }
 
+    /// Enters a host function that may call back into the engine (a wrapped built-in, the
+    /// script's `RegExp`). The engine counts the script's frames and its own re-entries against
+    /// the recursion cap, but not native functions calling native functions: a value whose
+    /// `toString` is a bound host function, or arrays nested 200,000 deep turned into a string,
+    /// would nest host calls until the thread's stack overflowed. They count here, against the
+    /// same cap.
+    pub(crate) fn enter(&self) -> JsResult<Nested<'_>> {
+        let depth = self.native_depth.get() + 1;
+        if depth > self.caps.recursion {
+            return Err(self.hit(Cap::Recursion));
+        }
+        self.native_depth.set(depth);
+        Ok(Nested(self))
+    }
+
     pub(crate) fn add_output(&self, bytes: usize) -> JsResult<()> {
         let total = self.output_bytes.get().saturating_add(bytes);
         self.output_bytes.set(total);
@@ -212,6 +233,15 @@ impl Host {
             return Err(self.hit(Cap::Output));
         }
         Ok(())
+    }
+}
+
+/// One level of host functions nested in one another, left when dropped.
+pub(crate) struct Nested<'a>(&'a Host);
+
+impl Drop for Nested<'_> {
+    fn drop(&mut self) {
+        self.0.native_depth.set(self.0.native_depth.get() - 1);
     }
 }
 

@@ -8,6 +8,7 @@
 //!
 //! It knows no org, no record and no request: what a call means is the host's.
 
+mod bootstrap;
 pub mod caps;
 pub mod event_loop;
 pub mod failure;

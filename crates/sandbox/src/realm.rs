@@ -9,13 +9,9 @@ use std::rc::Rc;
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock as EngineClock, HostHooks};
 use boa_engine::job::{Job, JobExecutor};
-use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::object::builtins::JsPromise;
 use boa_engine::realm::Realm;
-use boa_engine::{
-    Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, Source,
-    js_string,
-};
+use boa_engine::{Context, JsNativeError, JsResult, JsString, JsValue};
 use serde_json::Value;
 
 use crate::caps::Cap;
@@ -130,131 +126,20 @@ pub fn new_context(host: Rc<Host>, queue: Rc<JobQueue>) -> JsResult<Context> {
     Ok(context)
 }
 
-fn function(context: &mut Context, name: &str, length: usize, f: NativeFunction) -> JsValue {
-    FunctionObjectBuilder::new(context.realm(), f)
-        .name(JsString::from(name))
-        .length(length)
-        .build()
-        .into()
-}
-
-/// Runs the bootstrap in `context` and returns `(ctx, sdk)`.
-pub fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
+/// One SDK call, `path` with `args` (`{}` when the script gave none); returns a promise the
+/// run loop settles.
+pub(crate) fn call_sdk(path: String, args: &JsValue, context: &mut Context) -> JsResult<JsValue> {
     let h = host(context);
-    let object = context.intrinsics().constructors().object().constructor();
-    let keys = object.get(js_string!("keys"), context)?;
-    *h.object_keys.borrow_mut() = keys.as_object();
-    let bootstrap = context.eval(Source::from_bytes(include_str!("bootstrap.js")))?;
-    let args = JsValue::from_json(&h.args, context)?;
-    let o = JsObject::with_null_proto();
-    let entries: [(&str, usize, NativeFunction); 11] = [
-        ("countOf", 2, NativeFunction::from_fn_ptr(count_of)),
-        (
-            "regexExec",
-            1,
-            NativeFunction::from_fn_ptr(crate::regexp::exec),
-        ),
-        (
-            "regexCompile",
-            2,
-            NativeFunction::from_fn_ptr(crate::regexp::compile),
-        ),
-        ("call", 2, NativeFunction::from_fn_ptr(sdk_call)),
-        ("sleep", 1, NativeFunction::from_fn_ptr(sleep)),
-        ("log", 0, NativeFunction::from_fn_ptr(log)),
-        ("now", 0, NativeFunction::from_fn_ptr(now)),
-        ("random", 0, NativeFunction::from_fn_ptr(random)),
-        ("cap", 1, NativeFunction::from_fn_ptr(cap)),
-        ("jsonDepth", 1, NativeFunction::from_fn_ptr(json_depth)),
-        ("tick", 0, NativeFunction::from_fn_ptr(tick)),
-    ];
-    for (name, length, f) in entries {
-        let value = function(context, name, length, f);
-        o.set(JsString::from(name), value, false, context)?;
-    }
-    o.set(js_string!("args"), args, false, context)?;
-    // The concatenation guards the TypeScript step compiles every `+` into.
-    let guards: [(&str, usize, NativeFunction); 3] = [
-        (crate::strip::TICK, 0, NativeFunction::from_fn_ptr(tick)),
-        (
-            crate::strip::ADD_GUARD,
-            2,
-            NativeFunction::from_fn_ptr(add_guard),
-        ),
-        (
-            crate::strip::STRING_GUARD,
-            1,
-            NativeFunction::from_fn_ptr(string_guard),
-        ),
-    ];
-    for (name, length, f) in guards {
-        let value = function(context, name, length, f);
-        context.global_object().define_property_or_throw(
-            JsString::from(name),
-            boa_engine::property::PropertyDescriptor::builder()
-                .value(value)
-                .writable(false)
-                .enumerable(false)
-                .configurable(false),
-            context,
-        )?;
-    }
-    o.set(
-        js_string!("maxString"),
-        h.caps.string_chars as f64,
-        false,
-        context,
-    )?;
-    o.set(
-        js_string!("maxArray"),
-        h.caps.array_len as f64,
-        false,
-        context,
-    )?;
-    o.set(
-        js_string!("maxDepth"),
-        h.caps.value_depth as f64,
-        false,
-        context,
-    )?;
-    o.set(
-        js_string!("maxRecursion"),
-        h.caps.recursion as f64,
-        false,
-        context,
-    )?;
-    let bootstrap = bootstrap
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("bootstrap is not a function"))?
-        .clone();
-    let pair = bootstrap.call(&JsValue::undefined(), &[o.into()], context)?;
-    let pair = pair
-        .as_object()
-        .ok_or_else(|| JsNativeError::typ().with_message("bootstrap returned no pair"))?;
-    let ctx = pair.get(0, context)?;
-    let sdk = pair.get(1, context)?;
-    Ok((ctx, sdk))
-}
-
-/// `call(path, args)`: one SDK call; returns a promise the run loop settles.
-fn sdk_call(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let h = host(context);
-    let path = args
-        .first()
-        .and_then(JsValue::as_string)
-        .map(|s| s.to_std_string_escaped())
-        .ok_or_else(|| JsNativeError::typ().with_message("SDK method path must be a string"))?;
     if h.calls_started.get() >= h.caps.sdk_calls {
         return Err(h.hit(Cap::SdkCalls));
     }
     h.checkpoint(context)?;
     h.calls_started.set(h.calls_started.get() + 1);
-    let value = to_json(
-        args.get(1).unwrap_or(&JsValue::undefined()),
-        &h,
-        context,
-        &mut 0,
-    )?;
+    let value = if args.is_undefined() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        to_json(args, &h, context, &mut 0)?
+    };
     let (promise, resolvers) = JsPromise::new_pending(context);
     h.pending.borrow_mut().push_back(Op {
         kind: OpKind::Call { path, args: value },
@@ -266,28 +151,35 @@ fn sdk_call(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
 
 /// `__lore_tick()`, at the top of every loop body and function body: the checks no engine step
 /// makes (memory, the host's share of the steps, the wall clock; see [`Host::checkpoint`]).
-fn tick(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn tick(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     host(context).checkpoint(context)?;
     Ok(JsValue::undefined())
 }
 
 /// `__lore_add(a, b)`: `a + b`, then the string cap on a string result.
 /// Two numbers add without a look at the host: their sum allocates nothing.
-fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn add_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let undefined = JsValue::undefined();
     let a = args.first().unwrap_or(&undefined);
     let b = args.get(1).unwrap_or(&undefined);
     if let (Some(x), Some(y)) = (a.as_number(), b.as_number()) {
         return Ok(JsValue::from(x + y));
     }
+    // Adding objects calls their `valueOf` or `toString`, which may be this guard again.
+    let h = host(context);
+    let _nested = h.enter()?;
     let sum = a.add(b, context)?;
     check_string(&sum, context)?;
-    host(context).checkpoint(context)?;
+    h.checkpoint(context)?;
     Ok(sum)
 }
 
 /// `__lore_str(s)`: the string cap on a template literal's value.
-fn string_guard(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn string_guard(
+    _: &JsValue,
+    args: &[JsValue],
+    context: &mut Context,
+) -> JsResult<JsValue> {
     let value = args.first().cloned().unwrap_or_default();
     check_string(&value, context)?;
     host(context).checkpoint(context)?;
@@ -305,7 +197,7 @@ fn check_string(value: &JsValue, context: &Context) -> JsResult<()> {
 }
 
 /// `ctx.sleep(ms)`
-fn sleep(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn sleep(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let h = host(context);
     let ms = args
         .first()
@@ -335,7 +227,7 @@ fn sleep(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsVal
 }
 
 /// `ctx.log(...values)`: strings as they are, other values as JSON.
-fn log(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn log(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let h = host(context);
     let mut parts = Vec::with_capacity(args.len());
     for v in args {
@@ -357,13 +249,13 @@ fn log(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue
 }
 
 /// `ctx.now()`: the host's time, RFC 3339.
-fn now(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn now(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let h = host(context);
     Ok(JsString::from(lore_base::time::format_time(h.clock.now_ms()).as_str()).into())
 }
 
 /// `Math.random()`: xorshift64* seeded from the host's randomness.
-fn random(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn random(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let h = host(context);
     let mut x = h.rng.get();
     x ^= x >> 12;
@@ -372,71 +264,6 @@ fn random(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue
     h.rng.set(x);
     let bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
     Ok(JsValue::from(bits as f64 / (1u64 << 53) as f64))
-}
-
-/// `cap(name)`: a guarded built-in reached its cap.
-fn cap(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let h = host(context);
-    let name = args
-        .first()
-        .and_then(JsValue::as_string)
-        .map(|s| s.to_std_string_escaped())
-        .unwrap_or_default();
-    let cap = match name.as_str() {
-        "string_length" => Cap::StringLength,
-        "array_length" => Cap::ArrayLength,
-        "recursion" => Cap::Recursion,
-        _ => Cap::ValueDepth,
-    };
-    Err(h.hit(cap))
-}
-
-/// `countOf(text, search)`: non-overlapping occurrences of `search` in `text`.
-fn count_of(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    let arg = |i: usize| {
-        args.get(i)
-            .and_then(JsValue::as_string)
-            .map(|s| s.to_std_string_escaped())
-            .unwrap_or_default()
-    };
-    let (text, search) = (arg(0), arg(1));
-    let n = if search.is_empty() {
-        text.chars().count() + 1
-    } else {
-        text.matches(search.as_str()).count()
-    };
-    Ok(JsValue::from(n as f64))
-}
-
-/// `jsonDepth(text)`: the bracket depth of JSON text (strings skipped), without recursion.
-fn json_depth(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    let text = args
-        .first()
-        .and_then(JsValue::as_string)
-        .map(|s| s.to_std_string_escaped())
-        .unwrap_or_default();
-    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for b in text.bytes() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(JsValue::from(max as f64))
 }
 
 /// `(line, column)` of the first position in an error's stack text (`…:line:col…`).

@@ -1,0 +1,155 @@
+//! What every fresh realm gets before its script runs, built natively: no JavaScript is parsed
+//! or run for it, so a run's fixed cost is the engine's own context and the script.
+//!
+//! - `ctx` (`sleep`, `log`, `now`, `args`) and the SDK object ([`sdk`]), proxies whose traps
+//!   are native functions;
+//! - caps on the built-ins that can allocate without bound from a small input
+//!   ([`builtins`]), and `Math.random` from the host;
+//! - the script's `RegExp` ([`script_regexp`]): every pattern compiled by lore's matcher first
+//!   and every match run on it;
+//! - the guards the TypeScript step compiles `+`, template literals and loop turns into.
+//!
+//! Every function installed here is frozen and every property it replaces is fixed (not
+//! writable, not configurable), so a script cannot undo a cap. Nothing but `RegExp` and the
+//! guards is left global.
+
+mod builtins;
+mod script_regexp;
+mod sdk;
+
+use boa_engine::object::{FunctionObjectBuilder, IntegrityLevel};
+use boa_engine::property::{PropertyDescriptor, PropertyKey};
+use boa_engine::{Context, JsObject, JsResult, JsString, JsValue, NativeFunction, js_string};
+
+use crate::host::host;
+use crate::realm;
+
+pub(crate) use script_regexp::RegExpParts;
+
+/// Builds the realm's runtime in `context` and returns `(ctx, sdk)`.
+pub(crate) fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
+    let h = host(context);
+    let object = context.intrinsics().constructors().object().constructor();
+    let keys = object.get(js_string!("keys"), context)?;
+    *h.object_keys.borrow_mut() = keys.as_object();
+
+    let args = JsValue::from_json(&h.args, context)?;
+    let ctx = JsObject::with_object_proto(context.intrinsics());
+    let entries: [(&str, usize, NativeFunction); 3] = [
+        ("sleep", 1, NativeFunction::from_fn_ptr(realm::sleep)),
+        ("log", 0, NativeFunction::from_fn_ptr(realm::log)),
+        ("now", 0, NativeFunction::from_fn_ptr(realm::now)),
+    ];
+    for (name, length, f) in entries {
+        let f = function(context, name, length, f)?;
+        ctx.create_data_property_or_throw(JsString::from(name), f, context)?;
+    }
+    ctx.create_data_property_or_throw(js_string!("args"), args, context)?;
+    ctx.set_integrity_level(IntegrityLevel::Frozen, context)?;
+
+    let sdk = sdk::build(context)?;
+
+    let random = function(
+        context,
+        "random",
+        0,
+        NativeFunction::from_fn_ptr(realm::random),
+    )?;
+    let math = context.intrinsics().objects().math();
+    fix(&math, js_string!("random"), random, context)?;
+    builtins::install(context)?;
+    script_regexp::install(context)?;
+
+    // The guards the TypeScript step compiles every `+`, template literal and loop turn into.
+    let guards: [(&str, usize, NativeFunction); 3] = [
+        (
+            crate::strip::TICK,
+            0,
+            NativeFunction::from_fn_ptr(realm::tick),
+        ),
+        (
+            crate::strip::ADD_GUARD,
+            2,
+            NativeFunction::from_fn_ptr(realm::add_guard),
+        ),
+        (
+            crate::strip::STRING_GUARD,
+            1,
+            NativeFunction::from_fn_ptr(realm::string_guard),
+        ),
+    ];
+    let global = context.global_object();
+    for (name, length, f) in guards {
+        let f = frozen(context, name, length, f)?;
+        global.define_property_or_throw(
+            JsString::from(name),
+            PropertyDescriptor::builder()
+                .value(f)
+                .writable(false)
+                .enumerable(false)
+                .configurable(false),
+            context,
+        )?;
+    }
+    Ok((ctx.into(), sdk.into()))
+}
+
+/// A frozen native function named `name`, its calls nested in one another counted against the
+/// recursion cap (`Host::enter`).
+fn function(
+    context: &mut Context,
+    name: &str,
+    length: usize,
+    f: NativeFunction,
+) -> JsResult<JsObject> {
+    let counted = NativeFunction::from_copy_closure_with_captures(
+        |this, args, f: &NativeFunction, context| {
+            let h = host(context);
+            let _nested = h.enter()?;
+            f.call(this, args, context)
+        },
+        f,
+    );
+    frozen(context, name, length, counted)
+}
+
+/// A frozen native function named `name`, not counted: for the guards the script's own code
+/// calls on every `+` and loop turn, which nest nothing.
+fn frozen(
+    context: &mut Context,
+    name: &str,
+    length: usize,
+    f: NativeFunction,
+) -> JsResult<JsObject> {
+    let f: JsObject = FunctionObjectBuilder::new(context.realm(), f)
+        .name(JsString::from(name))
+        .length(length)
+        .build()
+        .into();
+    f.set_integrity_level(IntegrityLevel::Frozen, context)?;
+    Ok(f)
+}
+
+/// `object[key] = value`, fixed: not writable, not configurable (enumerable as it was, or not
+/// enumerable for a new property).
+fn fix(
+    object: &JsObject,
+    key: impl Into<PropertyKey>,
+    value: impl Into<JsValue>,
+    context: &mut Context,
+) -> JsResult<()> {
+    object.define_property_or_throw(
+        key,
+        PropertyDescriptor::builder()
+            .value(value)
+            .writable(false)
+            .configurable(false),
+        context,
+    )?;
+    Ok(())
+}
+
+/// The argument at `i`, `undefined` past the end.
+fn arg(args: &[JsValue], i: usize) -> JsValue {
+    args.get(i).cloned().unwrap_or_default()
+}
