@@ -444,6 +444,15 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
             Cap("recursion"),
         ),
         (
+            // Two numbers add without the guard only where both are the script's own
+            // variables: a global's accessor can answer numbers to the type test, then strings.
+            "a global accessor that answers numbers, then strings, added to itself",
+            c(
+                "declare let g: any; let n = 0; let big = 'x'; Object.defineProperty(globalThis, 'g', { get() { n++; return n % 4 === 1 || n % 4 === 2 ? 1 : big } }); for (;;) { const d = g + g; if (typeof d === 'string') big = d; }",
+            ),
+            Cap("string_length"),
+        ),
+        (
             "naming the guards",
             c("const __lore_add = (a, b) => a; return 1"),
             Code("syntax_error"),
