@@ -451,6 +451,96 @@ return { sdkChecks, ctxChecks, regexpChecks, builtinChecks };
     );
 }
 
+/// The system clock, telling the test when a script starts a long sleep, and counting them.
+struct SignalClock(Rc<tokio::sync::Notify>, Rc<std::cell::Cell<u32>>);
+
+impl lore_base::ports::Clock for SignalClock {
+    fn now_ms(&self) -> i64 {
+        lore::ports::SystemClock.now_ms()
+    }
+
+    fn sleep(&self, ms: u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        if ms == 500 {
+            self.1.set(self.1.get() + 1);
+            self.0.notify_one();
+        }
+        lore::ports::SystemClock.sleep(ms)
+    }
+}
+
+/// Appends commute: a script's saves are numbered again when its writes commit if another agent
+/// saved in the org while it ran, rather than failing the run with `conflict`.
+#[test]
+fn a_script_that_saves_while_another_agent_saves_commits_both_memories() {
+    let sleeping = Rc::new(tokio::sync::Notify::new());
+    let sleeps = Rc::new(std::cell::Cell::new(0));
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(SignalClock(sleeping.clone(), sleeps.clone())),
+        random: Rc::new(SeqRandom::seeded(9)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    let h = Harness::on(ports, "acme");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = h.request(
+        &h.owner,
+        "run_sdk",
+        json!({"code": "const r = await client.memory.save({content: 'noted by the script'}); await ctx.sleep(500); return r.ids[0]"}),
+    );
+    let save = h.request(
+        &h.owner,
+        "save_memory",
+        json!({"content": "noted by another agent"}),
+    );
+    // The other agent saves while the script, its own save made, sleeps.
+    let (ran, saved) = runtime.block_on(async {
+        tokio::join!(h.lore.handle(script), async {
+            sleeping.notified().await;
+            h.lore.handle(save).await
+        })
+    });
+    let result = |r: http::Response<Vec<u8>>| {
+        common::rpc_message(&String::from_utf8(r.into_body()).unwrap())["result"].clone()
+    };
+    let (ran, saved) = (result(ran), result(saved));
+    assert_eq!(saved["isError"], false, "{saved}");
+    let script_event = ok(&ran)["result"].as_str().unwrap().to_string();
+    // It ran once: its commit numbered its event after the other's, not a second run.
+    assert_eq!(sleeps.get(), 1, "the script ran {} times", sleeps.get());
+    let rows = h.call(
+        &h.owner,
+        "query_sql",
+        json!({"sql": "SELECT id, content FROM events ORDER BY content"}),
+    );
+    let rows = &rows["structuredContent"]["rows"];
+    assert_eq!(
+        rows,
+        &json!([
+            [
+                saved["structuredContent"]["ids"][0],
+                "noted by another agent"
+            ],
+            [script_event, "noted by the script"],
+        ]),
+        "{rows}"
+    );
+    // Both are in the memory index, each once.
+    let found = h.call(&h.owner, "search_memory", json!({"query": "noted"}));
+    assert_eq!(
+        found["structuredContent"]["results"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{found}"
+    );
+}
+
 type Head = (u16, Vec<(String, String)>);
 
 /// A reply stream that keeps what it was given.

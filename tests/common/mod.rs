@@ -60,7 +60,7 @@ impl Harness {
         }
     }
 
-    fn request(&self, token: &str, tool: &str, args: Value) -> http::Request<Vec<u8>> {
+    pub fn request(&self, token: &str, tool: &str, args: Value) -> http::Request<Vec<u8>> {
         let params = json!({"name": tool, "arguments": args});
         self.rpc_request("/mcp", token, "tools/call", params)
     }

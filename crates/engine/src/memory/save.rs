@@ -492,4 +492,53 @@ impl MemoryService {
         self.note_committed(keys, seq, next);
         Ok(())
     }
+
+    /// Commits a script run's batch. The run's saves numbered their events in the run's overlay,
+    /// after the org's sequence number as the run read it; another writer may have numbered
+    /// events since. Appends do not conflict: the run's events are numbered again after the
+    /// current last when the batch is committed ([`Self::commit_events`], retried while other
+    /// saves keep numbering first). A conflict on any other key is the run's to report.
+    pub(crate) async fn commit_run_batch(
+        &self,
+        ports: &Ports,
+        keys: &OrgKeys,
+        mut batch: Batch,
+    ) -> Result<()> {
+        let (seq_key, seq_prefix) = (keys.events_seq(), keys.event_seqs());
+        if !batch
+            .writes
+            .iter()
+            .any(|w| w.key().starts_with(&seq_prefix))
+        {
+            ports.storage.commit(batch).await?;
+            return Ok(());
+        }
+        // The run's events in the order it numbered them (the keys sort numerically).
+        let mut numbered: Vec<(String, Vec<u8>)> = Vec::new();
+        batch.writes.retain(|w| match w {
+            lore_base::storage::Write::Put(k, v) if k.starts_with(&seq_prefix) => {
+                numbered.push((k.clone(), v.clone()));
+                false
+            }
+            w => w.key() != seq_key,
+        });
+        batch.checks.retain(|c| c.key() != seq_key);
+        numbered.sort();
+        let appended: Vec<String> = numbered
+            .into_iter()
+            .map(|(_, ulid)| String::from_utf8_lossy(&ulid).into_owned())
+            .collect();
+        for attempt in 0..ATTEMPTS {
+            match self
+                .commit_events(ports, keys, batch.clone(), &appended)
+                .await
+            {
+                Err(LoreError::Storage(StorageError::Conflict { key })) if key == seq_key => {
+                    ports.clock.sleep(backoff_ms(ports, attempt)).await;
+                }
+                other => return other,
+            }
+        }
+        Err(LoreError::Storage(StorageError::Conflict { key: seq_key }))
+    }
 }

@@ -318,7 +318,20 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
                 journal.finish_into(&mut batch, &action.id)?;
             }
-            match engine.ports.storage.commit(batch).await {
+            let committed = if dry_run {
+                engine
+                    .ports
+                    .storage
+                    .commit(batch)
+                    .await
+                    .map_err(LoreError::from)
+            } else {
+                engine
+                    .memory
+                    .commit_run_batch(&engine.ports, caller.keys(), batch)
+                    .await
+            };
+            match committed {
                 Ok(()) => {
                     if !dry_run {
                         let events = scope.events.take();
@@ -355,7 +368,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
                     }
                     return Ok(out);
                 }
-                Err(lore_base::storage::StorageError::Conflict { key }) => {
+                Err(LoreError::Storage(lore_base::storage::StorageError::Conflict { key })) => {
                     retryable = outbound.as_ref().is_none_or(|o| !o.reached_outside());
                     Failure::plain(
                         "conflict",
