@@ -81,17 +81,13 @@ const GUARDS_PREFIX: &str =
 const GUARDS_SUFFIX: &str = " })";
 
 /// Rewrites `a + b` to `__lore_add(a, b)`, `x += v` to `x = __lore_add(x, v)` for plain names
-/// and members of plain names (behind a `typeof` test that adds two numbers in the engine where
-/// both operands are the script's own variables or numeric literals), `` `..${x}..` `` to
-/// `__lore_str(`..${x}..`)`, and `/re/f` to `__lore_regexp("re", "f")`; and begins
+/// and members of plain names, `` `..${x}..` `` to `__lore_str(`..${x}..`)`, and `/re/f` to
+/// `__lore_regexp("re", "f")`; and begins
 /// every loop body and function body with `__lore_tick()` (a concise arrow body `e` becomes
 /// `(__lore_tick(), e)`).
 struct GuardConcatenation<'a> {
     ast: AstBuilder<'a>,
     alloc: &'a Allocator,
-    /// The script's bindings after the transform, to tell its own variables from globals; none
-    /// where a `with` statement could make a name read a property instead.
-    scoping: Option<&'a oxc::semantic::Scoping>,
 }
 
 impl<'a> GuardConcatenation<'a> {
@@ -129,92 +125,6 @@ impl<'a> GuardConcatenation<'a> {
         *body = Statement::new_block_statement(span, statements, &self.ast);
     }
 
-    /// Whether `e` reads the same number twice with nothing run in between: a numeric literal,
-    /// or a name bound by the script itself (a variable or parameter of its own, never a
-    /// global, which could be an accessor returning a number, then a string).
-    fn stable(&self, e: &Expression<'a>) -> bool {
-        match e {
-            Expression::NumericLiteral(_) => true,
-            Expression::Identifier(id) => self.scoping.is_some_and(|scoping| {
-                use oxc::syntax::symbol::SymbolFlags;
-                // A variable or parameter the script declares (not `declare`d: an ambient
-                // name is a global at run time).
-                let symbol = id
-                    .reference_id
-                    .get()
-                    .and_then(|r| scoping.get_reference(r).symbol_id());
-                symbol.is_some_and(|symbol| {
-                    let flags = scoping.symbol_flags(symbol);
-                    flags.intersects(SymbolFlags::Variable) && !flags.contains(SymbolFlags::Ambient)
-                })
-            }),
-            _ => false,
-        }
-    }
-
-    /// `a + b`: where both operands are [`stable`](Self::stable),
-    /// `typeof a === "number" && typeof b === "number" ? a + b : __lore_add(a, b)`, so numbers add
-    /// in the engine without a call to the host; else the guard call alone.
-    fn add(
-        &self,
-        span: oxc::span::Span,
-        left: Expression<'a>,
-        right: Expression<'a>,
-    ) -> Expression<'a> {
-        use oxc::allocator::CloneIn;
-        if !(self.stable(&left) && self.stable(&right)) {
-            return self.guard(ADD_GUARD, span, vec![left, right]);
-        }
-        let is_number = |e: &Expression<'a>| -> Option<Expression<'a>> {
-            if matches!(e, Expression::NumericLiteral(_)) {
-                return None;
-            }
-            let operand = e.clone_in(self.alloc);
-            let typeof_ = Expression::new_unary_expression(
-                span,
-                oxc::ast::ast::UnaryOperator::Typeof,
-                operand,
-                &self.ast,
-            );
-            let number = Expression::new_string_literal(span, "number", None, &self.ast);
-            Some(Expression::new_binary_expression(
-                span,
-                typeof_,
-                BinaryOperator::StrictEquality,
-                number,
-                &self.ast,
-            ))
-        };
-        let test = match (is_number(&left), is_number(&right)) {
-            (Some(a), Some(b)) => Expression::new_logical_expression(
-                span,
-                a,
-                oxc::ast::ast::LogicalOperator::And,
-                b,
-                &self.ast,
-            ),
-            (Some(t), None) | (None, Some(t)) => t,
-            (None, None) => {
-                return Expression::new_binary_expression(
-                    span,
-                    left,
-                    BinaryOperator::Addition,
-                    right,
-                    &self.ast,
-                );
-            }
-        };
-        let sum = Expression::new_binary_expression(
-            span,
-            left.clone_in(self.alloc),
-            BinaryOperator::Addition,
-            right.clone_in(self.alloc),
-            &self.ast,
-        );
-        let guarded = self.guard(ADD_GUARD, span, vec![left, right]);
-        Expression::new_conditional_expression(span, test, sum, guarded, &self.ast)
-    }
-
     /// A read of an assignment target that can be evaluated twice without side effects of its
     /// own: `x`, `o.p`, `o[k]` with `o` and `k` plain names or literals.
     fn reread(&self, target: &AssignmentTarget<'a>) -> Option<Expression<'a>> {
@@ -229,9 +139,9 @@ impl<'a> GuardConcatenation<'a> {
             )
         };
         match target {
-            AssignmentTarget::AssignmentTargetIdentifier(id) => Some(Expression::Identifier(
-                id.clone_in_with_semantic_ids(self.alloc),
-            )),
+            AssignmentTarget::AssignmentTargetIdentifier(id) => {
+                Some(Expression::Identifier(id.clone_in(self.alloc)))
+            }
             AssignmentTarget::StaticMemberExpression(m) if plain(&m.object) => {
                 Some(Expression::StaticMemberExpression(m.clone_in(self.alloc)))
             }
@@ -298,13 +208,13 @@ impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
                 let span = b.span;
                 let left = b.left.take_in(&self.ast);
                 let right = b.right.take_in(&self.ast);
-                *expr = self.add(span, left, right);
+                *expr = self.guard(ADD_GUARD, span, vec![left, right]);
             }
             Expression::AssignmentExpression(a) if a.operator == AssignmentOperator::Addition => {
                 if let Some(read) = self.reread(&a.left) {
                     let span = a.span;
                     let right = a.right.take_in(&self.ast);
-                    a.right = self.add(span, read, right);
+                    a.right = self.guard(ADD_GUARD, span, vec![read, right]);
                     a.operator = AssignmentOperator::Assign;
                 }
             }
@@ -338,16 +248,6 @@ impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
             }
             _ => {}
         }
-    }
-}
-
-/// Finds a `with` statement, inside which a script's own name may read an object's property.
-struct FindWith(bool);
-
-impl<'a> oxc::ast_visit::Visit<'a> for FindWith {
-    fn visit_with_statement(&mut self, it: &oxc::ast::ast::WithStatement<'a>) {
-        self.0 = true;
-        oxc::ast_visit::walk::walk_with_statement(self, it);
     }
 }
 
@@ -484,15 +384,9 @@ pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
             position: None,
         });
     }
-    let has_with = {
-        let mut finder = FindWith(false);
-        oxc::ast_visit::Visit::visit_program(&mut finder, &program);
-        finder.0
-    };
     GuardConcatenation {
         ast: AstBuilder::new(&allocator),
         alloc: &allocator,
-        scoping: (!has_with).then_some(&transformed.scoping),
     }
     .visit_program(&mut program);
     let generated = Codegen::new()
@@ -625,42 +519,5 @@ mod tests {
                 .unwrap() as u32
                 + 1;
         assert_eq!(s.original(line, col).map(|p| p.line), Some(3));
-    }
-
-    #[test]
-    fn numbers_in_the_scripts_own_names_add_without_the_guard_and_everything_else_is_guarded() {
-        let s = strip(
-            "let s = 0;\nfor (let i = 0; i < 3; i++) s += i;\nconst t = s + 1;\nreturn [t + Math.PI, g + 1, s + 'x'];",
-            &caps(),
-        )
-        .unwrap();
-        let js = s.js.replace(char::is_whitespace, "");
-        assert!(
-            js.contains(r#"s=typeofs==="number"&&typeofi==="number"?s+i:__lore_add(s,i)"#),
-            "{js}"
-        );
-        assert!(
-            js.contains(r#"t=typeofs==="number"?s+1:__lore_add(s,1)"#),
-            "{js}"
-        );
-        for guarded in [
-            "__lore_add(t,Math.PI)",
-            "__lore_add(g,1)",
-            r#"__lore_add(s,"x")"#,
-        ] {
-            assert!(js.contains(guarded), "{guarded} in {js}");
-        }
-        // A `declare`d name is a global at run time, perhaps an accessor: guarded.
-        let s = strip(
-            "declare let g: number;\ndeclare var h: number;\nreturn [g + 1, h + 1];",
-            &caps(),
-        )
-        .unwrap();
-        let js = s.js.replace(char::is_whitespace, "");
-        assert!(js.contains("[__lore_add(g,1),__lore_add(h,1)]"), "{js}");
-        // Inside `with`, a name may read an object's property (an accessor): every `+` guarded.
-        let s = strip("let a = 1;\nwith ({}) { a = a + 1 }\nreturn a;", &caps()).unwrap();
-        let js = s.js.replace(char::is_whitespace, "");
-        assert!(js.contains("a=__lore_add(a,1)"), "{js}");
     }
 }
