@@ -12,7 +12,9 @@
 //! Scripts that run at once on one thread (a native worker serves many connections; so does a
 //! Workers isolate) share the thread's budget, because the collector frees one run's garbage
 //! while another runs. The run that crosses the cap ends with the `memory` cap's error. When no
-//! run is active the sum restarts at zero, so nothing drifts.
+//! run is active the sum restarts at zero, so nothing drifts; what the ended runs still held
+//! (their realms' objects, until the collector frees them) is kept apart
+//! ([`left_for_collector`]), so the runner collects only when that has grown.
 //!
 //! The runner checks the sum against the cap at every host boundary: each SDK call, promise
 //! job, guarded built-in, and the tick the TypeScript strip puts at the top of every loop body
@@ -33,6 +35,9 @@ thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
     /// Runs started on this thread and not yet ended.
     static RUNS: Cell<usize> = const { Cell::new(0) };
+    /// Bytes the runs that ended since the runner last collected garbage still held when they
+    /// ended (their realms' objects, freed only by a collection).
+    static LEFT: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Wraps an allocator and meters the threads that run scripts.
@@ -107,10 +112,22 @@ impl Drop for Run {
         RUNS.with(|r| {
             r.set(r.get().saturating_sub(1));
             if r.get() == 0 {
-                LIVE.with(|l| l.set(0));
+                let held = LIVE.with(|l| l.replace(0)).max(0) as usize;
+                LEFT.with(|left| left.set(left.get().saturating_add(held)));
             }
         });
     }
+}
+
+/// Bytes that runs ended since the last [`collected`] left for the garbage collector (an upper
+/// bound: the engine may have collected some of it on its own since).
+pub fn left_for_collector() -> usize {
+    LEFT.with(Cell::get)
+}
+
+/// Notes that the runner collected this thread's garbage.
+pub fn collected() {
+    LEFT.with(|left| left.set(0));
 }
 
 /// A stretch of script execution: allocations inside it are metered. Never held across an

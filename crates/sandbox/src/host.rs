@@ -133,6 +133,7 @@ impl Host {
         let cap = self.caps.memory_bytes;
         if lore_meter::live() > cap.max(self.collect_above.get()) {
             boa_engine::gc::force_collect();
+            lore_meter::collected();
             let after = lore_meter::live();
             if after > cap {
                 return Err(self.hit(Cap::Memory));
