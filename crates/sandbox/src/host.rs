@@ -51,8 +51,6 @@ pub struct Host {
     pub last_text: RefCell<Option<(JsString, Rc<Vec<u16>>)>>,
     /// The run's compiled regular expressions (see `sandbox::regexp`).
     pub regexes: RefCell<RegexCache>,
-    /// What the script's `RegExp` is made of (see `bootstrap::script_regexp`).
-    pub(crate) regexp: RefCell<Option<Rc<crate::bootstrap::RegExpParts>>>,
     /// How deep the host's own functions are nested in one another (see [`Host::enter`]).
     native_depth: Cell<usize>,
 }
@@ -92,7 +90,6 @@ impl Host {
             clock_checked_at: Cell::new((steps, 0, 0)),
             last_text: RefCell::new(None),
             regexes: RefCell::default(),
-            regexp: RefCell::new(None),
             native_depth: Cell::new(0),
         }
     }

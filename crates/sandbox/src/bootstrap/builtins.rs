@@ -10,7 +10,7 @@ use boa_engine::{
     Context, JsObject, JsResult, JsString, JsSymbol, JsValue, NativeFunction, js_string,
 };
 
-use super::{arg, fix, function};
+use super::make::{arg, callable, fix, function};
 use crate::caps::Cap;
 use crate::host::{Host, host};
 
@@ -59,19 +59,6 @@ fn guard(context: &mut Context, proto: &JsObject, name: &str, check: Check) -> J
     );
     let f = function(context, name, length, f)?;
     fix(proto, key, f, context)
-}
-
-/// `object[key]`, which must be a function.
-pub(super) fn callable(
-    object: &JsObject,
-    key: JsString,
-    context: &mut Context,
-) -> JsResult<JsObject> {
-    object.get(key, context)?.as_callable().ok_or_else(|| {
-        boa_engine::JsNativeError::typ()
-            .with_message("a built-in the sandbox wraps is missing")
-            .into()
-    })
 }
 
 /// `Number(v) || 0`.

@@ -14,17 +14,17 @@
 //! guards is left global.
 
 mod builtins;
+mod make;
 mod script_regexp;
 mod sdk;
 
-use boa_engine::object::{FunctionObjectBuilder, IntegrityLevel};
-use boa_engine::property::{PropertyDescriptor, PropertyKey};
+use boa_engine::object::IntegrityLevel;
+use boa_engine::property::PropertyDescriptor;
 use boa_engine::{Context, JsObject, JsResult, JsString, JsValue, NativeFunction, js_string};
 
 use crate::host::host;
 use crate::realm;
-
-pub(crate) use script_regexp::RegExpParts;
+use make::{fix, frozen, function};
 
 /// Builds the realm's runtime in `context` and returns `(ctx, sdk)`.
 pub(crate) fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
@@ -92,64 +92,4 @@ pub(crate) fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
         )?;
     }
     Ok((ctx.into(), sdk.into()))
-}
-
-/// A frozen native function named `name`, its calls nested in one another counted against the
-/// recursion cap (`Host::enter`).
-fn function(
-    context: &mut Context,
-    name: &str,
-    length: usize,
-    f: NativeFunction,
-) -> JsResult<JsObject> {
-    let counted = NativeFunction::from_copy_closure_with_captures(
-        |this, args, f: &NativeFunction, context| {
-            let h = host(context);
-            let _nested = h.enter()?;
-            f.call(this, args, context)
-        },
-        f,
-    );
-    frozen(context, name, length, counted)
-}
-
-/// A frozen native function named `name`, not counted: for the guards the script's own code
-/// calls on every `+` and loop turn, which nest nothing.
-fn frozen(
-    context: &mut Context,
-    name: &str,
-    length: usize,
-    f: NativeFunction,
-) -> JsResult<JsObject> {
-    let f: JsObject = FunctionObjectBuilder::new(context.realm(), f)
-        .name(JsString::from(name))
-        .length(length)
-        .build()
-        .into();
-    f.set_integrity_level(IntegrityLevel::Frozen, context)?;
-    Ok(f)
-}
-
-/// `object[key] = value`, fixed: not writable, not configurable (enumerable as it was, or not
-/// enumerable for a new property).
-fn fix(
-    object: &JsObject,
-    key: impl Into<PropertyKey>,
-    value: impl Into<JsValue>,
-    context: &mut Context,
-) -> JsResult<()> {
-    object.define_property_or_throw(
-        key,
-        PropertyDescriptor::builder()
-            .value(value)
-            .writable(false)
-            .configurable(false),
-        context,
-    )?;
-    Ok(())
-}
-
-/// The argument at `i`, `undefined` past the end.
-fn arg(args: &[JsValue], i: usize) -> JsValue {
-    args.get(i).cloned().unwrap_or_default()
 }

@@ -18,12 +18,11 @@ use boa_engine::{
     js_string,
 };
 
-use super::builtins::callable;
-use super::{arg, fix, function};
+use super::make::{arg, callable, fix, function};
 use crate::host::host;
 
-/// The realm's regexp machinery the script's `RegExp` is made of (kept on the run's host).
-pub(crate) struct RegExpParts {
+/// The realm's regexp machinery the script's `RegExp` is made of (kept in the context's data).
+struct RegExpParts {
     /// The engine's own constructor and prototype.
     native: JsObject,
     proto: JsObject,
@@ -63,14 +62,14 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
             .constructor(true)
             .build()
             .into();
-    host(context).regexp.replace(Some(Rc::new(RegExpParts {
+    context.insert_data(Rc::new(RegExpParts {
         native: native.clone(),
         proto: proto.clone(),
         script: script.clone(),
         source,
         flags,
         prevent_extensions,
-    })));
+    }));
 
     let fixed = |value: JsValue| {
         PropertyDescriptor::builder()
@@ -200,10 +199,9 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
 }
 
 fn parts(context: &Context) -> Rc<RegExpParts> {
-    host(context)
-        .regexp
-        .borrow()
-        .clone()
+    context
+        .get_data::<Rc<RegExpParts>>()
+        .cloned()
         .expect("the script's RegExp is installed before any script runs")
 }
 

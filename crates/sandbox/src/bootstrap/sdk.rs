@@ -11,7 +11,7 @@
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{Context, JsObject, JsResult, JsString, JsValue, NativeFunction, js_string};
 
-use super::{arg, function};
+use super::make::{arg, function};
 use crate::realm;
 
 /// The SDK's root proxy.
