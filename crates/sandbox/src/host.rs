@@ -211,13 +211,15 @@ impl Host {
 
     /// Enters a host function that may call back into the engine (a wrapped built-in, the
     /// script's `RegExp`). The engine counts the script's frames and its own re-entries against
-    /// the recursion cap, but not native functions calling native functions: a value whose
-    /// `toString` is a bound host function, or arrays nested 200,000 deep turned into a string,
-    /// would nest host calls until the thread's stack overflowed. They count here, against the
-    /// same cap.
+    /// the recursion cap, but not native functions calling native functions: a getter that is
+    /// a bound host function, or arrays nested 200,000 deep turned into a string, would nest
+    /// host calls until the thread's stack overflowed. They count here, against the same cap,
+    /// each level as [`NATIVE_LEVEL_CALLS`] calls: a level is the wrapper, the built-in it
+    /// wraps, a conversion and the next built-in, and its stack must fit the WebAssembly
+    /// hosts' (the Spin component overflowed with a level counted as one call).
     pub(crate) fn enter(&self) -> JsResult<Nested<'_>> {
         let depth = self.native_depth.get() + 1;
-        if depth > self.caps.recursion {
+        if depth * NATIVE_LEVEL_CALLS > self.caps.recursion {
             return Err(self.hit(Cap::Recursion));
         }
         self.native_depth.set(depth);
@@ -233,6 +235,10 @@ impl Host {
         Ok(())
     }
 }
+
+/// What one level of host functions nested in one another counts against the recursion cap
+/// (see [`Host::enter`]).
+pub const NATIVE_LEVEL_CALLS: usize = 4;
 
 /// One level of host functions nested in one another, left when dropped.
 pub(crate) struct Nested<'a>(&'a Host);
