@@ -238,7 +238,7 @@ impl Host {
 
 /// What one level of host functions nested in one another counts against the recursion cap
 /// (see [`Host::enter`]).
-pub const NATIVE_LEVEL_CALLS: usize = 4;
+pub(crate) const NATIVE_LEVEL_CALLS: usize = 4;
 
 /// One level of host functions nested in one another, left when dropped.
 pub(crate) struct Nested<'a>(&'a Host);
