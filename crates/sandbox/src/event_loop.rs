@@ -60,7 +60,7 @@ pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value
     // stretch that runs it is a section, and the realm is dropped inside one. What earlier runs
     // left for the collector, freed during this run, would lower this run's count: a run that
     // starts when none is going on first collects it once it is more than a sixteenth of the
-    // cap (a collection marks the thread's whole heap, a tenth of a `return 1` run), so the cap
+    // cap (a collection marks the thread's whole heap, about a fifth of a `return 1` run), so the cap
     // holds within that.
     if meter::runs() == 0 && meter::left_for_collector() > caps.memory_bytes / 16 {
         boa_engine::gc::force_collect();

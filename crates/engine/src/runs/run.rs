@@ -318,19 +318,11 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
                 journal.finish_into(&mut batch, &action.id)?;
             }
-            let committed = if dry_run {
-                engine
-                    .ports
-                    .storage
-                    .commit(batch)
-                    .await
-                    .map_err(LoreError::from)
-            } else {
-                engine
-                    .memory
-                    .commit_run_batch(&engine.ports, caller.keys(), batch)
-                    .await
-            };
+            // A dry run's batch holds the Action alone: committed as it is.
+            let committed = engine
+                .memory
+                .commit_run_batch(&engine.ports, caller.keys(), batch)
+                .await;
             match committed {
                 Ok(()) => {
                     if !dry_run {

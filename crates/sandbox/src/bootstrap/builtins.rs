@@ -75,6 +75,11 @@ fn length_of(v: &JsValue, context: &mut Context) -> JsResult<f64> {
 /// `v.length` of any value (a string's, an array's, an array-like's).
 fn length_property(v: &JsValue, context: &mut Context) -> JsResult<f64> {
     let object = v.to_object(context)?;
+    length_of_object(&object, context)
+}
+
+/// `o.length`, `Number(..) || 0`.
+fn length_of_object(object: &JsObject, context: &mut Context) -> JsResult<f64> {
     let length = object.get(js_string!("length"), context)?;
     number(&length, context)
 }
@@ -155,7 +160,7 @@ fn replace(h: &Host, this: &JsValue, args: &[JsValue], context: &mut Context) ->
 
 fn join(h: &Host, this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<()> {
     let object = this.to_object(context)?;
-    let len = length_property(this, context)?;
+    let len = length_of_object(&object, context)?;
     arrays(h, len)?;
     let sep = arg(args, 0);
     let s = if sep.is_undefined() {
@@ -319,8 +324,9 @@ fn depth_of(h: &Host, value: &JsValue, context: &mut Context) -> JsResult<()> {
     Ok(())
 }
 
-/// Non-overlapping occurrences of `search` (not empty) in `text`.
-pub(super) fn count_of(text: &JsString, search: &JsString) -> usize {
+/// Non-overlapping occurrences of `search` in `text` (for an empty `search`, one more than
+/// the characters).
+fn count_of(text: &JsString, search: &JsString) -> usize {
     let (text, search) = (text.to_std_string_escaped(), search.to_std_string_escaped());
     if search.is_empty() {
         return text.chars().count() + 1;

@@ -71,18 +71,7 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
         prevent_extensions,
     }));
 
-    let fixed = |value: JsValue| {
-        PropertyDescriptor::builder()
-            .value(value)
-            .writable(false)
-            .enumerable(false)
-            .configurable(false)
-    };
-    script.define_property_or_throw(
-        js_string!("prototype"),
-        fixed(proto.clone().into()),
-        context,
-    )?;
+    fix(&script, js_string!("prototype"), proto.clone(), context)?;
     let species = function(
         context,
         "get [Symbol.species]",
@@ -99,13 +88,9 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
     )?;
     let escape = native.get(js_string!("escape"), context)?;
     if escape.is_callable() {
-        script.define_property_or_throw(js_string!("escape"), fixed(escape), context)?;
+        fix(&script, js_string!("escape"), escape, context)?;
     }
-    proto.define_property_or_throw(
-        js_string!("constructor"),
-        fixed(script.clone().into()),
-        context,
-    )?;
+    fix(&proto, js_string!("constructor"), script.clone(), context)?;
 
     // Annex B `re.compile(pattern, flags)` recompiles in place: through lore's matcher first.
     if let Ok(compile) = callable(&proto, js_string!("compile"), context) {
@@ -121,7 +106,7 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
             compile,
         );
         let f = function(context, "compile", 2, f)?;
-        proto.define_property_or_throw(js_string!("compile"), fixed(f.into()), context)?;
+        fix(&proto, js_string!("compile"), f, context)?;
     }
 
     // A string given to match, matchAll or search becomes a regexp inside the built-in: made
@@ -172,7 +157,7 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
             )
         }),
     )?;
-    proto.define_property_or_throw(js_string!("exec"), fixed(exec.into()), context)?;
+    fix(&proto, js_string!("exec"), exec, context)?;
     proto.set_integrity_level(IntegrityLevel::Frozen, context)?;
     script.set_integrity_level(IntegrityLevel::Frozen, context)?;
 
@@ -194,7 +179,7 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
             Ok(make(&arg(args, 0), &arg(args, 1), context)?.into())
         }),
     )?;
-    global.define_property_or_throw(js_string!("__lore_regexp"), fixed(literal.into()), context)?;
+    fix(&global, js_string!("__lore_regexp"), literal, context)?;
     Ok(())
 }
 

@@ -32,21 +32,15 @@ pub(super) fn build(context: &mut Context) -> JsResult<JsObject> {
             let Some(name) = member(&arg(args, 1)) else {
                 return Ok(JsValue::undefined());
             };
-            let known = namespaces.get(name.clone(), context)?;
-            if !known.is_undefined() {
-                return Ok(known);
-            }
-            let prefix = JsString::concat(name.as_str(), js_string!(".").as_str());
-            let target = JsObject::with_null_proto();
-            target.set_integrity_level(boa_engine::object::IntegrityLevel::Frozen, context)?;
-            let namespace = proxy(context, target, prefix, refuse)?;
-            namespaces.create_data_property_or_throw(name, namespace.clone(), context)?;
-            Ok(namespace.into())
+            remembered(namespaces, name.clone(), context, |context| {
+                let prefix = JsString::concat(name.as_str(), js_string!(".").as_str());
+                let target = empty_target(context)?;
+                proxy(context, target, prefix, refuse)
+            })
         },
         (namespaces, refuse.clone()),
     );
-    let target = JsObject::with_null_proto();
-    target.set_integrity_level(boa_engine::object::IntegrityLevel::Frozen, context)?;
+    let target = empty_target(context)?;
     make_proxy(context, target, get, &refuse)
 }
 
@@ -62,20 +56,16 @@ fn proxy(
             let Some(name) = member(&arg(args, 1)) else {
                 return Ok(JsValue::undefined());
             };
-            let known = methods.get(name.clone(), context)?;
-            if !known.is_undefined() {
-                return Ok(known);
-            }
-            let path = JsString::concat(prefix.as_str(), name.as_str());
-            let method = NativeFunction::from_copy_closure_with_captures(
-                |_, args, path: &JsString, context| {
-                    realm::call_sdk(path.to_std_string_escaped(), &arg(args, 0), context)
-                },
-                path,
-            );
-            let method = function(context, "", 1, method)?;
-            methods.create_data_property_or_throw(name, method.clone(), context)?;
-            Ok(method.into())
+            remembered(methods, name.clone(), context, |context| {
+                let path = JsString::concat(prefix.as_str(), name.as_str());
+                let method = NativeFunction::from_copy_closure_with_captures(
+                    |_, args, path: &JsString, context| {
+                        realm::call_sdk(path.to_std_string_escaped(), &arg(args, 0), context)
+                    },
+                    path,
+                );
+                function(context, "", 1, method)
+            })
         },
         (prefix, JsObject::with_null_proto()),
     );
@@ -106,6 +96,30 @@ fn make_proxy(
     }
     let constructor = context.intrinsics().constructors().proxy().constructor();
     constructor.construct(&[target.into(), handler.into()], None, context)
+}
+
+/// `cache[name]`, made by `make` the first time it is asked for, so a name always reaches the
+/// same object.
+fn remembered(
+    cache: &JsObject,
+    name: JsString,
+    context: &mut Context,
+    make: impl FnOnce(&mut Context) -> JsResult<JsObject>,
+) -> JsResult<JsValue> {
+    let known = cache.get(name.clone(), context)?;
+    if !known.is_undefined() {
+        return Ok(known);
+    }
+    let made = make(context)?;
+    cache.create_data_property_or_throw(name, made.clone(), context)?;
+    Ok(made.into())
+}
+
+/// A frozen object with no prototype and no properties: a proxy's target.
+fn empty_target(context: &mut Context) -> JsResult<JsObject> {
+    let target = JsObject::with_null_proto();
+    target.set_integrity_level(boa_engine::object::IntegrityLevel::Frozen, context)?;
+    Ok(target)
 }
 
 /// The member a `get` reaches, unless it is a symbol, `then` or `toJSON`.
