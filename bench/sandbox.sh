@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # A cold TypeScript script run: lore's sandbox (oxc strip + fresh Boa realm + run, in process)
 # beside Node (esbuild transform + fresh vm context + run) on the same database, one session.
+# lore's rows: the run on the calling thread (as on Workers and Spin), then the 10 reads and
+# `return 1` as `lore serve` runs them (a script thread per run, started one run ahead with its
+# realm made while it waits; the SDK calls answered by the calling thread).
 #
 #   bash bench/sandbox.sh            # 300 runs of each script on each side
 #   RUNS=100 bash bench/sandbox.sh
@@ -47,6 +50,9 @@ print(f"| script ({runs} cold runs each) | lore p50 | lore p99 | Node {node['nod
 print("|---|---:|---:|---:|---:|---:|")
 for key, name in [("ten_reads_ms", "10 reads (`entities.get`)"), ("return_1_ms", "`return 1`"), ("hot_loop_ms", "hot loop, 1e6 `s += i`")]:
     l, n = lore[key], node[key]
+    print(f"| {name} | {l['p50']:.2f} ms | {l['p99']:.2f} ms | {n['p50']:.2f} ms | {n['p99']:.2f} ms | {l['p50']/n['p50']:.2f}× |")
+for key, name in [("ten_reads_ms", "10 reads, as `lore serve` runs it"), ("return_1_ms", "`return 1`, as `lore serve` runs it")]:
+    l, n = lore["served"][key], node[key]
     print(f"| {name} | {l['p50']:.2f} ms | {l['p99']:.2f} ms | {n['p50']:.2f} ms | {n['p99']:.2f} ms | {l['p50']/n['p50']:.2f}× |")
 b = lore["hot_loop_bare_boa_ms"]
 print(f"| hot loop in a bare Boa context (same build) | {b['p50']:.2f} ms | {b['p99']:.2f} ms | | | |")

@@ -237,7 +237,7 @@ async fn worker(
             .with_rate_limiter(Rc::new(limiter))
             .with_script_slots(slots)
             .with_sql_cache(tables)
-            .with_script_threads(Rc::new(crate::threads::ThreadPerRun))
+            .with_script_threads(Rc::new(crate::threads::ThreadPerRun::default()))
             .with_offload(Rc::new(crate::threads::ThreadPerJob)),
     );
     let active = Rc::new(Cell::new(0usize));

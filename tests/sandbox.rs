@@ -404,12 +404,7 @@ fn loops_and_functions_keep_working_with_the_memory_ticks() {
 
 /// What a script is given before it runs (the SDK, `ctx`, the script's `RegExp`, the capped
 /// built-ins) behaves as the standard says and cannot be changed by the script.
-#[test]
-fn the_runtime_a_script_is_given_holds_and_cannot_be_changed() {
-    let h = harness();
-    let r = query(
-        &h,
-        r#"
+const RUNTIME_CHECKS: &str = r#"
 const get = client.entities.get;
 const sdkChecks = [
   get === client.entities.get, client.then === undefined, client.entities.toJSON === undefined,
@@ -436,18 +431,77 @@ const builtinChecks = [
   (function () { return this.v }).bind({ v: 3 })(), 'a'.replaceAll('a', 'b'),
 ];
 return { sdkChecks, ctxChecks, regexpChecks, builtinChecks };
-"#,
+"#;
+
+fn runtime_checks_answer() -> Value {
+    json!({
+        "sdkChecks": [true, true, true, false, false, false, false, "function", "function", "{}"],
+        "ctxChecks": [true, false, "string"],
+        "regexpChecks": [true, "g", "i", false, false, true, true, "bb", 2, 2, "a-c", 2, "7",
+            false, true, "TypeError", "SyntaxError"],
+        "builtinChecks": [true, false, "abab", "--a", "abc", "1+2", [7, 7], [0, 1],
+            "{\"a\":[1]}", 1, 3, "b"],
+    })
+}
+
+#[test]
+fn the_runtime_a_script_is_given_holds_and_cannot_be_changed() {
+    let h = harness();
+    let r = query(&h, RUNTIME_CHECKS);
+    assert_eq!(ok(&r)["result"], runtime_checks_answer());
+}
+
+/// As `lore serve` runs scripts: each top-level run on a thread of its own, started one run
+/// ahead with its realm made while it waited (`lore::threads`, `lore_sandbox::Spare`).
+#[test]
+fn a_realm_made_ahead_of_its_run_is_the_runs_own_and_holds_the_same() {
+    // The script threads keep the system's time, as `lore serve` does.
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(lore::ports::SystemClock),
+        random: Rc::new(SeqRandom::seeded(7)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    let h = Harness::on(ports, "acme");
+    let h = Harness {
+        lore: h
+            .lore
+            .with_script_threads(Rc::new(lore::threads::ThreadPerRun::default())),
+        owner: h.owner,
+    };
+    for _ in 0..3 {
+        let r = query(&h, RUNTIME_CHECKS);
+        assert_eq!(ok(&r)["result"], runtime_checks_answer());
+    }
+    // Each run's own arguments, clock and globals; nothing one run leaves reaches the next.
+    for n in 1..=3 {
+        let r = run(
+            &h,
+            "const seen = [typeof globalThis.left, typeof ({}).polluted]; \
+             globalThis.left = ctx.args.n; Object.prototype.polluted = 1; \
+             return [ctx.args.n, seen, Date.now() > 1.7e12]",
+            Some(json!({"n": n})),
+        );
+        assert_eq!(
+            ok(&r)["result"],
+            json!([n, ["undefined", "undefined"], true]),
+            "run {n}"
+        );
+    }
+    // The memory cap counts the realm made ahead as the run's own and still ends a hog.
+    let r = query(
+        &h,
+        "const a = []; for (;;) { a.push(new Array(1000).fill(a.length)); }",
     );
+    assert_eq!(cap_of(&r).0, "memory", "{r}");
+    let r = query(&h, RUNTIME_CHECKS);
     assert_eq!(
         ok(&r)["result"],
-        json!({
-            "sdkChecks": [true, true, true, false, false, false, false, "function", "function", "{}"],
-            "ctxChecks": [true, false, "string"],
-            "regexpChecks": [true, "g", "i", false, false, true, true, "bb", 2, 2, "a-c", 2, "7",
-                false, true, "TypeError", "SyntaxError"],
-            "builtinChecks": [true, false, "abab", "--a", "abc", "1+2", [7, 7], [0, 1],
-                "{\"a\":[1]}", 1, 3, "b"],
-        })
+        runtime_checks_answer(),
+        "after a run ended at a cap"
     );
 }
 

@@ -152,6 +152,24 @@ impl Drop for Section {
     }
 }
 
+/// Runs `make` as if it were script code and returns what it made with the bytes it left
+/// allocated, without counting them for the thread's runs: for a realm made before the run
+/// that takes it, which then [`charge`]s them.
+pub fn measured<T>(make: impl FnOnce() -> T) -> (T, usize) {
+    let before = LIVE.with(|l| l.replace(0));
+    let section = Section::enter();
+    let made = make();
+    drop(section);
+    let bytes = LIVE.with(|l| l.replace(before)).max(0) as usize;
+    (made, bytes)
+}
+
+/// Counts `bytes` for the thread's runs, as if the run that began last had allocated them (a
+/// realm [`measured`] before it).
+pub fn charge(bytes: usize) {
+    LIVE.with(|l| l.set(l.get().saturating_add(bytes as isize)));
+}
+
 /// Runs going on on this thread.
 pub fn runs() -> usize {
     RUNS.with(Cell::get)

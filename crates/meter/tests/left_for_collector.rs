@@ -24,3 +24,23 @@ fn what_ended_runs_still_held_adds_up_until_collected() {
     assert_eq!(left_for_collector(), 0);
     drop(kept);
 }
+
+#[test]
+fn what_is_made_before_a_run_is_counted_for_the_run_that_takes_it() {
+    assert!(lore_meter::installed());
+    let (made, bytes) = lore_meter::measured(|| vec![7u8; 1 << 20]);
+    assert!(bytes >= 1 << 20, "measured {bytes}");
+    assert_eq!(live(), 0, "nothing is counted before a run takes it");
+    let run = Run::begin();
+    lore_meter::charge(bytes);
+    assert!(live() >= 1 << 20);
+    let section = Section::enter();
+    drop(made);
+    drop(section);
+    assert!(
+        live() < 4096,
+        "freeing it inside the run takes it off again: {}",
+        live()
+    );
+    drop(run);
+}

@@ -2,7 +2,6 @@
 //! (the script, then its promise jobs) with awaiting the SDK calls and sleeps a slice started,
 //! all at once, woken by their wakers; and the shaping of every way a run can fail.
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,6 +16,7 @@ use serde_json::Value;
 use crate::caps::Cap;
 use crate::failure::{Failure, OpFuture, PROGRESS_EVERY_MS};
 use crate::host::{Host, Op, OpKind};
+use crate::prepared::{Prepared, Spare};
 use crate::realm::{self, JobQueue};
 use crate::strip::{self, Form, StripError, Stripped};
 use lore_base::error::LoreError;
@@ -37,8 +37,14 @@ pub trait Ops {
     fn clock(&self) -> Rc<dyn Clock>;
 }
 
-/// Strips, evaluates and drives the script to completion; `Ok` is its returned value.
-pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value, Failure> {
+/// Strips, evaluates and drives the script to completion; `Ok` is its returned value. The run
+/// takes `spare` as its realm if it fits, else makes a fresh one.
+pub async fn execute(
+    run: &dyn Ops,
+    host: &Rc<Host>,
+    code: &str,
+    spare: Option<Spare>,
+) -> Result<Value, Failure> {
     let caps = &host.caps;
     let stripped = strip::strip(code, caps).map_err(|e| match e {
         StripError::Cap(cap) => Failure::cap(cap, caps),
@@ -50,12 +56,6 @@ pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value
             cap: None,
         },
     })?;
-    let queue = Rc::new(JobQueue {
-        jobs: RefCell::default(),
-        run: Cell::new(0),
-        max: caps.jobs,
-        refused: Cell::new(false),
-    });
     // The memory cap counts what script code allocates on this thread (see `meter`): every
     // stretch that runs it is a section, and the realm is dropped inside one. What earlier runs
     // left for the collector, freed during this run, would lower this run's count: a run that
@@ -68,9 +68,16 @@ pub async fn execute(run: &dyn Ops, host: &Rc<Host>, code: &str) -> Result<Value
     }
     let _metered = meter::Run::begin();
     let section = meter::Section::enter();
-    let mut context = realm::new_context(host.clone(), queue.clone())
-        .map_err(|e| Failure::plain("internal", format!("the script engine did not start: {e}")))?;
-    let started = crate::bootstrap::install(&mut context)
+    let prepared = match spare.and_then(|s| s.fits(caps.steps)) {
+        Some((realm, bytes)) => {
+            meter::charge(bytes);
+            Ok(realm)
+        }
+        None => Prepared::new(caps.steps),
+    }
+    .map_err(|e| Failure::plain("internal", format!("the script engine did not start: {e}")))?;
+    let (mut context, queue, runtime) = prepared.start(host.clone());
+    let started = runtime
         .map_err(|e| Failure::plain("internal", format!("the script runtime did not start: {e}")))
         .and_then(|(ctx, sdk)| {
             start(&mut context, &stripped, &ctx, &sdk, &queue, host)

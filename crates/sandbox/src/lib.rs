@@ -13,8 +13,11 @@ pub mod caps;
 pub mod event_loop;
 pub mod failure;
 pub mod host;
+mod prepared;
 mod realm;
 mod regexp;
 pub mod remote;
 pub mod strip;
 mod values;
+
+pub use prepared::Spare;

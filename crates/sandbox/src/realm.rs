@@ -45,17 +45,25 @@ impl HostHooks for Hooks {
     }
 }
 
-/// `Date` and Boa's own timing read the host clock.
-struct HostClock(Rc<dyn Clock>);
+/// `Date` and Boa's own timing read the clock of the run the realm is given to (a realm made
+/// before its run reads none, and no script runs in it until then).
+#[derive(Default)]
+pub(crate) struct RunClock(RefCell<Option<Rc<dyn Clock>>>);
 
-impl EngineClock for HostClock {
+impl RunClock {
+    fn now_ms(&self) -> i64 {
+        self.0.borrow().as_ref().map_or(0, |c| c.now_ms())
+    }
+}
+
+impl EngineClock for RunClock {
     fn now(&self) -> JsInstant {
-        let ms = self.0.now_ms().max(0) as u64;
+        let ms = self.now_ms().max(0) as u64;
         JsInstant::new(ms / 1000, ((ms % 1000) * 1_000_000) as u32)
     }
 
     fn system_time_millis(&self) -> i64 {
-        self.0.now_ms()
+        self.now_ms()
     }
 }
 
@@ -63,16 +71,18 @@ impl EngineClock for HostClock {
 /// promise chain holds every promise it made, so it must end long before the step budget
 /// does. Other job kinds never arise: scripts have no timers but `ctx.sleep`, which the run
 /// loop owns.
+#[derive(Default)]
 pub struct JobQueue {
     pub jobs: RefCell<VecDeque<Job>>,
     pub run: Cell<u64>,
-    pub max: u64,
+    /// The jobs cap of the run the realm is given to.
+    pub max: Cell<u64>,
     pub refused: Cell<bool>,
 }
 
 impl JobExecutor for JobQueue {
     fn enqueue_job(self: Rc<Self>, job: Job, _context: &mut Context) {
-        if self.run.get() + self.jobs.borrow().len() as u64 >= self.max {
+        if self.run.get() + self.jobs.borrow().len() as u64 >= self.max.get() {
             self.refused.set(true);
             return;
         }
@@ -110,20 +120,29 @@ impl JobExecutor for JobQueue {
     }
 }
 
-/// A fresh context with the host installed.
-pub fn new_context(host: Rc<Host>, queue: Rc<JobQueue>) -> JsResult<Context> {
-    let clock = Rc::new(HostClock(host.clock.clone()));
-    let mut context = Context::builder()
+/// A fresh context for a run of `steps` engine steps (the engine's own count, which only the
+/// builder sets), its hooks, clock and job queue in place; [`admit`] gives it its run.
+pub(crate) fn new_context(
+    steps: u64,
+    clock: Rc<RunClock>,
+    queue: Rc<JobQueue>,
+) -> JsResult<Context> {
+    Context::builder()
         .host_hooks(Rc::new(Hooks))
         .clock(clock)
         .job_executor(queue)
-        .instructions_remaining(usize::try_from(host.caps.steps).unwrap_or(usize::MAX))
-        .build()?;
+        .instructions_remaining(usize::try_from(steps).unwrap_or(usize::MAX))
+        .build()
+}
+
+/// Gives a context made by [`new_context`] its run: the run's host, clock and limits.
+pub(crate) fn admit(context: &mut Context, clock: &RunClock, queue: &JobQueue, host: Rc<Host>) {
+    *clock.0.borrow_mut() = Some(host.clock.clone());
+    queue.max.set(host.caps.jobs);
     let limits = context.runtime_limits_mut();
     limits.set_recursion_limit(host.caps.recursion);
     limits.set_stack_size_limit(host.caps.value_stack);
     context.insert_data(host);
-    Ok(context)
 }
 
 /// One SDK call, `path` with `args` (`{}` when the script gave none); returns a promise the

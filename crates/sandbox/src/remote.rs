@@ -181,8 +181,13 @@ thread_local! {
 }
 
 /// Runs `job` on the calling (script) thread: the same host, engine and budget rules as an
-/// inline run. Ends with [`Event::Done`] in `outbox`.
-pub async fn run_job(job: Job, clock: Rc<dyn Clock>, outbox: Rc<dyn Outbox>) {
+/// inline run, in `spare` if it fits. Ends with [`Event::Done`] in `outbox`.
+pub async fn run_job(
+    job: Job,
+    clock: Rc<dyn Clock>,
+    outbox: Rc<dyn Outbox>,
+    spare: Option<crate::Spare>,
+) {
     let parent = job
         .parent
         .and_then(|k| HOSTS.with(|h| h.borrow().get(&k).cloned()));
@@ -194,7 +199,7 @@ pub async fn run_job(job: Job, clock: Rc<dyn Clock>, outbox: Rc<dyn Outbox>) {
         reports_progress: job.reports_progress,
         over_cap: std::cell::Cell::new(false),
     };
-    let outcome = engine::execute(&ops, &host, &job.code).await;
+    let outcome = engine::execute(&ops, &host, &job.code, spare).await;
     HOSTS.with(|h| h.borrow_mut().remove(&job.key));
     if let Some(p) = &parent {
         p.absorb(&host);

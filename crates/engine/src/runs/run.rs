@@ -249,7 +249,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
     };
     let (outcome, logs) = match &host_ref {
         HostRef::Inline(host) => {
-            let outcome = event_loop::execute(&run, host, code).await;
+            let outcome = event_loop::execute(&run, host, code, None).await;
             if let Some(HostRef::Inline(parent)) = outer.as_ref().map(|o| &o.host) {
                 // The caller's run goes on from where this one left its budget.
                 parent.absorb(host);

@@ -26,26 +26,19 @@ use crate::host::host;
 use crate::realm;
 use make::{fix, frozen, function};
 
-/// Builds the realm's runtime in `context` and returns `(ctx, sdk)`.
-pub(crate) fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
-    let h = host(context);
+/// The runtime built in a realm before its run is known; [`Runtime::finish`] adds the run's
+/// own part.
+pub(crate) struct Runtime {
+    sdk: JsValue,
+    object_keys: Option<JsObject>,
+}
+
+/// Builds the part of the realm's runtime that is the same for every run: the SDK object, the
+/// capped built-ins, the script's `RegExp` and the guards. Nothing here reads the run's host
+/// (its functions find it when called), so a realm can be made before its run.
+pub(crate) fn prepare(context: &mut Context) -> JsResult<Runtime> {
     let object = context.intrinsics().constructors().object().constructor();
     let keys = object.get(js_string!("keys"), context)?;
-    *h.object_keys.borrow_mut() = keys.as_object();
-
-    let args = JsValue::from_json(&h.args, context)?;
-    let ctx = JsObject::with_object_proto(context.intrinsics());
-    let entries: [(&str, usize, NativeFunction); 3] = [
-        ("sleep", 1, NativeFunction::from_fn_ptr(realm::sleep)),
-        ("log", 0, NativeFunction::from_fn_ptr(realm::log)),
-        ("now", 0, NativeFunction::from_fn_ptr(realm::now)),
-    ];
-    for (name, length, f) in entries {
-        let f = function(context, name, length, f)?;
-        ctx.create_data_property_or_throw(JsString::from(name), f, context)?;
-    }
-    ctx.create_data_property_or_throw(js_string!("args"), args, context)?;
-    ctx.set_integrity_level(IntegrityLevel::Frozen, context)?;
 
     let sdk = sdk::build(context)?;
 
@@ -91,5 +84,31 @@ pub(crate) fn install(context: &mut Context) -> JsResult<(JsValue, JsValue)> {
             context,
         )?;
     }
-    Ok((ctx.into(), sdk.into()))
+    Ok(Runtime {
+        sdk: sdk.into(),
+        object_keys: keys.as_object(),
+    })
+}
+
+impl Runtime {
+    /// The run's part, once the context has its host: `ctx` (with the run's `args`). Returns
+    /// `(ctx, sdk)`.
+    pub(crate) fn finish(self, context: &mut Context) -> JsResult<(JsValue, JsValue)> {
+        let h = host(context);
+        *h.object_keys.borrow_mut() = self.object_keys;
+        let args = JsValue::from_json(&h.args, context)?;
+        let ctx = JsObject::with_object_proto(context.intrinsics());
+        let entries: [(&str, usize, NativeFunction); 3] = [
+            ("sleep", 1, NativeFunction::from_fn_ptr(realm::sleep)),
+            ("log", 0, NativeFunction::from_fn_ptr(realm::log)),
+            ("now", 0, NativeFunction::from_fn_ptr(realm::now)),
+        ];
+        for (name, length, f) in entries {
+            let f = function(context, name, length, f)?;
+            ctx.create_data_property_or_throw(JsString::from(name), f, context)?;
+        }
+        ctx.create_data_property_or_throw(js_string!("args"), args, context)?;
+        ctx.set_integrity_level(IntegrityLevel::Frozen, context)?;
+        Ok((ctx.into(), self.sdk))
+    }
 }
