@@ -609,6 +609,30 @@ interface LoreSdk {
       /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
       supersedes_event_id?: string;
     }): Promise<SavedIds>;
+    /** List the org's memories newest first (by when they were saved), with the search's filters; paginated with cursor. Access: read. */
+    list(args?: {
+      /** Only memories by this principal id. */
+      author?: string;
+      /** `next_cursor` of the previous page: the memories saved before it. */
+      cursor?: string;
+      /** Only memories about one of these entities. */
+      entity_ids?: string[];
+      /** Also list memories a newer one replaced (each says which). */
+      include_superseded?: boolean;
+      /** Only these kinds (fact, preference, decision, observation, note, or a feed item kind). */
+      kinds?: string[];
+      /** Page size, 1-100 (default 50). */
+      limit?: number;
+      /** Only memories about this time or later (RFC 3339 or YYYY-MM-DD). */
+      since?: string;
+      /** Only memories about this time or earlier. */
+      until?: string;
+    }): Promise<MemoryPage>;
+    /** Every version of a memory, oldest first: what it replaced and what replaced it since. Access: read. */
+    versions(args: {
+      /** The record's id, as lore returned it. */
+      id: string;
+    }): Promise<MemoryVersions>;
     /** Read one memory (event) by id, superseded or not. Access: read. */
     get(args: {
       /** The record's id, as lore returned it. */

@@ -80,3 +80,28 @@ pub struct SearchInput {
     #[serde(default)]
     pub as_of: Option<String>,
 }
+
+/// `memory.list`: the org's memories newest first (by when they were saved), with the search's
+/// filters, a page at a time.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// Only these kinds (fact, preference, decision, observation, note, or a feed item kind).
+    pub kinds: Option<Vec<String>>,
+    /// Only memories about one of these entities.
+    pub entity_ids: Option<Vec<String>>,
+    /// Only memories by this principal id.
+    pub author: Option<String>,
+    /// Only memories about this time or later (RFC 3339 or YYYY-MM-DD).
+    pub since: Option<String>,
+    /// Only memories about this time or earlier.
+    pub until: Option<String>,
+    /// Also list memories a newer one replaced (each says which).
+    #[serde(default)]
+    pub include_superseded: bool,
+    /// Page size, 1-100 (default 50).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page: the memories saved before it.
+    pub cursor: Option<String>,
+}

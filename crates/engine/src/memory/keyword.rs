@@ -212,6 +212,11 @@ impl KeywordIndex {
         &self.docs[doc as usize].meta.id
     }
 
+    /// What the index knows of event `id`, if indexed.
+    pub fn meta_of(&self, id: &str) -> Option<&DocMeta> {
+        self.by_id.get(id).map(|&i| &self.docs[i].meta)
+    }
+
     /// The document number of event `id`, if indexed.
     pub fn doc_of(&self, id: &str) -> Option<u32> {
         self.by_id.get(id).map(|&i| i as u32)

@@ -7,6 +7,7 @@
 //! keeps one keyword index per org and catches up by reading only the sequence entries past the
 //! one it has seen; an unchanged org costs one point read per search.
 
+mod browse;
 mod cache;
 mod codec;
 pub mod event;
@@ -26,7 +27,7 @@ mod sketch;
 mod tail;
 pub mod vector;
 
-pub use inputs::{MemoryBatch, MemoryInput, SaveInput, SearchInput};
+pub use inputs::{ListInput, MemoryBatch, MemoryInput, SaveInput, SearchInput};
 pub use save::FeedItem;
 pub use search::event_json;
 pub use service::{MemoryService, Ranking};

@@ -324,26 +324,8 @@ impl MemoryService {
                     .await?
             }
         };
-        // The hits' events: from this instance's cache, the rest in one read.
-        let mut events: Vec<Option<Rc<Event>>> = hits
-            .iter()
-            .map(|(id, _, _)| self.events.borrow_mut().get(id))
-            .collect();
-        let mut wanted = Vec::new();
-        for ((id, _, _), e) in hits.iter().zip(&events) {
-            if e.is_none() {
-                let ulid = parse_record_id(id, "evt", "id")?;
-                wanted.push(caller.keys().event(ulid));
-            }
-        }
-        let mut read = ports.storage.get_many(&wanted).await?.into_iter();
-        for slot in events.iter_mut().filter(|e| e.is_none()) {
-            if let Some(bytes) = read.next().flatten() {
-                let e = Rc::new(serde_json::from_slice::<Event>(&bytes)?);
-                self.events.borrow_mut().insert(e.clone());
-                *slot = Some(e);
-            }
-        }
+        let ids: Vec<&str> = hits.iter().map(|(id, _, _)| id.as_str()).collect();
+        let events = self.read_events(ports, caller, &ids).await?;
         let mut results = Vec::with_capacity(hits.len());
         for ((_, score, superseded_by), e) in hits.into_iter().zip(events) {
             let Some(e) = e else {
@@ -357,6 +339,38 @@ impl MemoryService {
             results.push(v);
         }
         Ok(json!({ "results": results }))
+    }
+}
+
+impl MemoryService {
+    /// The events `ids` of the caller's org: from this instance's cache, the rest in one read
+    /// (`None` for one that is not stored).
+    pub(super) async fn read_events(
+        &self,
+        ports: &Ports,
+        caller: &Caller,
+        ids: &[&str],
+    ) -> Result<Vec<Option<Rc<Event>>>> {
+        let mut events: Vec<Option<Rc<Event>>> = ids
+            .iter()
+            .map(|id| self.events.borrow_mut().get(id))
+            .collect();
+        let mut wanted = Vec::new();
+        for (id, e) in ids.iter().zip(&events) {
+            if e.is_none() {
+                let ulid = parse_record_id(id, "evt", "id")?;
+                wanted.push(caller.keys().event(ulid));
+            }
+        }
+        let mut read = ports.storage.get_many(&wanted).await?.into_iter();
+        for slot in events.iter_mut().filter(|e| e.is_none()) {
+            if let Some(bytes) = read.next().flatten() {
+                let e = Rc::new(serde_json::from_slice::<Event>(&bytes)?);
+                self.events.borrow_mut().insert(e.clone());
+                *slot = Some(e);
+            }
+        }
+        Ok(events)
     }
 }
 

@@ -5,10 +5,10 @@
 use serde_json::Value;
 
 use super::names::is_reserved;
-use super::results::{MemoryHit, MemoryResults, SavedIds};
+use super::results::{MemoryHit, MemoryPage, MemoryResults, MemoryVersions, SavedIds};
 use super::spec::{BoxFuture, Cx, MethodSpec, authorize, parse_args};
 use crate::memory::event::Event;
-use crate::memory::{SaveInput, SearchInput};
+use crate::memory::{ListInput, SaveInput, SearchInput};
 use crate::records::actions::{Action, ListActions};
 use crate::records::behaviors::{Behavior, CreateBehavior, UpdateBehavior};
 use crate::records::connections::{
@@ -146,6 +146,12 @@ pub static METHODS: &[MethodSpec] = &[
     method!("memory".save, Write, Try, SaveInput [crate::memory::schemas::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",
         |cx, a| serde_json::from_value(cx.engine.save_memory(cx.caller, a).await?)?),
+    method!("memory".list, Read, Try, ListInput => MemoryPage,
+        "List the org's memories newest first (by when they were saved), with the search's filters; paginated with cursor.",
+        |cx, a| serde_json::from_value(cx.engine.memory.list(&cx.engine.ports, cx.caller, a).await?)?),
+    method!("memory".versions, Read, Try, ById => MemoryVersions,
+        "Every version of a memory, oldest first: what it replaced and what replaced it since.",
+        |cx, a| serde_json::from_value(cx.engine.memory.versions(&cx.engine.ports, cx.caller, &a.id).await?)?),
     method!("memory".get, Read, Try, ById => MemoryHit,
         "Read one memory (event) by id, superseded or not.",
         |cx, a| memory_get(cx, &a.id).await?),

@@ -35,6 +35,21 @@ pub struct MemoryResults {
     pub results: Vec<MemoryHit>,
 }
 
+/// `memory.list`: one page of memories, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryPage {
+    pub items: Vec<MemoryHit>,
+    /// Pass as `cursor` for the older memories; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `memory.versions`: a memory's versions, oldest first; `superseded_by` links each to the next.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryVersions {
+    pub versions: Vec<MemoryHit>,
+}
+
 /// `memory.save` result: the ids in input order, new or (deduplicated, or an idempotent
 /// retry) existing.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
