@@ -26,6 +26,9 @@ pub enum Reach {
     /// The REST admin surface (`POST /api/{org}/{name}`): the admin tools and any SDK method
     /// path. Calls that write are recorded as Actions (`source: "api"`).
     Rest,
+    /// The org's web app (`/app/{org}`): SDK method paths only. Calls that write are recorded
+    /// as Actions (`source: "app"`), as the signed-in person.
+    App,
     /// `lore memory run` on the machine that holds the database: every tool and method.
     Local,
 }
@@ -83,8 +86,9 @@ impl Engine {
         } = request;
         let target = resolve(name, reach)?;
         let started = self.ports.clock.now_ms();
-        let method = match (&target, reach) {
-            (_, Reach::Rest) => Some(method_of(name, &args)),
+        let method = match reach {
+            Reach::Rest => Some((method_of(name, &args), "api")),
+            Reach::App => Some((name.to_string(), "app")),
             _ => None,
         };
         let outcome = match target {
@@ -110,8 +114,8 @@ impl Engine {
                 .and_then(|json| Ok(serde_json::from_str(json.get())?)),
         };
         self.count_usage(caller, name, outcome.is_ok()).await;
-        if let Some(method) = method {
-            self.audit(caller, method, started, &outcome).await;
+        if let Some((method, source)) = method {
+            self.audit(caller, method, source, started, &outcome).await;
         }
         self.persist_memory(caller).await;
         outcome
@@ -148,11 +152,13 @@ impl Engine {
         Ok(delivered)
     }
 
-    /// Records a REST call that writes as an Action (`source: "api"`); refusals are not.
+    /// Records a REST or web app call that writes as an Action (`source`: `api` or `app`);
+    /// refusals are not.
     async fn audit(
         &self,
         caller: &Caller,
         method: String,
+        source: &str,
         started: i64,
         outcome: &Result<Value, LoreError>,
     ) {
@@ -172,7 +178,7 @@ impl Engine {
         let action = Action {
             id: String::new(),
             principal: String::new(),
-            source: "api".into(),
+            source: source.into(),
             mode: "try".into(),
             dry_run: false,
             status: if outcome.is_ok() { "ok" } else { "error" }.into(),
@@ -235,7 +241,10 @@ fn resolve(name: &str, reach: Reach) -> Result<Target, LoreError> {
             Ok(Target::Tool(spec))
         }
         (Reach::Local, Some(spec)) => Ok(Target::Tool(spec)),
-        (Reach::Rest | Reach::Local, _) if name.contains('.') => Ok(Target::Method),
+        (Reach::Rest | Reach::Local | Reach::App, _) if name.contains('.') => Ok(Target::Method),
+        (Reach::App, _) => Err(LoreError::not_found(format!(
+            "SDK method {name:?} (the web app calls SDK method paths such as memory.list)"
+        ))),
         (Reach::Rest, _) => {
             let tools: Vec<&str> = tools::admin_tools().map(|t| t.name).collect();
             Err(LoreError::not_found(format!(
