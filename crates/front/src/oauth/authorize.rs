@@ -7,6 +7,7 @@
 use http::Response;
 use serde::{Deserialize, Serialize};
 
+use super::after::{after_sign_in, is_request_id};
 use super::clients::{self, Client, redirect_matches};
 use super::context::Cx;
 use super::form::{OAuthError, Params};
@@ -288,13 +289,6 @@ async fn password_sign_in(cx: &Cx<'_>) -> Result<bool, OAuthError> {
 }
 
 /// Where the sign-in form goes next: a pending request's consent, or the token page.
-fn after_sign_in(request: Option<&str>) -> String {
-    match request.filter(|r| r.len() == 32 && r.bytes().all(|b| b.is_ascii_hexdigit())) {
-        Some(id) => format!("/oauth/consent?request={id}"),
-        None => "/oauth/tokens".to_string(),
-    }
-}
-
 async fn sign_in_page(
     cx: &Cx<'_>,
     session: &Session,
@@ -303,12 +297,12 @@ async fn sign_in_page(
     error: Option<&str>,
 ) -> Response<Vec<u8>> {
     let client_name = match request {
-        Some(id) => match pending(cx, id).await {
+        Some(id) if is_request_id(id) => match pending(cx, id).await {
             Ok(Some(p)) => Some(p.client_name),
             Ok(None) => return expired_page(),
             Err(e) => return pages::error_page(500, "Server error", &e.description),
         },
-        None => None,
+        _ => None,
     };
     let password = match password_sign_in(cx).await {
         Ok(p) => p,

@@ -9,6 +9,7 @@
 //! secrets from the randomness port, time from the clock port, client metadata documents and
 //! upstream providers through the HTTP port, so the same code serves natively and at the edge.
 
+pub mod after;
 pub mod authorize;
 pub mod client_http;
 pub mod clients;

@@ -21,7 +21,7 @@ pub fn esc(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "\
+pub(crate) const STYLE: &str = "\
 :root{color-scheme:light dark;--fg:#1b1b1f;--bg:#f6f6f4;--card:#fff;--muted:#55565c;--line:#c9c9cf;--accent:#1f4fd1;--accent-fg:#fff;--danger:#a4161a}
 @media (prefers-color-scheme:dark){:root{--fg:#ececf1;--bg:#151518;--card:#1f1f24;--muted:#b0b0b8;--line:#44444c;--accent:#8fb0ff;--accent-fg:#0b0b0e;--danger:#ff8a8f}}
 *{box-sizing:border-box}

@@ -243,12 +243,7 @@ pub async fn callback(cx: &Cx<'_>) -> http::Response<Vec<u8>> {
     match finish(cx, &attempt, params.one("code").ok().flatten()).await {
         Ok(principal) => match session.sign_in(cx.lore, principal, cx.secure).await {
             Ok(new) => {
-                let next = match attempt.then.as_str() {
-                    id if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                        format!("/oauth/consent?request={id}")
-                    }
-                    _ => "/oauth/tokens".to_string(),
-                };
+                let next = super::after::after_sign_in(Some(attempt.then.as_str()));
                 pages::see_other(&next, new.set_cookie.as_deref())
             }
             Err(e) => pages::error_page(500, "Server error", &e.description),
