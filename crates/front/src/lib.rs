@@ -7,6 +7,7 @@
 //! live here too. The front keeps no org's state.
 
 mod api;
+mod app;
 mod auth;
 pub mod config;
 pub mod headers;

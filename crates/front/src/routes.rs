@@ -1,6 +1,6 @@
 //! The router: every HTTP request an adapter hands over ([`Lore::handle`]) starts its log
 //! line here and goes to the operator routes, OAuth, the MCP endpoint, the REST admin surface,
-//! webhook deliveries or `/healthz`.
+//! the org's web app, webhook deliveries or `/healthz`.
 
 use std::rc::Rc;
 
@@ -35,7 +35,7 @@ impl Lore {
 
     /// The org whose data a request is about, where each org's data lives apart (on
     /// Cloudflare, in the org's Durable Object, which then serves the request): the org in an
-    /// org-scoped path (`/mcp/{org}`, `/api/{org}/…`, `/hooks/{org}/…`); for `/mcp`, the only
+    /// org-scoped path (`/mcp/{org}`, `/api/{org}/…`, `/hooks/{org}/…`, `/app/{org}/…`); for `/mcp`, the only
     /// org of the bearer token (one directory read, then kept in the cache port) or, without a token on a server that runs
     /// without auth, the org a tokenless caller reaches. `None` for everything else (OAuth,
     /// metadata, operator routes, a request that will be refused anyway): the front serves it
@@ -44,7 +44,9 @@ impl Lore {
         let path = request.uri().path();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match segments.as_slice() {
-            ["mcp", org] | ["api", org, _] | ["hooks", org, _] => OrgId::parse(org).ok(),
+            ["mcp", org] | ["api", org, _] | ["hooks", org, _] | ["app", org, ..] => {
+                OrgId::parse(org).ok()
+            }
             ["mcp"] => match crate::auth::bearer(request.headers()) {
                 Some(secret) => {
                     let hash = keys::sha256_hex(secret.ok()?);
@@ -132,6 +134,7 @@ impl Lore {
             ["mcp", org] => crate::mcp::handle(self, request, Some(org), out).await,
             ["api", org, name] => crate::api::handle(self, &request, org, name).await,
             ["hooks", org, feed] => crate::hooks::handle(self, &request, org, feed).await,
+            ["app", org, rest @ ..] => crate::app::handle(self, &request, org, rest).await,
             ["healthz"] if request.method() == Method::GET => crate::responses::json_response(
                 StatusCode::OK,
                 json!({ "status": "ok", "version": lore_base::VERSION }),

@@ -1,0 +1,49 @@
+//! What every app page runs with ([`App`]): the OAuth page context, the browser session, and
+//! the signed-in person as a caller in the org.
+
+use serde_json::Value;
+
+use crate::instance::Lore;
+use crate::oauth::context::Cx;
+use crate::oauth::form::Params;
+use crate::oauth::session::Session;
+use lore_base::error::LoreError;
+use lore_directory::Caller;
+use lore_engine::request::{OrgRequest, Reach};
+
+/// One request to the app: the OAuth page context, the session, the caller in the org.
+pub(crate) struct App<'a> {
+    pub cx: Cx<'a>,
+    pub session: Session,
+    pub caller: Caller,
+    /// The signed-in person's display name.
+    pub user: String,
+}
+
+impl App<'_> {
+    pub fn lore(&self) -> &Lore {
+        self.cx.lore
+    }
+
+    pub fn org(&self) -> &str {
+        self.caller.org().as_str()
+    }
+
+    /// Whether the person may change the org's memory (member or above).
+    pub fn can_write(&self) -> bool {
+        self.caller.role().can_write()
+    }
+
+    /// Calls SDK method `path` as the signed-in person.
+    pub async fn call(&self, path: &str, args: Value) -> Result<Value, LoreError> {
+        self.lore()
+            .engine
+            .call(OrgRequest::new(&self.caller, path, args, Reach::App))
+            .await
+    }
+
+    /// The query string's parameters.
+    pub fn query(&self) -> Params {
+        Params::query(self.cx.request.uri())
+    }
+}

@@ -1,0 +1,134 @@
+//! The org's web app, `/app/{org}/…`: server-rendered pages where the people responsible for an
+//! org's memory see what its agents saved and correct it. Signed in through the browser session
+//! of the OAuth pages; the signed-in person's membership in the org decides what is shown and
+//! allowed, and every read or write goes through the engine as SDK method calls
+//! ([`Reach::App`]), so the app can do nothing the person could not do through the SDK.
+//! Writes are recorded as Actions with `source: "app"`.
+//!
+//! Pages are plain HTML with the OAuth pages' headers (CSP with no scripts, no framing); every
+//! value shown is escaped; every form posts the session's CSRF token and is checked like the
+//! consent page's. A person who is not a member of the org gets the same "not found" as for an
+//! org that does not exist.
+
+mod context;
+mod memory;
+mod view;
+
+use http::{Method, Request, Response};
+
+use crate::instance::Lore;
+use crate::oauth::context::Cx;
+use crate::oauth::form::Params;
+use crate::oauth::pages;
+use crate::oauth::session::Session;
+use context::App;
+use lore_base::error::LoreError;
+use lore_base::model::Principal;
+use lore_directory::caller::{Credential, resolve_caller};
+use view::not_found;
+
+/// Serves `/app/{org}/{rest…}`.
+pub async fn handle(
+    lore: &Lore,
+    request: &Request<Vec<u8>>,
+    org: &str,
+    rest: &[&str],
+) -> Response<Vec<u8>> {
+    if let Err(reason) = lore.config.origins.check_host(request.headers()) {
+        return pages::error_page(403, "Forbidden", &reason);
+    }
+    let Some(base) = crate::oauth::resource::base_url(&lore.config, request.headers()) else {
+        return pages::error_page(
+            400,
+            "No host",
+            "Send a Host header, or configure the server's public URL (LORE_PUBLIC_URL).",
+        );
+    };
+    let cx = Cx {
+        lore,
+        request,
+        secure: base.starts_with("https://"),
+        base,
+    };
+    let post = request.method() == Method::POST;
+    let form = if post {
+        Params::parse(request.body())
+    } else {
+        Params::parse(b"")
+    };
+    let session = if post {
+        match cx.session_for_post(&form).await {
+            Some(s) => s,
+            None => return cx.stale_form(),
+        }
+    } else {
+        match Session::load(lore, request.headers(), cx.secure).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return sign_in(request),
+            Err(e) => return pages::error_page(500, "Server error", &e.description),
+        }
+    };
+    let Some(principal_id) = session.record.principal.clone() else {
+        return sign_in(request);
+    };
+    let principal: Option<Principal> = match lore
+        .ports()
+        .record(&lore_base::keys::principal(&principal_id))
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+    };
+    let Some(principal) = principal else {
+        return sign_in(request);
+    };
+    let user = principal.name.clone();
+    let credential = Credential {
+        principal,
+        token: None,
+        stamp: None,
+    };
+    let caller = match resolve_caller(
+        lore.ports(),
+        credential,
+        Some(org),
+        &lore.config.default_org,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(LoreError::Forbidden(_)) => return not_found(),
+        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+    };
+    if let Some(log) = crate::request_log::RequestLog::of(request) {
+        log.caller(&caller);
+    }
+    let app = App {
+        cx,
+        session,
+        caller,
+        user,
+    };
+    match (rest, post) {
+        ([] | [""], false) => pages::see_other(&format!("/app/{}/memory", app.org()), None),
+        (["memory"], false) => memory::list(&app).await,
+        (["memory", id], false) => memory::one(&app, id).await,
+        (["memory", id], true) => memory::supersede(&app, id, &form).await,
+        _ => not_found(),
+    }
+}
+
+/// The sign-in page, coming back to this page after.
+fn sign_in(request: &Request<Vec<u8>>) -> Response<Vec<u8>> {
+    let here = request
+        .uri()
+        .path_and_query()
+        .map_or("/app/", |p| p.as_str());
+    let back = if crate::oauth::after::is_app_path(here) {
+        here
+    } else {
+        request.uri().path()
+    };
+    let then: String = url::form_urlencoded::byte_serialize(back.as_bytes()).collect();
+    pages::see_other(&format!("/oauth/signin?request={then}"), None)
+}

@@ -1,0 +1,105 @@
+//! The app's page frame: the org, its sections, who is signed in (with sign-out), and the
+//! styles the OAuth pages use plus the app's own. Everything shown is escaped by [`esc`].
+
+use http::Response;
+
+use super::context::App;
+use crate::oauth::pages::{self, STYLE, esc};
+
+const APP_STYLE: &str = "\
+body{background:var(--bg)}
+header.bar{display:flex;flex-wrap:wrap;gap:.5rem 1.25rem;align-items:center;padding:.75rem 1.25rem;background:var(--card);border-bottom:1px solid var(--line)}
+header.bar .brand{margin:0}
+header.bar nav{display:flex;gap:1rem;flex-wrap:wrap}
+header.bar nav a{color:var(--fg);text-decoration:none;padding:.2rem 0;border-bottom:2px solid transparent}
+header.bar nav a[aria-current=page]{border-bottom-color:var(--accent);font-weight:600}
+header.bar .who{margin-left:auto;display:flex;gap:.75rem;align-items:center;color:var(--muted);font-size:.92rem}
+header.bar .who form{margin:0}
+header.bar .who button{padding:.3rem .7rem;font-size:.9rem}
+main.app{max-width:64rem;margin:1.5rem auto;padding:0 1.25rem;background:transparent;border:0}
+.filters{display:grid;grid-template-columns:repeat(auto-fit,minmax(10rem,1fr));gap:.5rem 1rem;align-items:end;margin:0 0 1.25rem}
+.filters label{margin:0 0 .2rem;font-size:.9rem}
+.filters .q{grid-column:1/-1}
+.filters input,.filters select{width:100%;padding:.5rem .6rem;font:inherit;color:inherit;background:var(--card);border:1px solid var(--line);border-radius:6px}
+.filters .check{display:flex;gap:.4rem;align-items:center;font-weight:400}
+.filters .check input{width:auto}
+ol.memories{list-style:none;padding:0;margin:0}
+ol.memories li,.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:.8rem 1rem;margin:0 0 .75rem}
+.memory-text{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2rem 0 .4rem}
+.meta{color:var(--muted);font-size:.88rem;display:flex;flex-wrap:wrap;gap:.25rem .9rem}
+.tag{display:inline-block;border:1px solid var(--line);border-radius:999px;padding:0 .55rem;font-size:.8rem}
+.old{opacity:.8}
+.old .memory-text{text-decoration:line-through;text-decoration-color:var(--muted)}
+.current{border-color:var(--accent)}
+textarea{width:100%;min-height:6rem;padding:.6rem .7rem;font:inherit;color:inherit;background:transparent;border:1px solid var(--line);border-radius:6px}
+.pager{display:flex;justify-content:space-between;margin:1rem 0}
+.notice{border-left:4px solid var(--accent);padding:.5rem .75rem;margin:1rem 0;background:var(--card)}
+@media (max-width:40rem){header.bar .who{margin-left:0;width:100%}main.app{padding:0 .75rem}}
+";
+
+/// The app's sections, in the order the bar shows them.
+const SECTIONS: &[(&str, &str)] = &[("memory", "Memory")];
+
+/// A whole app page: the bar, then `body` (already HTML) under the heading `title`.
+pub fn page(app: &App<'_>, section: &str, title: &str, body: &str) -> Response<Vec<u8>> {
+    let org = esc(app.org());
+    let nav: String = SECTIONS
+        .iter()
+        .map(|(slug, name)| {
+            let current = if *slug == section {
+                " aria-current=\"page\""
+            } else {
+                ""
+            };
+            format!("<a href=\"/app/{org}/{slug}\"{current}>{name}</a>")
+        })
+        .collect();
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+<meta name=\"referrer\" content=\"same-origin\">\n<title>{title} · {org} · lore</title>\n\
+<style>{STYLE}{APP_STYLE}</style>\n</head>\n<body>\n\
+<header class=\"bar\"><p class=\"brand\">lore · {org}</p><nav aria-label=\"Sections\">{nav}</nav>\
+<div class=\"who\"><span>{user} ({role})</span><form method=\"post\" action=\"/oauth/signout\">\
+<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"secondary\">Sign out</button></form></div></header>\n\
+<main class=\"app\">\n<h1>{title}</h1>\n{body}\n</main>\n</body>\n</html>\n",
+        title = esc(title),
+        user = esc(&app.user),
+        role = esc(app.caller.role().as_str()),
+        csrf = esc(&app.session.record.csrf),
+    );
+    pages::html(200, html, None)
+}
+
+/// An error page outside any org's frame (nothing of the org is shown).
+pub fn page_error(status: u16, title: &str, message: &str) -> Response<Vec<u8>> {
+    pages::html(
+        status,
+        pages::layout(
+            title,
+            &format!(
+                "<h1>{}</h1>\n<p role=\"alert\" class=\"alert\">{}</p>",
+                esc(title),
+                esc(message)
+            ),
+        ),
+        None,
+    )
+}
+
+/// A time as the app shows it (UTC, to the minute), from the RFC 3339 text the SDK returns.
+pub fn when(text: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(text).map_or_else(
+        |_| text.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+    )
+}
+
+/// The answer for an org that does not exist and for one the person is not a member of alike.
+pub fn not_found() -> Response<Vec<u8>> {
+    page_error(
+        404,
+        "Not found",
+        "There is no such page, or you are not a member of this org.",
+    )
+}

@@ -1,0 +1,471 @@
+//! The org's web app (`/app/{org}`) in-process through `Lore::handle`, signed in through the
+//! real browser session of the OAuth pages (the owner's password, a GitHub user through the
+//! stubbed provider): a member finds a memory and corrects it, a viewer reads and cannot
+//! change, another org's data never shows, memory text is shown as text, and forms without the
+//! session's token change nothing. The timeline and versions (`memory.list`,
+//! `memory.versions`) are checked through the REST surface too.
+
+#[path = "oauth/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use futures_executor::block_on;
+use serde_json::{Value, json};
+
+use harness::{BASE, Harness, OWNER_PASSWORD, Reply, query};
+use lore_front::providers::from_vars;
+
+/// Where a page redirects to: its path and query.
+fn target(r: &Reply) -> String {
+    let url = r.location();
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    }
+}
+
+fn save(h: &Harness, token: &str, args: Value) -> String {
+    let r = h.call(token, "/mcp/default", "save_memory", args);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v = r.json();
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    v["result"]["structuredContent"]["ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn search(h: &Harness, token: &str, q: &str) -> Vec<Value> {
+    let r = h.call(
+        token,
+        "/mcp/default",
+        "search_memory",
+        json!({"query": q, "limit": 20}),
+    );
+    r.json()["result"]["structuredContent"]["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Opens `page` signed out, follows the app to the sign-in page and signs in as the owner
+/// with the password; returns where the sign-in sent the browser.
+fn owner_signs_in_at(h: &Harness, page: &str) -> String {
+    h.set_owner_password();
+    let r = h.get(page);
+    assert_eq!(
+        r.status, 303,
+        "signed out, the app sends to sign-in: {}",
+        r.text
+    );
+    let signin = h.get(&target(&r));
+    assert_eq!(signin.status, 200, "{}", signin.text);
+    assert_eq!(signin.input("then"), page);
+    let r = h.post_form(
+        "/oauth/signin",
+        &[
+            ("csrf", &signin.input("csrf")),
+            ("then", &signin.input("then")),
+            ("password", OWNER_PASSWORD),
+        ],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 303, "{}", r.text);
+    target(&r)
+}
+
+/// GitHub as the upstream provider, its endpoints stubbed on the HTTP port.
+fn with_github(h: &mut Harness) {
+    let vars = [
+        ("LORE_GITHUB_CLIENT_ID", "gh-client"),
+        ("LORE_GITHUB_CLIENT_SECRET", "gh-secret-value"),
+        ("LORE_GITHUB_URL", "http://idp.test"),
+        ("LORE_GITHUB_API_URL", "http://api.idp.test"),
+    ];
+    h.lore.config.upstream = from_vars(|name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    h.http.serve_json(
+        "http://idp.test/login/oauth/access_token",
+        &json!({"access_token": "gho_upstream_token", "token_type": "bearer", "scope": "read:user"}),
+    );
+    h.http.serve_json(
+        "http://api.idp.test/user",
+        &json!({"id": 4242, "login": "Octocat", "name": "Mona Viewer", "email": null}),
+    );
+}
+
+/// Opens `page` signed out and signs in with GitHub; returns where the sign-in sent the browser.
+fn github_user_signs_in_at(h: &Harness, page: &str) -> String {
+    let r = h.get(page);
+    assert_eq!(r.status, 303, "{}", r.text);
+    let signin = h.get(&target(&r));
+    let r = h.post_form(
+        "/oauth/upstream/start",
+        &[
+            ("csrf", &signin.input("csrf")),
+            ("then", &signin.input("then")),
+            ("provider", "github"),
+        ],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 303, "{}", r.text);
+    let q = query(&r.location());
+    let back = h.get(&format!(
+        "/oauth/upstream/callback?code=upstream-code&state={}",
+        url::form_urlencoded::byte_serialize(q["state"].as_bytes()).collect::<String>()
+    ));
+    assert_eq!(back.status, 303, "{}", back.text);
+    target(&back)
+}
+
+#[test]
+fn a_member_finds_a_memory_by_search_and_corrects_it() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    let old = save(
+        &h,
+        &owner,
+        json!({"content": "Deploys go out on Tuesdays after the standup", "kind": "decision"}),
+    );
+    save(
+        &h,
+        &owner,
+        json!({"content": "The billing service is written in Go"}),
+    );
+    let landed = owner_signs_in_at(&h, "/app/default/memory");
+    assert_eq!(
+        landed, "/app/default/memory",
+        "back where the person started"
+    );
+
+    // The timeline: both, newest first.
+    let page = h.get("/app/default/memory");
+    assert_eq!(page.status, 200, "{}", page.text);
+    let (go, tuesday) = (
+        page.text.find("written in Go").unwrap(),
+        page.text.find("on Tuesdays").unwrap(),
+    );
+    assert!(go < tuesday, "newest first");
+
+    // Search finds the deploy decision first.
+    let found = h.get("/app/default/memory?q=Deploys+Tuesdays");
+    assert_eq!(found.status, 200);
+    let first = found.text.find("<li").unwrap();
+    assert!(
+        found.text[first..].starts_with(&format!("<li class=\"\" id=\"{old}\"")),
+        "{}",
+        found.text
+    );
+    // The kind filter.
+    let facts = h.get("/app/default/memory?kind=decision");
+    assert!(facts.text.contains("on Tuesdays") && !facts.text.contains("written in Go"));
+
+    // Its page offers the correction form; the correction supersedes it.
+    let one = h.get(&format!("/app/default/memory/{old}"));
+    assert_eq!(one.status, 200);
+    assert!(one.text.contains("Save correction"), "{}", one.text);
+    let r = h.post_form(
+        &format!("/app/default/memory/{old}"),
+        &[
+            ("csrf", &one.input("csrf")),
+            ("content", "Deploys go out on Wednesdays since March"),
+            ("kind", "decision"),
+        ],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 303, "{}", r.text);
+    let next = target(&r);
+    let new = next
+        .strip_prefix("/app/default/memory/")
+        .and_then(|s| s.strip_suffix("?saved=1"))
+        .unwrap_or_else(|| panic!("{next}"))
+        .to_string();
+    assert_ne!(new, old);
+    let shown = h.get(&next);
+    assert!(shown.text.contains("Saved: your correction"));
+    let (was, is) = (
+        shown.text.find("on Tuesdays").unwrap(),
+        shown.text.find("on Wednesdays").unwrap(),
+    );
+    assert!(was < is, "versions oldest first");
+
+    // Agents now find the correction, not the old text; the old one stays in its history.
+    let hits = search(&h, &owner, "Deploys");
+    assert!(hits[0]["content"].as_str().unwrap().contains("Wednesdays"));
+    assert!(!hits.iter().any(|m| m["id"] == old.as_str()));
+    let versions = h.post_json_as(&owner, "/api/default/memory.versions", &json!({"id": old}));
+    let versions = versions.json()["versions"].as_array().unwrap().clone();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[0]["superseded_by"], new.as_str());
+    // Recorded as the person, from the app.
+    let actions = h.post_json_as(&owner, "/api/default/actions.list", &json!({}));
+    let actions = actions.json()["items"].as_array().unwrap().clone();
+    assert!(
+        actions
+            .iter()
+            .any(|a| a["source"] == "app" && a["steps"][0]["method"] == "memory.save"),
+        "{actions:?}"
+    );
+    // The timeline hides the replaced version unless asked.
+    let page = h.get("/app/default/memory");
+    assert!(!page.text.contains("on Tuesdays"));
+    let page = h.get("/app/default/memory?superseded=1");
+    assert!(page.text.contains("on Tuesdays") && page.text.contains("replaced by"));
+}
+
+#[test]
+fn a_viewer_sees_the_memory_and_cannot_change_it() {
+    let mut h = Harness::new();
+    with_github(&mut h);
+    let owner = h.owner_token.clone();
+    let id = save(
+        &h,
+        &owner,
+        json!({"content": "Customer Acme renews in June"}),
+    );
+    let r = h.post_json_as(
+        &owner,
+        "/api/default/members.invite",
+        &json!({"identity": "github:octocat", "role": "viewer"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let landed = github_user_signs_in_at(&h, &format!("/app/default/memory/{id}"));
+    assert_eq!(landed, format!("/app/default/memory/{id}"));
+    let one = h.get(&landed);
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert!(one.text.contains("Customer Acme renews in June"));
+    assert!(one.text.contains("Mona Viewer (viewer)"));
+    assert!(!one.text.contains("Save correction"));
+    assert!(one.text.contains("you can read its memory, not change it"));
+    // A post the page never offered is refused, with the session's own token.
+    let r = h.post_form(
+        &format!("/app/default/memory/{id}"),
+        &[("csrf", &one.input("csrf")), ("content", "renews never")],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert!(
+        search(&h, &owner, "renews never")
+            .iter()
+            .all(|m| m["content"] != "renews never")
+    );
+    let versions = h.post_json_as(&owner, "/api/default/memory.versions", &json!({"id": id}));
+    assert_eq!(versions.json()["versions"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn another_orgs_memory_never_shows_and_its_app_is_not_found() {
+    let mut h = Harness::new();
+    with_github(&mut h);
+    let other = block_on(lore_directory::admin::create_org(h.lore.ports(), "globex"))
+        .unwrap()
+        .token;
+    let r = h.call(
+        &other,
+        "/mcp/globex",
+        "save_memory",
+        json!({"content": "Globex merger codename Bluebird"}),
+    );
+    let theirs = r.json()["result"]["structuredContent"]["ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    save(
+        &h,
+        &h.owner_token.clone(),
+        json!({"content": "Our own plans"}),
+    );
+    // A member of default only (the local owner owns every org this server made).
+    let r = h.post_json_as(
+        &h.owner_token,
+        "/api/default/members.invite",
+        &json!({"identity": "github:octocat", "role": "member"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    github_user_signs_in_at(&h, "/app/default/memory");
+    for path in [
+        "/app/globex".to_string(),
+        "/app/globex/memory".to_string(),
+        format!("/app/globex/memory/{theirs}"),
+        format!("/app/default/memory/{theirs}"),
+        "/app/nosuchorg/memory".to_string(),
+        "/app/Not%20An%20Org/memory".to_string(),
+        "/app/default/nothing-here".to_string(),
+    ] {
+        let r = h.get(&path);
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+        assert!(!r.text.contains("Bluebird"), "{path}");
+    }
+    for page in [
+        "/app/default/memory",
+        "/app/default/memory?q=merger+codename+Bluebird",
+        "/app/default/memory?superseded=1",
+    ] {
+        let r = h.get(page);
+        assert_eq!(r.status, 200);
+        assert!(!r.text.contains("Globex merger codename"), "{page}");
+    }
+    // A correction aimed at the other org's memory through this org's path.
+    let own = h.get("/app/default/memory");
+    let r = h.post_form(
+        &format!("/app/default/memory/{theirs}"),
+        &[("csrf", &own.input("csrf")), ("content", "hijacked")],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 404, "{}", r.text);
+    let r = h.post_form(
+        &format!("/app/globex/memory/{theirs}"),
+        &[("csrf", &own.input("csrf")), ("content", "hijacked")],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 404, "{}", r.text);
+    let r = h.call(
+        &other,
+        "/mcp/globex",
+        "search_memory",
+        json!({"query": "hijacked Bluebird"}),
+    );
+    assert!(!r.text.contains("hijacked"));
+}
+
+#[test]
+fn memory_text_shows_as_text_and_every_page_sends_its_headers() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    let id = save(
+        &h,
+        &owner,
+        json!({"content": "<script>alert('x')</script><img src=x onerror=alert(1)> \"quoted\" & <b>more</b>"}),
+    );
+    owner_signs_in_at(&h, "/app/default/memory");
+    for page in [
+        "/app/default/memory".to_string(),
+        format!("/app/default/memory/{id}"),
+        "/app/default/memory?q=%3Cscript%3E&author=%22%3E%3Cscript%3E".to_string(),
+    ] {
+        let r = h.get(&page);
+        assert_eq!(r.status, 200, "{page}: {}", r.text);
+        assert!(!r.text.contains("<script"), "{page}: {}", r.text);
+        assert!(!r.text.contains("<img"), "{page}");
+        assert!(!r.text.contains("<b>more"), "{page}");
+        let csp = r.header("content-security-policy");
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+            "{csp}"
+        );
+        assert_eq!(r.header("x-frame-options"), "DENY");
+        assert_eq!(r.header("cache-control"), "no-store");
+    }
+    let r = h.get(&format!("/app/default/memory/{id}"));
+    assert!(
+        r.text
+            .contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;")
+    );
+}
+
+#[test]
+fn a_form_without_the_sessions_token_or_from_another_site_changes_nothing() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    let id = save(&h, &owner, json!({"content": "The office opens at nine"}));
+    owner_signs_in_at(&h, "/app/default/memory");
+    let one = h.get(&format!("/app/default/memory/{id}"));
+    let csrf = one.input("csrf");
+    let path = format!("/app/default/memory/{id}");
+    for (form, headers) in [
+        (vec![("content", "opens at ten")], vec![("origin", BASE)]),
+        (
+            vec![("csrf", "not-the-token"), ("content", "opens at ten")],
+            vec![("origin", BASE)],
+        ),
+        (
+            vec![("csrf", csrf.as_str()), ("content", "opens at ten")],
+            vec![("origin", "https://evil.example")],
+        ),
+    ] {
+        let r = h.post_form(&path, &form, &headers);
+        assert_eq!(r.status, 403, "{form:?} {headers:?}: {}", r.text);
+    }
+    // Signed out, a post goes nowhere either.
+    let jar = h.cookies.replace(Default::default());
+    let r = h.post_form(
+        &path,
+        &[("csrf", &csrf), ("content", "opens at ten")],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 403);
+    h.cookies.replace(jar);
+    let versions = h.post_json_as(&owner, "/api/default/memory.versions", &json!({"id": id}));
+    assert_eq!(versions.json()["versions"].as_array().unwrap().len(), 1);
+    // An empty correction is refused with the reason, and the draft kept.
+    let r = h.post_form(
+        &path,
+        &[("csrf", &csrf), ("content", "  "), ("kind", "fact")],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("role=\"alert\""), "{}", r.text);
+}
+
+#[test]
+fn the_timeline_pages_through_every_memory_newest_first_under_filters() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    let memories: Vec<Value> = (0..120)
+        .map(|i| {
+            json!({"content": format!("numbered memory {i}"),
+                   "kind": if i % 3 == 0 { "fact" } else { "note" }})
+        })
+        .collect();
+    for half in memories.chunks(60) {
+        let r = h.call(
+            &owner,
+            "/mcp/default",
+            "save_memory",
+            json!({"memories": half}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.json()["result"]["isError"], false, "{}", r.text);
+    }
+    let list = |args: Value| {
+        let r = h.post_json_as(&owner, "/api/default/memory.list", &args);
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.json()
+    };
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut args = json!({"limit": 50});
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let page = list(args);
+        for m in page["items"].as_array().unwrap() {
+            seen.push(m["content"].as_str().unwrap().to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let want: Vec<String> = (0..120)
+        .rev()
+        .map(|i| format!("numbered memory {i}"))
+        .collect();
+    assert_eq!(seen, want);
+    let facts = list(json!({"kinds": ["fact"], "limit": 100}));
+    let facts = facts["items"].as_array().unwrap();
+    assert_eq!(facts.len(), 40);
+    assert!(facts.iter().all(|m| m["kind"] == "fact"));
+    let bad = h.post_json_as(
+        &owner,
+        "/api/default/memory.list",
+        &json!({"cursor": "evt_nope"}),
+    );
+    assert_eq!(bad.status, 400, "{}", bad.text);
+    assert!(bad.text.contains("cursor"));
+}
