@@ -160,6 +160,24 @@ fn declarations_are_a_golden_snapshot() {
         .collect::<Vec<_>>()
         .join("\n");
     expect_file!["snapshots/sdk.d.ts"].assert_eq(&text);
+    // Every type a method's promise names is declared in the file (tsc would refuse it).
+    for (at, _) in text.match_indices("Promise<") {
+        let name: String = text[at + "Promise<".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty()
+            || ["void", "unknown", "string", "number", "boolean", "any"].contains(&name.as_str())
+        {
+            continue;
+        }
+        assert!(
+            text.contains(&format!("interface {name} "))
+                || text.contains(&format!("type {name} "))
+                || text.contains(&format!("interface {name}<")),
+            "{name} is returned but never declared"
+        );
+    }
 }
 
 #[test]

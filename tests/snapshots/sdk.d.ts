@@ -72,6 +72,16 @@ interface MemoryResults {
   results: MemoryHit[];
 }
 
+interface MemoryPage {
+  items: MemoryHit[];
+  /** Pass as `cursor` for the older memories; absent on the last page. */
+  next_cursor?: string;
+}
+
+interface MemoryVersions {
+  versions: MemoryHit[];
+}
+
 interface SavedIds {
   /** Whether a memory was not stored again because a current memory with the same text, entities, kind, payload and author exists (its id is in `ids`). */
   deduplicated: boolean;

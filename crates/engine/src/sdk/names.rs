@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::results::{MemoryHit, MemoryResults, SavedIds, SdkMethod};
+use super::results::{MemoryHit, MemoryPage, MemoryResults, MemoryVersions, SavedIds, SdkMethod};
 use crate::records::Done;
 use crate::records::actions::Action;
 use crate::records::behaviors::Behavior;
@@ -30,6 +30,8 @@ pub static RECORD_TYPES: &[RecordType] = &[
     ("EntityType", schema_of::<EntityType>),
     ("MemoryHit", schema_of::<MemoryHit>),
     ("MemoryResults", schema_of::<MemoryResults>),
+    ("MemoryPage", schema_of::<MemoryPage>),
+    ("MemoryVersions", schema_of::<MemoryVersions>),
     ("SavedIds", schema_of::<SavedIds>),
     ("Feed", schema_of::<Feed>),
     ("FeedWithSecret", schema_of::<FeedWithSecret>),
