@@ -11,9 +11,8 @@ use super::view::{self, not_found, when};
 use crate::oauth::form::Params;
 use crate::oauth::pages::{self, esc};
 use lore_base::error::LoreError;
+use lore_engine::memory::event::MEMORY_KINDS;
 
-/// The kinds offered in the filter (any other kind can be typed).
-const KINDS: &[&str] = &["fact", "preference", "decision", "observation", "note"];
 /// Memories per page of the timeline.
 const PAGE: usize = 50;
 /// Search results shown, best first.
@@ -158,7 +157,8 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
 }
 
 fn filters_form(app: &App<'_>, f: &Filters) -> String {
-    let kinds: String = KINDS
+    // The built-in kinds are offered; any other kind can be typed.
+    let kinds: String = MEMORY_KINDS
         .iter()
         .map(|k| format!("<option value=\"{k}\">"))
         .collect();

@@ -254,7 +254,7 @@ fn pending_from(
 
 /// A pending request by id, if it has not expired.
 async fn pending(cx: &Cx<'_>, id: &str) -> Result<Option<PendingAuthorization>, OAuthError> {
-    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !is_request_id(id) {
         return Ok(None);
     }
     let p: Option<PendingAuthorization> = cx.lore.ports().record(&keys::oauth_request(id)).await?;
