@@ -13,7 +13,6 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use harness::{BASE, Harness, OWNER_PASSWORD, Reply, query};
-use lore_front::providers::from_vars;
 
 /// Where a page redirects to: its path and query.
 fn target(r: &Reply) -> String {
@@ -72,30 +71,6 @@ fn owner_signs_in_at(h: &Harness, page: &str) -> String {
     );
     assert_eq!(r.status, 303, "{}", r.text);
     target(&r)
-}
-
-/// GitHub as the upstream provider, its endpoints stubbed on the HTTP port.
-fn with_github(h: &mut Harness) {
-    let vars = [
-        ("LORE_GITHUB_CLIENT_ID", "gh-client"),
-        ("LORE_GITHUB_CLIENT_SECRET", "gh-secret-value"),
-        ("LORE_GITHUB_URL", "http://idp.test"),
-        ("LORE_GITHUB_API_URL", "http://api.idp.test"),
-    ];
-    h.lore.config.upstream = from_vars(|name| {
-        vars.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    })
-    .unwrap();
-    h.http.serve_json(
-        "http://idp.test/login/oauth/access_token",
-        &json!({"access_token": "gho_upstream_token", "token_type": "bearer", "scope": "read:user"}),
-    );
-    h.http.serve_json(
-        "http://api.idp.test/user",
-        &json!({"id": 4242, "login": "Octocat", "name": "Mona Viewer", "email": null}),
-    );
 }
 
 /// Opens `page` signed out and signs in with GitHub; returns where the sign-in sent the browser.
@@ -220,7 +195,7 @@ fn a_member_finds_a_memory_by_search_and_corrects_it() {
 #[test]
 fn a_viewer_sees_the_memory_and_cannot_change_it() {
     let mut h = Harness::new();
-    with_github(&mut h);
+    h.with_providers();
     let owner = h.owner_token.clone();
     let id = save(
         &h,
@@ -238,7 +213,7 @@ fn a_viewer_sees_the_memory_and_cannot_change_it() {
     let one = h.get(&landed);
     assert_eq!(one.status, 200, "{}", one.text);
     assert!(one.text.contains("Customer Acme renews in June"));
-    assert!(one.text.contains("Mona Viewer (viewer)"));
+    assert!(one.text.contains("Mona Lisa Octocat (viewer)"));
     assert!(!one.text.contains("Save correction"));
     assert!(one.text.contains("you can read its memory, not change it"));
     // A post the page never offered is refused, with the session's own token.
@@ -260,7 +235,7 @@ fn a_viewer_sees_the_memory_and_cannot_change_it() {
 #[test]
 fn another_orgs_memory_never_shows_and_its_app_is_not_found() {
     let mut h = Harness::new();
-    with_github(&mut h);
+    h.with_providers();
     let other = block_on(lore_directory::admin::create_org(h.lore.ports(), "globex"))
         .unwrap()
         .token;

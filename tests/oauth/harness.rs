@@ -295,6 +295,44 @@ impl AuthRequest<'_> {
 }
 
 impl Harness {
+    /// GitHub and an OpenID Connect provider as upstream identity providers, their endpoints
+    /// stubbed on the HTTP port (the GitHub user is Octocat, "Mona Lisa Octocat").
+    pub fn with_providers(&mut self) {
+        let vars = [
+            ("LORE_GITHUB_CLIENT_ID", "gh-client"),
+            ("LORE_GITHUB_CLIENT_SECRET", "gh-secret-value"),
+            ("LORE_GITHUB_URL", "http://idp.test"),
+            ("LORE_GITHUB_API_URL", "http://api.idp.test"),
+            ("LORE_OIDC_CLIENT_ID", "oidc-client"),
+            ("LORE_OIDC_AUTH_URL", "http://sso.test/authorize"),
+            ("LORE_OIDC_TOKEN_URL", "http://sso.test/token"),
+            ("LORE_OIDC_USERINFO_URL", "http://sso.test/userinfo"),
+            ("LORE_OIDC_NAME", "Example SSO"),
+        ];
+        self.lore.config.upstream = lore_front::providers::from_vars(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+        .unwrap();
+        self.http.serve_json(
+            "http://idp.test/login/oauth/access_token",
+            &json!({"access_token": "gho_upstream_token", "token_type": "bearer", "scope": "read:user"}),
+        );
+        self.http.serve_json(
+            "http://api.idp.test/user",
+            &json!({"id": 4242, "login": "Octocat", "name": "Mona Lisa Octocat", "email": null}),
+        );
+        self.http.serve_json(
+            "http://sso.test/token",
+            &json!({"access_token": "sso_upstream_token", "token_type": "Bearer", "expires_in": 300}),
+        );
+        self.http.serve_json(
+            "http://sso.test/userinfo",
+            &json!({"sub": "ann-1", "email": "Ann@Example.com", "email_verified": true, "name": "Ann Example"}),
+        );
+    }
+
     /// Gives the local owner a sign-in password.
     pub fn set_owner_password(&self) {
         block_on(lore_directory::admin::set_owner_password(

@@ -3,47 +3,9 @@
 
 use serde_json::json;
 
-use lore_front::providers::from_vars;
-
 use super::harness::{AuthRequest, BASE, Harness, pkce, query};
 
 const REDIRECT: &str = "http://127.0.0.1:9911/callback";
-
-fn with_providers(h: &mut Harness) {
-    let vars = [
-        ("LORE_GITHUB_CLIENT_ID", "gh-client"),
-        ("LORE_GITHUB_CLIENT_SECRET", "gh-secret-value"),
-        ("LORE_GITHUB_URL", "http://idp.test"),
-        ("LORE_GITHUB_API_URL", "http://api.idp.test"),
-        ("LORE_OIDC_CLIENT_ID", "oidc-client"),
-        ("LORE_OIDC_AUTH_URL", "http://sso.test/authorize"),
-        ("LORE_OIDC_TOKEN_URL", "http://sso.test/token"),
-        ("LORE_OIDC_USERINFO_URL", "http://sso.test/userinfo"),
-        ("LORE_OIDC_NAME", "Example SSO"),
-    ];
-    h.lore.config.upstream = from_vars(|name| {
-        vars.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    })
-    .unwrap();
-    h.http.serve_json(
-        "http://idp.test/login/oauth/access_token",
-        &json!({"access_token": "gho_upstream_token", "token_type": "bearer", "scope": "read:user"}),
-    );
-    h.http.serve_json(
-        "http://api.idp.test/user",
-        &json!({"id": 4242, "login": "Octocat", "name": "Mona Lisa Octocat", "email": null}),
-    );
-    h.http.serve_json(
-        "http://sso.test/token",
-        &json!({"access_token": "sso_upstream_token", "token_type": "Bearer", "expires_in": 300}),
-    );
-    h.http.serve_json(
-        "http://sso.test/userinfo",
-        &json!({"sub": "ann-1", "email": "Ann@Example.com", "email_verified": true, "name": "Ann Example"}),
-    );
-}
 
 /// Starts an authorization and signs in with `provider`; returns the consent page.
 fn sign_in_upstream(
@@ -101,7 +63,7 @@ fn sign_in_upstream(
 #[test]
 fn a_github_user_joins_no_org_until_invited() {
     let mut h = Harness::new();
-    with_providers(&mut h);
+    h.with_providers();
     let client = h.register_public(REDIRECT);
     let (verifier, challenge) = pkce("gh");
     let consent = sign_in_upstream(&h, "github", &client, &challenge);
@@ -196,7 +158,7 @@ fn a_github_user_joins_no_org_until_invited() {
 #[test]
 fn a_pending_invite_is_accepted_at_the_first_oidc_sign_in() {
     let mut h = Harness::new();
-    with_providers(&mut h);
+    h.with_providers();
     let client = h.register_public(REDIRECT);
     let r = h.post_json_as(
         &h.owner_token,
