@@ -20,17 +20,22 @@ use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
-fn harness() -> Harness {
+/// Org `acme` on the in-memory store with `clock` and randomness seeded with `seed`.
+fn harness_on(clock: Rc<dyn lore_base::ports::Clock>, seed: u64) -> Harness {
     let ports = Ports {
         storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(JumpClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(7)),
+        clock,
+        random: Rc::new(SeqRandom::seeded(seed)),
         http: None,
         embedder: None,
         cache: None,
         background: None,
     };
-    let h = Harness::on(ports, "acme");
+    Harness::on(ports, "acme")
+}
+
+fn harness() -> Harness {
+    let h = harness_on(Rc::new(JumpClock::starting_at(1_767_225_600_000)), 7);
     let r = run(
         &h,
         "await client.templates.create({name: 'ticket', schema: {type: 'object', properties: {title: {type: 'string'}, points: {type: 'integer'}}}}); return 'ok';",
@@ -456,16 +461,7 @@ fn the_runtime_a_script_is_given_holds_and_cannot_be_changed() {
 #[test]
 fn a_realm_made_ahead_of_its_run_is_the_runs_own_and_holds_the_same() {
     // The script threads keep the system's time, as `lore serve` does.
-    let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(lore::ports::SystemClock),
-        random: Rc::new(SeqRandom::seeded(7)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    };
-    let h = Harness::on(ports, "acme");
+    let h = harness_on(Rc::new(lore::ports::SystemClock), 7);
     let h = Harness {
         lore: h
             .lore
@@ -528,16 +524,7 @@ impl lore_base::ports::Clock for SignalClock {
 fn a_script_that_saves_while_another_agent_saves_commits_both_memories() {
     let sleeping = Rc::new(tokio::sync::Notify::new());
     let sleeps = Rc::new(std::cell::Cell::new(0));
-    let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(SignalClock(sleeping.clone(), sleeps.clone())),
-        random: Rc::new(SeqRandom::seeded(9)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    };
-    let h = Harness::on(ports, "acme");
+    let h = harness_on(Rc::new(SignalClock(sleeping.clone(), sleeps.clone())), 9);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
