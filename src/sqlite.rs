@@ -20,8 +20,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::group_commit::{Writer, commit_group};
 use lore_base::storage::{
-    Batch, GET_MANY_CHUNK, SQL_SCHEMA, ScanPage, Storage, StorageError, get_many_sql, in_key_order,
-    page_from_rows, scan_bounds, scan_sql, validate_key,
+    Batch, GET_MANY_CHUNK, SCAN_BACK_SQL, SQL_SCHEMA, ScanPage, Storage, StorageError,
+    get_many_sql, in_key_order, page_from_rows, scan_back_bounds, scan_bounds, scan_sql,
+    validate_key,
 };
 
 /// The journal mode every lore connection runs in (stored in the file once set).
@@ -152,6 +153,25 @@ impl Storage for SqliteStorage {
         Ok(page_from_rows(rows, limit))
     }
 
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let upper = scan_back_bounds(prefix, before);
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare_cached(SCAN_BACK_SQL).map_err(backend)?;
+        let rows = stmt
+            .query_map(params![prefix, upper, fetch], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)?;
+        Ok(page_from_rows(rows, limit))
+    }
+
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
         batch.validate_keys()?;
         if let Some(writer) = &self.writer {
@@ -216,6 +236,18 @@ mod tests {
                 "{plan}"
             );
         }
+        let plan: String = store
+            .conn
+            .query_row(
+                &format!("EXPLAIN QUERY PLAN {}", lore_base::storage::SCAN_BACK_SQL),
+                rusqlite::params!["a", "b", 10],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(
+            plan.contains("(k>? AND k<?)") || plan.contains("(k>=? AND k<?)"),
+            "{plan}"
+        );
     }
 
     /// The settings the durability promise rests on (ARCHITECTURE.md, "Durability"): WAL,

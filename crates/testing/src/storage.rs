@@ -110,6 +110,56 @@ pub async fn scan_after_outside_prefix_is_clamped(s: &dyn Storage) {
     assert_eq!(s.scan("r/", Some("z"), 10).await.unwrap().entries.len(), 0);
 }
 
+pub async fn scan_back_pages_newest_first_without_gaps(s: &dyn Storage) {
+    let mut expected = Vec::new();
+    for i in 0..57 {
+        let k = format!("bk/{i:03}");
+        s.put(&k, b(&k)).await.unwrap();
+        expected.push(k);
+    }
+    for k in ["bj/x", "bk", "bl/a"] {
+        s.put(k, b(k)).await.unwrap();
+    }
+    expected.reverse();
+    let mut seen = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let page = s.scan_back("bk/", before.as_deref(), 10).await.unwrap();
+        assert!(page.entries.len() <= 10, "page larger than the limit");
+        for (k, v) in &page.entries {
+            assert_eq!(v, &b(k), "values come with their keys");
+        }
+        seen.extend(page.entries.into_iter().map(|(k, _)| k));
+        match page.cursor {
+            Some(c) => before = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected);
+    // A bound inside the prefix, one before it and one after it.
+    let page = s.scan_back("bk/", Some("bk/010"), 100).await.unwrap();
+    assert_eq!(page.entries.len(), 10);
+    assert_eq!(page.entries[0].0, "bk/009");
+    assert_eq!(page.cursor, None);
+    assert!(
+        s.scan_back("bk/", Some("a"), 10)
+            .await
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    let page = s.scan_back("bk/", Some("z"), 3).await.unwrap();
+    assert_eq!(page.entries[0].0, "bk/056");
+    assert_eq!(page.cursor.as_deref(), Some("bk/054"));
+    assert!(
+        s.scan_back("nothing/", None, 10)
+            .await
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+}
+
 pub async fn batch_applies_all_writes_together(s: &dyn Storage) {
     s.put("bt/old", b("x")).await.unwrap();
     let mut batch = Batch::new();
@@ -282,6 +332,7 @@ by_name!(
     scan_pages_resume_without_gaps_or_repeats,
     scan_returns_large_pages_whole,
     scan_after_outside_prefix_is_clamped,
+    scan_back_pages_newest_first_without_gaps,
     batch_applies_all_writes_together,
     failed_check_writes_nothing,
     relaxed_batches_commit_like_any,
@@ -301,6 +352,7 @@ macro_rules! storage_suite {
             scan_pages_resume_without_gaps_or_repeats,
             scan_returns_large_pages_whole,
             scan_after_outside_prefix_is_clamped,
+            scan_back_pages_newest_first_without_gaps,
             batch_applies_all_writes_together,
             failed_check_writes_nothing,
             relaxed_batches_commit_like_any,

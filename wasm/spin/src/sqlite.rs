@@ -20,9 +20,9 @@ use std::cell::Cell;
 
 use async_trait::async_trait;
 use lore_base::storage::{
-    Batch, Check, GET_MANY_CHUNK, ScanPage, Storage, StorageError, Write, failing_check,
-    get_many_sql, in_key_order, page_from_rows, scan_bounds, scan_sql, schema_statements,
-    validate_key,
+    Batch, Check, GET_MANY_CHUNK, SCAN_BACK_SQL, ScanPage, Storage, StorageError, Write,
+    failing_check, get_many_sql, in_key_order, page_from_rows, scan_back_bounds, scan_bounds,
+    scan_sql, schema_statements, validate_key,
 };
 use spin_sdk::sqlite::{Connection, Value};
 
@@ -258,18 +258,25 @@ impl Storage for SpinSqliteStorage {
                 vec![text(lower), Value::Text(upper), Value::Integer(fetch)],
             )
             .await?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for row in rows {
-            let key = match row.first() {
-                Some(Value::Text(k)) => k.clone(),
-                _ => return Err(backend("a key column is not text")),
-            };
-            let value = row
-                .get(1)
-                .ok_or_else(|| backend("a row has no value column"))?;
-            entries.push((key, bytes_of(value)?));
-        }
-        Ok(page_from_rows(entries, limit))
+        Ok(page_from_rows(key_values(rows)?, limit))
+    }
+
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        self.ensure_schema().await?;
+        let upper = scan_back_bounds(prefix, before);
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = self
+            .rows(
+                SCAN_BACK_SQL,
+                vec![text(prefix), Value::Text(upper), Value::Integer(fetch)],
+            )
+            .await?;
+        Ok(page_from_rows(key_values(rows)?, limit))
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
@@ -318,4 +325,20 @@ impl SpinSqliteStorage {
             }
         }
     }
+}
+
+/// The `(key, value)` rows of a scan.
+fn key_values(rows: Vec<Vec<Value>>) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key = match row.first() {
+            Some(Value::Text(k)) => k.clone(),
+            _ => return Err(backend("a key column is not text")),
+        };
+        let value = row
+            .get(1)
+            .ok_or_else(|| backend("a row has no value column"))?;
+        entries.push((key, bytes_of(value)?));
+    }
+    Ok(entries)
 }

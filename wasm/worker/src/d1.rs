@@ -8,8 +8,9 @@
 use async_trait::async_trait;
 use js_sys::{Array, ArrayBuffer, Uint8Array};
 use lore_base::storage::{
-    Batch, Check, GET_MANY_CHUNK, ScanPage, Storage, StorageError, Write, failing_check,
-    get_many_sql, in_key_order, page_from_rows, scan_bounds, scan_sql, validate_key,
+    Batch, Check, GET_MANY_CHUNK, SCAN_BACK_SQL, ScanPage, Storage, StorageError, Write,
+    failing_check, get_many_sql, in_key_order, page_from_rows, scan_back_bounds, scan_bounds,
+    scan_sql, validate_key,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{D1Database, D1PreparedStatement};
@@ -197,6 +198,23 @@ impl Storage for D1Storage {
             .query(
                 &hex_values(scan_sql(after_cursor)),
                 &[text(lower), text(&upper), JsValue::from_f64(fetch)],
+            )
+            .await?;
+        Ok(page_from_rows(key_value_rows(rows)?, limit))
+    }
+
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let upper = scan_back_bounds(prefix, before);
+        let fetch = f64::from(u32::try_from(limit.saturating_add(1)).unwrap_or(u32::MAX));
+        let rows = self
+            .query(
+                &hex_values(SCAN_BACK_SQL),
+                &[text(prefix), text(&upper), JsValue::from_f64(fetch)],
             )
             .await?;
         Ok(page_from_rows(key_value_rows(rows)?, limit))

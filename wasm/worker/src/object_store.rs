@@ -12,8 +12,9 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use js_sys::{Function, Reflect};
 use lore_base::storage::{
-    Batch, Check, GET_MANY_CHUNK, ScanPage, Storage, StorageError, Write, get_many_sql,
-    in_key_order, page_from_rows, scan_bounds, scan_sql, schema_statements, validate_key,
+    Batch, Check, GET_MANY_CHUNK, SCAN_BACK_SQL, ScanPage, Storage, StorageError, Write,
+    get_many_sql, in_key_order, page_from_rows, scan_back_bounds, scan_bounds, scan_sql,
+    schema_statements, validate_key,
 };
 use wasm_bindgen::JsValue;
 use wasm_bindgen::closure::Closure;
@@ -200,6 +201,27 @@ impl Storage for ObjectStorage {
         let found = rows(&self.exec(
             scan_sql(after_cursor),
             vec![text(lower), text(&upper), SqlStorageValue::Integer(fetch)],
+        )?)?;
+        let entries = found.into_iter().map(key_value).collect::<Result<_, _>>()?;
+        Ok(page_from_rows(entries, limit))
+    }
+
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        if !self.ready()? {
+            return Ok(ScanPage::default());
+        }
+        let upper = scan_back_bounds(prefix, before);
+        let fetch = i64::try_from(limit.saturating_add(1))
+            .unwrap_or(i64::MAX)
+            .min(1 << 40);
+        let found = rows(&self.exec(
+            SCAN_BACK_SQL,
+            vec![text(prefix), text(&upper), SqlStorageValue::Integer(fetch)],
         )?)?;
         let entries = found.into_iter().map(key_value).collect::<Result<_, _>>()?;
         Ok(page_from_rows(entries, limit))

@@ -53,6 +53,26 @@ impl Storage for MemoryStorage {
         Ok(page_from_rows(rows, limit))
     }
 
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let map = self.lock();
+        let end = super::scan_back_bounds(prefix, before);
+        if end.as_str() <= prefix {
+            return Ok(ScanPage::default());
+        }
+        let rows = map
+            .range::<str, _>((Bound::Included(prefix), Bound::Excluded(end.as_str())))
+            .rev()
+            .take(limit.saturating_add(1))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(page_from_rows(rows, limit))
+    }
+
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
         batch.validate_keys()?;
         let mut map = self.lock();

@@ -159,6 +159,24 @@ pub trait Storage {
         limit: usize,
     ) -> Result<ScanPage, StorageError>;
 
+    /// Entries whose key starts with `prefix` and sorts strictly before `before`, descending
+    /// (newest first for keys that end in a ULID), at most `limit` of them; the cursor is the
+    /// last key of the page when more remain, to pass as `before`. This default is correct on
+    /// every store but reads the whole prefix; the SQL and memory stores override it with one
+    /// range read ([`SCAN_BACK_SQL`]).
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let mut all = self.scan_all(prefix).await?;
+        all.retain(|(k, _)| before.is_none_or(|b| k.as_str() < b));
+        all.reverse();
+        all.truncate(limit.saturating_add(1));
+        Ok(page_from_rows(all, limit))
+    }
+
     /// Applies the batch atomically: all checks hold and every write lands, or nothing changes.
     async fn commit(&self, batch: Batch) -> Result<(), StorageError>;
 
@@ -249,6 +267,21 @@ pub fn scan_sql(after_cursor: bool) -> &'static str {
         "SELECT k, v FROM lore_kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3"
     } else {
         "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3"
+    }
+}
+
+/// The range query of a backward scan ([`Storage::scan_back`]) on the SQL backends, with `?1`
+/// the prefix, `?2` the exclusive upper bound from [`scan_back_bounds`] and `?3` the row limit.
+pub const SCAN_BACK_SQL: &str =
+    "SELECT k, v FROM lore_kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT ?3";
+
+/// The exclusive upper bound of a backward scan: `before` when it sorts inside the prefix's
+/// range, else the end of the prefix (DEL, 0x7f, for an empty one).
+pub fn scan_back_bounds(prefix: &str, before: Option<&str>) -> String {
+    let end = prefix_end(prefix).unwrap_or_else(|| "\u{7f}".to_string());
+    match before {
+        Some(b) if b < end.as_str() => b.to_string(),
+        _ => end,
     }
 }
 

@@ -117,6 +117,24 @@ impl Storage for SplitStorage {
         store.scan(prefix, after, limit).await
     }
 
+    async fn scan_back(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let store = match org_of_prefix(prefix) {
+            OrgSpan::Directory => self.store_of(None)?,
+            OrgSpan::Org(org) => self.store_of(Some(org))?,
+            OrgSpan::Several => {
+                return Err(StorageError::Backend(format!(
+                    "a scan of {prefix:?} would cross the stores of several orgs; scan one org's keys (o/{{org}}/…) or the directory's"
+                )));
+            }
+        };
+        store.scan_back(prefix, before, limit).await
+    }
+
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
         batch.validate_keys()?;
         for (i, (org, part)) in split(batch).into_iter().enumerate() {
