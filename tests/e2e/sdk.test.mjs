@@ -21,7 +21,7 @@ import { typecheck as tscCheck } from './lib/tsc.mjs';
 const ORG = 'acme';
 const ADMIN_TOOLS = [
   'manage_agents', 'manage_connections', 'manage_feeds', 'manage_operations', 'manage_behaviors',
-  'manage_templates', 'manage_members', 'manage_tokens', 'query_metric', 'list_metrics',
+  'manage_templates', 'manage_members', 'manage_tokens', 'manage_grants', 'query_metric', 'list_metrics',
   'list_organizations',
 ];
 /** The connection's credential: it must never come back from lore. */

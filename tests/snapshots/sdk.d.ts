@@ -310,7 +310,7 @@ interface MetricInfo {
 
 interface MetricValue {
   name: string;
-  /** Per group, when `group_by` is `tool` or `day`. */
+  /** Per group, when `group_by` is `tool`, `day` or `day_and_tool`. */
   series: ({
     key: string;
     value: number;
@@ -346,6 +346,22 @@ interface TokenSummary {
   revoked: boolean;
   /** Org roles, weakest first; each includes what the ones before it may do. */
   role?: "viewer" | "member" | "admin" | "owner";
+  scopes: string;
+}
+
+interface GrantInfo {
+  client_id: string;
+  /** The application's name as it registered. */
+  client_name: string;
+  created_at: string;
+  /** `grt_…` */
+  id: string;
+  /** The member who allowed it. */
+  principal_id: string;
+  /** When its tokens were last refreshed. */
+  refreshed_at?: string;
+  revoked_at?: string;
+  revoked_reason?: string;
   scopes: string;
 }
 
@@ -904,8 +920,12 @@ interface LoreSdk {
     list(args?: {
       cursor?: string;
       limit?: number;
+      /** Newest first (the cursor then continues toward older actions). */
+      newest_first?: boolean;
       /** Only this principal's actions (admins). */
       principal?: string;
+      /** Only actions that ended so: `ok`, `error`, `skipped` or `running`. */
+      status?: string;
     }): Promise<Page<Action>>;
     /** Read one action of the audit log with its steps. Access: read. */
     get(args: {
@@ -918,7 +938,7 @@ interface LoreSdk {
     list(args?: Record<string, never>): Promise<MetricInfo[]>;
     /** Evaluate a metric: a built-in one (e.g. tool_calls) over a day range, in total or grouped by tool or day, or an org SQL metric through the query_sql engine. Access: read. */
     query(args: {
-      group_by?: "tool" | "day" | "none";
+      group_by?: "tool" | "day" | "none" | "day_and_tool";
       name: string;
       /** First day counted, `YYYY-MM-DD` (inclusive). */
       since?: string;
@@ -1027,6 +1047,15 @@ interface LoreSdk {
     /** Revoke an API token; it stops working at once. Access: admin. */
     revoke(args: {
       /** The token id (`tok_…`). */
+      id: string;
+    }): Promise<Done>;
+  };
+  grants: {
+    /** List the OAuth grants that reach the org (applications its members allowed), newest first. Access: admin. */
+    list(args?: Record<string, never>): Promise<GrantInfo[]>;
+    /** Revoke an OAuth grant: every access and refresh token of it stops working at once. Access: admin. */
+    revoke(args: {
+      /** The record's id, as lore returned it. */
       id: string;
     }): Promise<Done>;
   };

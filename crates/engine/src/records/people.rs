@@ -402,6 +402,67 @@ pub async fn revoke_token(ports: &Ports, caller: &Caller, args: RevokeToken) -> 
     Ok(Done { ok: true })
 }
 
+/// An OAuth grant that reaches the org: an application a member allowed (at the consent
+/// page), whose access and refresh tokens all end when it is revoked.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct GrantInfo {
+    /// `grt_…`
+    pub id: String,
+    /// The member who allowed it.
+    pub principal_id: String,
+    pub client_id: String,
+    /// The application's name as it registered.
+    pub client_name: String,
+    pub scopes: String,
+    pub created_at: String,
+    /// When its tokens were last refreshed.
+    pub refreshed_at: Option<String>,
+    pub revoked_at: Option<String>,
+    pub revoked_reason: Option<String>,
+}
+
+/// `grants.list`: the org's OAuth grants, newest first.
+pub async fn list_grants(ports: &Ports, caller: &Caller) -> Result<Vec<GrantInfo>> {
+    Ok(lore_directory::grants::of_org(ports, caller.org())
+        .await?
+        .into_iter()
+        .map(|g| GrantInfo {
+            id: g.id,
+            principal_id: g.principal,
+            client_id: g.client_id,
+            client_name: g.client_name,
+            scopes: g.scopes.to_oauth_string(),
+            created_at: format_time(g.created_at_ms),
+            refreshed_at: g.refreshed_at_ms.map(format_time),
+            revoked_at: g.revoked_at_ms.map(format_time),
+            revoked_reason: g.revoked_reason,
+        })
+        .collect())
+}
+
+/// `grants.revoke`: ends one of the org's grants and every token of it, at once.
+pub async fn revoke_grant(ports: &Ports, caller: &Caller, id: &str) -> Result<Done> {
+    let grant: Option<lore_directory::grants::Grant> = if id.starts_with("grt_")
+        && id.len() <= 64
+        && id[4..].bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        ports.record(&keys::oauth_grant(id)).await?
+    } else {
+        None
+    };
+    match grant {
+        Some(g) if g.org == *caller.org() => {
+            let reason = format!("revoked by {}", caller.principal().id);
+            lore_directory::grants::revoke(ports, id, &reason).await?;
+            Ok(Done { ok: true })
+        }
+        _ => Err(LoreError::not_found(format!(
+            "OAuth grant {id} in org {}",
+            caller.org()
+        ))),
+    }
+}
+
 async fn org_info(ports: &Ports, org: &OrgId, role: Role) -> Result<Option<OrgInfo>> {
     let record: Option<Org> = ports.record(&keys::org(org)).await?;
     Ok(record.map(|o| OrgInfo {

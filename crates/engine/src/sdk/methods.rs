@@ -23,7 +23,8 @@ use crate::records::feeds::{
 use crate::records::metrics::{DefineMetric, Metric, MetricInfo, MetricValue, QueryMetric};
 use crate::records::operations::{CreateOperation, Operation, RunOperation, UpdateOperation};
 use crate::records::people::{
-    ByPrincipal, CreateAgent, CreateToken, Member, OrgInfo, RevokeToken, SetRole, UpdateOrg,
+    ByPrincipal, CreateAgent, CreateToken, GrantInfo, Member, OrgInfo, RevokeToken, SetRole,
+    UpdateOrg,
 };
 use crate::records::relationships::{
     CreateRelationship, LinkEntity, ListRelationships, Relationship,
@@ -327,6 +328,13 @@ pub static METHODS: &[MethodSpec] = &[
     method!("tokens".revoke, Admin, Try, RevokeToken => Done,
         "Revoke an API token; it stops working at once.",
         |cx, a| people::revoke_token(&cx.engine.ports, cx.caller, a).await?),
+    // OAuth grants
+    method!("grants".list, Admin, Try, NoArgs => Vec<GrantInfo>,
+        "List the OAuth grants that reach the org (applications its members allowed), newest first.",
+        |cx, a| people::list_grants(&cx.engine.ports, cx.caller).await?),
+    method!("grants".revoke, Admin, Try, ById => Done,
+        "Revoke an OAuth grant: every access and refresh token of it stops working at once.",
+        |cx, a| people::revoke_grant(&cx.engine.ports, cx.caller, &a.id).await?),
     // organizations
     method!("organizations".list, Read, Try, NoArgs => Vec<OrgInfo>,
         "List the organizations you belong to, with your role in each.",

@@ -4,7 +4,7 @@
 //!
 //! - [`methods`] holds the static entries (namespaces `entities`, `relationships`, `memory`,
 //!   `templates`, `feeds`, `connections`, `operations`, `behaviors`, `actions`, `metrics`,
-//!   `sql`, `agents`, `members`, `tokens`, `organizations`);
+//!   `sql`, `agents`, `members`, `tokens`, `grants`, `organizations`);
 //! - [`nouns`] adds one typed namespace per entity type of the caller's org, with the built-in
 //!   verbs and the operations bound to it;
 //! - [`call`] is the one dispatcher: it checks the caller's tier, token scopes and role before

@@ -13,7 +13,7 @@ use crate::records::entities::Entity;
 use crate::records::feeds::{Feed, FeedCreated, FeedItems, FeedWithSecret, PullResult};
 use crate::records::metrics::{Metric, MetricInfo, MetricValue};
 use crate::records::operations::Operation;
-use crate::records::people::{Member, OrgInfo};
+use crate::records::people::{GrantInfo, Member, OrgInfo};
 use crate::records::relationships::Relationship;
 use crate::records::types::EntityType;
 use lore_base::schema::schema_of;
@@ -49,6 +49,7 @@ pub static RECORD_TYPES: &[RecordType] = &[
     ("Member", schema_of::<Member>),
     ("IssuedToken", schema_of::<IssuedToken>),
     ("TokenSummary", schema_of::<TokenSummary>),
+    ("GrantInfo", schema_of::<GrantInfo>),
     ("OrgInfo", schema_of::<OrgInfo>),
     ("Invite", schema_of::<Invite>),
     ("InviteOutcome", schema_of::<InviteOutcome>),

@@ -307,6 +307,11 @@ pub static TOOLS: &[ToolSpec] = &[
         Target::Namespace("tokens"),
     ),
     admin(
+        "manage_grants",
+        "List and revoke the OAuth grants of the org (applications its members allowed).",
+        Target::Namespace("grants"),
+    ),
+    admin(
         "query_metric",
         "Evaluate a metric over a day range, in total or grouped by tool or day.",
         Target::Method("metrics.query"),

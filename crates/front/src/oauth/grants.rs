@@ -7,12 +7,11 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::instance::Lore;
-use lore_base::error::Result;
 use lore_base::ids::{OrgId, new_ulid};
 use lore_base::keys;
 use lore_base::model::{Scopes, TokenRecord};
 use lore_base::storage::Batch;
-pub use lore_directory::grants::Grant;
+pub use lore_directory::grants::{Grant, of_principal, revoke};
 
 /// An authorization code is good for this long (OAuth 2.1 section 4.1.2: at most 10 minutes).
 pub const CODE_TTL_MS: i64 = 5 * 60_000;
@@ -141,45 +140,4 @@ pub fn new_grant(lore: &Lore, code: &AuthorizationCode, client_name: &str) -> Gr
         revoked_at_ms: None,
         revoked_reason: None,
     }
-}
-
-/// Revokes a grant: every access and refresh token of it stops working at once (the org's auth
-/// stamp is renewed with it, so no cached credential of the grant is trusted).
-pub async fn revoke(lore: &Lore, grant_id: &str, reason: &str) -> Result<()> {
-    let key = keys::oauth_grant(grant_id);
-    let Some(mut grant) = lore.ports().record::<Grant>(&key).await? else {
-        return Ok(());
-    };
-    let mut batch = Batch::new();
-    let fresh = grant.revoked_at_ms.is_none();
-    if fresh {
-        grant.revoked_at_ms = Some(lore.ports().clock.now_ms());
-        grant.revoked_reason = Some(reason.to_string());
-        batch.put(key, json(&grant));
-    }
-    // Its tokens reach only its org; cached copies of them stop being trusted there.
-    lore_directory::stamp::renew(lore.ports(), &mut batch, [&grant.org]);
-    lore.ports().storage.commit(batch).await?;
-    if fresh {
-        tracing::info!(grant = %grant_id, client_id = %grant.client_id, reason, "OAuth grant revoked");
-    }
-    Ok(())
-}
-
-/// The grants `principal` approved, newest first.
-pub async fn of_principal(lore: &Lore, principal: &str) -> Result<Vec<Grant>> {
-    let mut out = Vec::new();
-    for (key, _) in lore
-        .ports()
-        .storage
-        .scan_all(&keys::oauth_user_grants(principal))
-        .await?
-    {
-        let id = key.rsplit('/').next().unwrap_or_default();
-        if let Some(grant) = lore.ports().record::<Grant>(&keys::oauth_grant(id)).await? {
-            out.push(grant);
-        }
-    }
-    out.reverse();
-    Ok(out)
 }

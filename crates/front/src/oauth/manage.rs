@@ -25,7 +25,7 @@ pub async fn page(cx: &Cx<'_>) -> Response<Vec<u8>> {
         Err(e) => return pages::error_page(500, "Server error", &e.description),
     };
     let principal = session.record.principal.clone().unwrap_or_default();
-    let list = match grants::of_principal(cx.lore, &principal).await {
+    let list = match grants::of_principal(cx.lore.ports(), &principal).await {
         Ok(l) => l,
         Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
     };
@@ -85,7 +85,7 @@ pub async fn revoke(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     };
     match grant {
         Some(g) if g.principal == principal => {
-            if let Err(e) = grants::revoke(cx.lore, id, "revoked on the token page").await {
+            if let Err(e) = grants::revoke(cx.lore.ports(), id, "revoked on the token page").await {
                 return pages::error_page(500, "Server error", &e.to_string());
             }
             pages::see_other("/oauth/tokens?revoked=1", None)

@@ -123,7 +123,7 @@ async fn exchange_code(
     }
     if record.used_at_ms.is_some() {
         if let Some(grant) = &record.grant {
-            grants::revoke(cx.lore, grant, "authorization code replayed").await?;
+            grants::revoke(cx.lore.ports(), grant, "authorization code replayed").await?;
         }
         return Err(OAuthError::invalid_grant(
             "the authorization code was already used; the tokens issued for it are revoked",
@@ -214,7 +214,7 @@ async fn refresh(
         ));
     }
     if record.used_at_ms.is_some() {
-        grants::revoke(cx.lore, &record.grant, "refresh token reused").await?;
+        grants::revoke(cx.lore.ports(), &record.grant, "refresh token reused").await?;
         tracing::warn!(grant = %record.grant, client_id = %client.client_id, "refresh token reuse: grant revoked");
         return Err(OAuthError::invalid_grant(
             "the refresh token was already used; every token of this grant is now revoked",
@@ -265,7 +265,12 @@ async fn refresh(
         Ok(()) => Ok(issued),
         Err(StorageError::Conflict { .. }) => {
             // Someone traded the same refresh token at the same moment.
-            grants::revoke(cx.lore, &record.grant, "refresh token used twice at once").await?;
+            grants::revoke(
+                cx.lore.ports(),
+                &record.grant,
+                "refresh token used twice at once",
+            )
+            .await?;
             Err(OAuthError::invalid_grant(
                 "the refresh token was used twice; every token of this grant is now revoked",
             ))
@@ -320,7 +325,7 @@ async fn revoke_token(cx: &Cx<'_>, client: &Client, token: &str) -> Result<(), O
         if record.client_id != client.client_id {
             return Err(not_yours());
         }
-        grants::revoke(cx.lore, &record.grant, "revoked by the client").await?;
+        grants::revoke(cx.lore.ports(), &record.grant, "revoked by the client").await?;
         return Ok(());
     }
     let key = keys::token_by_hash(&keys::sha256_hex(token));
