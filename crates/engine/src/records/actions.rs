@@ -89,12 +89,17 @@ pub struct Action {
     pub created_at: String,
 }
 
-/// `actions.list`: oldest first; members see their own, admins everyone's.
+/// `actions.list`: oldest first (or newest first); members see their own, admins everyone's.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListActions {
     /// Only this principal's actions (admins).
     pub principal: Option<String>,
+    /// Only actions that ended so: `ok`, `error`, `skipped` or `running`.
+    pub status: Option<String>,
+    /// Newest first (the cursor then continues toward older actions).
+    #[serde(default)]
+    pub newest_first: bool,
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<usize>,
     pub cursor: Option<String>,
@@ -127,7 +132,9 @@ pub async fn get(ports: &Ports, caller: &Caller, id: &str) -> Result<Action> {
     Ok(action)
 }
 
-/// Lists actions oldest first within the page window, walking the log by id.
+/// Lists actions in log order (or newest first), walking the log by id. A page ends at `limit`
+/// matches or after 5,000 actions read, so a filter that matches little still answers promptly
+/// with a cursor to go on.
 pub async fn list(ports: &Ports, caller: &Caller, args: ListActions) -> Result<Page<Action>> {
     check_cursor(args.cursor.as_deref())?;
     let principal = if caller.role().is_admin() {
@@ -137,16 +144,25 @@ pub async fn list(ports: &Ports, caller: &Caller, args: ListActions) -> Result<P
     };
     let prefix = caller.keys().actions();
     let limit = args.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-    let mut after = args.cursor.map(|c| format!("{prefix}{c}"));
+    let mut from = args.cursor.map(|c| format!("{prefix}{c}"));
     let mut items = Vec::new();
     let mut scanned = 0;
     loop {
-        let page = ports.storage.scan(&prefix, after.as_deref(), 500).await?;
+        let page = if args.newest_first {
+            ports
+                .storage
+                .scan_back(&prefix, from.as_deref(), 500)
+                .await?
+        } else {
+            ports.storage.scan(&prefix, from.as_deref(), 500).await?
+        };
         for (key, bytes) in &page.entries {
             scanned += 1;
-            after = Some(key.clone());
+            from = Some(key.clone());
             let action: Action = serde_json::from_slice(bytes)?;
-            if principal.as_ref().is_none_or(|p| *p == action.principal) {
+            if principal.as_ref().is_none_or(|p| *p == action.principal)
+                && args.status.as_ref().is_none_or(|s| *s == action.status)
+            {
                 items.push(action);
             }
             if items.len() == limit || scanned == 5_000 {

@@ -157,13 +157,15 @@ pub struct DefineMetric {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     /// One total.
     #[default]
     None,
     Tool,
     Day,
+    /// Per day and tool, keyed `{day}/{tool}`.
+    DayAndTool,
 }
 
 /// `metrics.query` (`query_metric`)
@@ -193,7 +195,7 @@ pub struct Sample {
 pub struct MetricValue {
     pub name: String,
     pub value: f64,
-    /// Per group, when `group_by` is `tool` or `day`.
+    /// Per group, when `group_by` is `tool`, `day` or `day_and_tool`.
     pub series: Vec<Sample>,
 }
 

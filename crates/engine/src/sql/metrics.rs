@@ -79,26 +79,38 @@ pub async fn query(
     let mut groups: BTreeMap<String, f64> = BTreeMap::new();
     let mut total = 0.0;
     let prefix = caller.keys().usage_all();
-    for (key, bytes) in ports.storage.scan_all(&prefix).await? {
-        let mut parts = key[prefix.len()..].splitn(3, '/');
-        let (Some(day), Some(tool)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if args.since.as_deref().is_some_and(|s| day < s)
-            || args.until.as_deref().is_some_and(|u| day > u)
-            || args.tool.as_deref().is_some_and(|t| t != tool)
-        {
-            continue;
+    // Counts are keyed by day first: the scan starts at `since` and stops after `until`.
+    let mut after = args.since.as_deref().map(|s| format!("{prefix}{s}"));
+    'scan: loop {
+        let page = ports.storage.scan(&prefix, after.as_deref(), 512).await?;
+        for (key, bytes) in &page.entries {
+            let mut parts = key[prefix.len()..].splitn(3, '/');
+            let (Some(day), Some(tool)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if args.until.as_deref().is_some_and(|u| day > u) {
+                break 'scan;
+            }
+            if args.since.as_deref().is_some_and(|s| day < s)
+                || args.tool.as_deref().is_some_and(|t| t != tool)
+            {
+                continue;
+            }
+            let counts: Counts = serde_json::from_slice(bytes)?;
+            let n = if errors { counts.errors } else { counts.calls } as f64;
+            total += n;
+            let group = match args.group_by {
+                GroupBy::None => continue,
+                GroupBy::Tool => tool.to_string(),
+                GroupBy::Day => day.to_string(),
+                GroupBy::DayAndTool => format!("{day}/{tool}"),
+            };
+            *groups.entry(group).or_default() += n;
         }
-        let counts: Counts = serde_json::from_slice(&bytes)?;
-        let n = if errors { counts.errors } else { counts.calls } as f64;
-        total += n;
-        let group = match args.group_by {
-            GroupBy::None => continue,
-            GroupBy::Tool => tool,
-            GroupBy::Day => day,
-        };
-        *groups.entry(group.to_string()).or_default() += n;
+        match page.cursor {
+            Some(c) => after = Some(c),
+            None => break,
+        }
     }
     Ok(MetricValue {
         name: args.name,
