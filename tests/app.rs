@@ -12,7 +12,7 @@ mod harness;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use harness::{BASE, Harness, OWNER_PASSWORD, Reply, query};
+use harness::{AuthRequest, BASE, Harness, OWNER_PASSWORD, Reply, pkce, query};
 
 /// Where a page redirects to: its path and query.
 fn target(r: &Reply) -> String {
@@ -443,4 +443,408 @@ fn the_timeline_pages_through_every_memory_newest_first_under_filters() {
     );
     assert_eq!(bad.status, 400, "{}", bad.text);
     assert!(bad.text.contains("cursor"));
+}
+
+/// An agent's API token and an application's OAuth access token of org default, both working.
+fn an_agent_token_and_an_application(h: &Harness) -> (String, String) {
+    let owner = h.owner_token.clone();
+    let agent = h.post_json_as(
+        &owner,
+        "/api/default/agents.create",
+        &json!({"name": "ci-bot", "role": "member"}),
+    );
+    assert_eq!(agent.status, 200, "{}", agent.text);
+    let token = h.post_json_as(
+        &owner,
+        "/api/default/tokens.create",
+        &json!({"principal_id": agent.json()["principal_id"], "label": "ci deploy"}),
+    );
+    assert_eq!(token.status, 200, "{}", token.text);
+    let token = token.json()["token"].as_str().unwrap().to_string();
+    let redirect = "http://127.0.0.1:9911/callback";
+    let client = h.register_public(redirect);
+    let (verifier, challenge) = pkce("app-access");
+    let code = h.approve(
+        &AuthRequest {
+            client_id: &client,
+            redirect_uri: Some(redirect),
+            challenge: &challenge,
+            state: "s",
+            scope: None,
+            resource: None,
+        },
+        "default",
+        &["mcp:read", "mcp:write"],
+    );
+    let r = h.token(&[
+        ("grant_type", "authorization_code"),
+        ("code", &code),
+        ("redirect_uri", redirect),
+        ("code_verifier", &verifier),
+        ("client_id", &client),
+    ]);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let access = r.json()["access_token"].as_str().unwrap().to_string();
+    assert_eq!(mcp_status(h, &token), 200);
+    assert_eq!(mcp_status(h, &access), 200);
+    (token, access)
+}
+
+/// The status of one `search_memory` call with `token` at org default's endpoint.
+fn mcp_status(h: &Harness, token: &str) -> u16 {
+    h.call(
+        token,
+        "/mcp/default",
+        "search_memory",
+        json!({"query": "x"}),
+    )
+    .status
+}
+
+/// The value of the hidden `name` input of the form whose row holds `marker`.
+fn input_near(page: &Reply, marker: &str, name: &str) -> String {
+    let at = page
+        .text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker} not in {}", page.text));
+    let row = &page.text[at..];
+    let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+    let key = format!("name=\"{name}\" value=\"");
+    let start = row
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {row}"))
+        + key.len();
+    row[start..start + row[start..].find('"').unwrap()].to_string()
+}
+
+#[test]
+fn an_admin_revokes_a_token_and_an_application_and_their_next_calls_are_refused() {
+    let h = Harness::new();
+    h.set_owner_password();
+    // Approving the application signs the owner in (the consent page's session).
+    let (token, access) = an_agent_token_and_an_application(&h);
+    let page = h.get("/app/default/access");
+    assert_eq!(page.status, 200, "{}", page.text);
+    for shown in [
+        "ci-bot",
+        "ci deploy",
+        "Test Client",
+        "API tokens",
+        "Applications",
+    ] {
+        assert!(page.text.contains(shown), "{shown}: {}", page.text);
+    }
+    let token_id = input_near(&page, "ci deploy", "token");
+    let grant_id = input_near(&page, "Test Client", "grant");
+    let csrf = page.input("csrf");
+
+    // Forms without the session's token, or from another origin, revoke nothing.
+    for (form, headers) in [
+        (vec![("token", token_id.as_str())], vec![("origin", BASE)]),
+        (
+            vec![("token", token_id.as_str()), ("csrf", "forged")],
+            vec![("origin", BASE)],
+        ),
+        (
+            vec![("token", token_id.as_str()), ("csrf", csrf.as_str())],
+            vec![("origin", "https://evil.example")],
+        ),
+    ] {
+        let r = h.post_form("/app/default/access/revoke", &form, &headers);
+        assert_eq!(r.status, 403, "{form:?} {headers:?}: {}", r.text);
+    }
+    assert_eq!(mcp_status(&h, &token), 200);
+
+    let r = h.post_form(
+        "/app/default/access/revoke",
+        &[("csrf", &csrf), ("token", &token_id)],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 303, "{}", r.text);
+    assert_eq!(
+        target(&r),
+        format!("/app/default/access?revoked={token_id}")
+    );
+    assert_eq!(mcp_status(&h, &token), 401, "the revoked token's next call");
+    assert_eq!(mcp_status(&h, &access), 200, "the application is untouched");
+
+    let r = h.post_form(
+        "/app/default/access/revoke",
+        &[("csrf", &csrf), ("grant", &grant_id)],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 303, "{}", r.text);
+    assert_eq!(mcp_status(&h, &access), 401, "the revoked grant's token");
+
+    let page = h.get(&target(&r));
+    assert!(page.text.contains("access is revoked"), "{}", page.text);
+    assert!(
+        page.text.contains("revoked 20"),
+        "the grant shows when it was revoked"
+    );
+    assert!(
+        !page.text.contains(&format!("value=\"{token_id}\"")),
+        "no revoke button for a revoked token"
+    );
+    let grants = h.post_json_as(&h.owner_token, "/api/default/grants.list", &json!({}));
+    let reason = grants.json()[0]["revoked_reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.starts_with("revoked by usr_"), "{reason}");
+}
+
+#[test]
+fn no_one_revokes_another_orgs_token_or_application_and_non_admins_revoke_nothing() {
+    let mut h = Harness::new();
+    h.with_providers();
+    h.set_owner_password();
+    let other = block_on(lore_directory::admin::create_org(h.lore.ports(), "globex")).unwrap();
+    let globex = |token: &str| {
+        h.call(token, "/mcp/globex", "search_memory", json!({"query": "x"}))
+            .status
+    };
+    assert_eq!(globex(&other.token), 200);
+    let (token, _access) = an_agent_token_and_an_application(&h);
+    // The owner (admin of default) aims this org's form at globex's token: not found.
+    let page = h.get("/app/default/access");
+    let csrf = page.input("csrf");
+    let r = h.post_form(
+        "/app/default/access/revoke",
+        &[("csrf", &csrf), ("token", &other.token_id)],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert_eq!(globex(&other.token), 200);
+    for bad in ["grt_../../x", "grt_", "tok_", "", "a\u{0}b"] {
+        let r = h.post_form(
+            "/app/default/access/revoke",
+            &[("csrf", &csrf), ("grant", bad)],
+            &[("origin", BASE)],
+        );
+        assert!(
+            matches!(r.status, 400 | 404),
+            "{bad:?}: {} {}",
+            r.status,
+            r.text
+        );
+    }
+    // A viewer and a member see the members, no tokens, and cannot revoke.
+    let r = h.post_json_as(
+        &h.owner_token,
+        "/api/default/members.invite",
+        &json!({"identity": "github:octocat", "role": "viewer"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    h.cookies.borrow_mut().clear();
+    let landed = github_user_signs_in_at(&h, "/app/default/access");
+    assert_eq!(landed, "/app/default/access");
+    let page = h.get(&landed);
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(page.text.contains("ci-bot") && page.text.contains("Mona Lisa Octocat"));
+    assert!(!page.text.contains("ci deploy") && !page.text.contains("Test Client"));
+    assert!(!page.text.contains("Revoke"));
+    let token_id = h
+        .post_json_as(&h.owner_token, "/api/default/tokens.list", &json!({}))
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["label"] == "ci deploy")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = h.post_form(
+        "/app/default/access/revoke",
+        &[("csrf", &page.input("csrf")), ("token", &token_id)],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert_eq!(mcp_status(&h, &token), 200);
+    // Nor does anyone reach globex's access page.
+    assert_eq!(h.get("/app/globex/access").status, 404);
+}
+
+#[test]
+fn the_audit_log_shows_newest_first_filters_and_pages_and_shows_each_call() {
+    let mut h = Harness::new();
+    h.with_providers();
+    h.set_owner_password();
+    let owner = h.owner_token.clone();
+    let (agent_token, _) = an_agent_token_and_an_application(&h);
+    for i in 0..55 {
+        let r = h.post_json_as(
+            &owner,
+            "/api/default/memory.save",
+            &json!({"content": format!("note {i}")}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let r = h.post_json_as(
+        &agent_token,
+        "/api/default/memory.save",
+        &json!({"content": "the agent's note"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = h.call(
+        &owner,
+        "/mcp/default",
+        "run_sdk",
+        json!({"code": "await client.memory.save({content: 'half'}); throw new Error('boom <script>alert(1)</script>');"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let all = h.post_json_as(
+        &owner,
+        "/api/default/actions.list",
+        &json!({"newest_first": true, "limit": 500}),
+    );
+    let all = all.json()["items"].as_array().unwrap().clone();
+    assert!(all.len() >= 57, "{}", all.len());
+    let failed = all[0].clone();
+    assert_eq!(failed["status"], "error", "{failed}");
+    assert_eq!(failed["source"], "run_sdk");
+    let agent_action = all[1].clone();
+    let agent_id = agent_action["principal"].as_str().unwrap().to_string();
+    assert!(agent_id.starts_with("agt_"), "{agent_action}");
+
+    // Page one: the newest 50, newest first, with who acted by name.
+    let page = h.get("/app/default/actions");
+    assert_eq!(page.status, 200, "{}", page.text);
+    let ids = |text: &str| -> Vec<String> {
+        text.match_indices("/app/default/actions/act_")
+            .map(|(at, _)| text[at + 21..at + 21 + 30].to_string())
+            .collect()
+    };
+    let first = ids(&page.text);
+    assert_eq!(first.len(), 50, "{}", page.text);
+    let expected: Vec<String> = all
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(first, expected[..50], "newest first");
+    assert!(page.text.contains("ci-bot"));
+    assert!(
+        !page.text.contains("<script>alert"),
+        "nothing of the error runs"
+    );
+    // The next page continues without a gap or a repeat.
+    let at = page.text.find("rel=\"next\"").expect("an older page");
+    let href = &page.text[page.text[..at].rfind("href=\"?").unwrap() + 6..at - 2];
+    let older = h.get(&format!(
+        "/app/default/actions{}",
+        href.replace("&amp;", "&")
+    ));
+    assert_eq!(older.status, 200, "{}", older.text);
+    let second = ids(&older.text);
+    assert_eq!(second, expected[50..], "{href}");
+
+    // Filters: by status, by who.
+    let errors = h.get("/app/default/actions?status=error");
+    assert_eq!(ids(&errors.text), [failed["id"].as_str().unwrap()]);
+    let agents = h.get(&format!("/app/default/actions?agent={agent_id}"));
+    assert_eq!(ids(&agents.text), [agent_action["id"].as_str().unwrap()]);
+    let both = h.get(&format!(
+        "/app/default/actions?agent={agent_id}&status=error"
+    ));
+    assert!(ids(&both.text).is_empty() && both.text.contains("No actions here."));
+
+    // One action: each call, and the error as text.
+    let one = h.get(&format!(
+        "/app/default/actions/{}",
+        failed["id"].as_str().unwrap()
+    ));
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert!(one.text.contains("memory.save"), "{}", one.text);
+    assert!(one.text.contains("boom &lt;script&gt;"), "{}", one.text);
+    assert!(!one.text.contains("<script>alert"));
+    for bad in [
+        "act_",
+        "act_00000000000000000000000000",
+        "evt_01",
+        "..%2F..",
+        "act_%00",
+    ] {
+        let r = h.get(&format!("/app/default/actions/{bad}"));
+        assert_eq!(r.status, 404, "{bad}: {}", r.text);
+    }
+    let r = h.get("/app/default/actions?cursor=%2F..%2F&status=%3Cb%3E");
+    assert!(matches!(r.status, 200), "{}", r.text);
+    assert!(!r.text.contains("<b>"));
+
+    // A viewer sees only their own actions (none), with no filter by who.
+    let r = h.post_json_as(
+        &owner,
+        "/api/default/members.invite",
+        &json!({"identity": "github:octocat", "role": "viewer"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    h.cookies.borrow_mut().clear();
+    github_user_signs_in_at(&h, "/app/default/actions");
+    let page = h.get("/app/default/actions");
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(ids(&page.text).is_empty(), "{}", page.text);
+    assert!(!page.text.contains("id=\"agent\""));
+    let r = h.get(&format!(
+        "/app/default/actions/{}",
+        failed["id"].as_str().unwrap()
+    ));
+    assert_eq!(r.status, 404, "another person's action");
+}
+
+#[test]
+fn usage_shows_the_orgs_calls_per_day_and_tool_with_their_errors() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    for i in 0..3 {
+        save(&h, &owner, json!({"content": format!("day one {i}")}));
+    }
+    // One error: a memory that does not exist.
+    let r = h.post_json_as(
+        &owner,
+        "/api/default/memory.get",
+        &json!({"id": "evt_01J00000000000000000000000"}),
+    );
+    assert_eq!(r.status, 404, "{}", r.text);
+    h.advance(86_400_000);
+    save(&h, &owner, json!({"content": "day two"}));
+    owner_signs_in_at(&h, "/app/default/usage");
+    let page = h.get("/app/default/usage");
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(page.text.contains("<svg class=\"chart\""), "{}", page.text);
+    // Four saves over two days, one failed read.
+    assert!(
+        page.text
+            .contains("<code>save_memory</code></td><td>4</td><td>0</td>"),
+        "{}",
+        page.text
+    );
+    assert!(
+        page.text
+            .contains("<code>memory.get</code></td><td>1</td><td>1</td>"),
+        "{}",
+        page.text
+    );
+    assert!(
+        page.text.contains(": 3 calls, 0 errors") || page.text.contains(": 4 calls, 1 errors"),
+        "{}",
+        page.text
+    );
+    // Another period, and nonsense for one, still answer.
+    for q in ["?days=7", "?days=9999", "?days=%3Cscript%3E", "?days=-1"] {
+        let r = h.get(&format!("/app/default/usage{q}"));
+        assert_eq!(r.status, 200, "{q}: {}", r.text);
+        assert!(!r.text.contains("<script"));
+    }
+    // metrics.query groups by day and tool for agents too.
+    let r = h.post_json_as(
+        &owner,
+        "/api/default/metrics.query",
+        &json!({"name": "tool_calls", "group_by": "day_and_tool", "tool": "save_memory"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let series = r.json()["series"].as_array().unwrap().clone();
+    assert_eq!(series.len(), 2, "{series:?}");
+    assert_eq!(series[0]["value"], 3.0);
+    assert!(series[0]["key"].as_str().unwrap().ends_with("/save_memory"));
 }

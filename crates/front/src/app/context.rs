@@ -34,6 +34,11 @@ impl App<'_> {
         self.caller.role().can_write()
     }
 
+    /// Whether the person administers the org (admin or owner).
+    pub fn is_admin(&self) -> bool {
+        self.caller.role().is_admin()
+    }
+
     /// Calls SDK method `path` as the signed-in person.
     pub async fn call(&self, path: &str, args: Value) -> Result<Value, LoreError> {
         self.lore()

@@ -7,7 +7,7 @@ use http::Response;
 use serde_json::{Value, json};
 
 use super::context::App;
-use super::view::{self, not_found, when};
+use super::view::{self, alert, forbidden, not_found, when};
 use crate::oauth::form::Params;
 use crate::oauth::pages::{self, esc};
 use lore_base::error::LoreError;
@@ -315,17 +315,11 @@ async fn versions_page(
 /// `POST /app/{org}/memory/{id}`: saves a correction that supersedes memory `id`.
 pub async fn supersede(app: &App<'_>, id: &str, form: &Params) -> Response<Vec<u8>> {
     if !app.can_write() {
-        let mut r = view::page(
+        return forbidden(
             app,
             "memory",
-            "Not allowed",
-            &format!(
-                "<p role=\"alert\" class=\"alert\">You are a {} of this org: viewers can read its memory but not change it.</p>",
-                esc(app.caller.role().as_str())
-            ),
+            "Viewers can read the org's memory but not change it.",
         );
-        *r.status_mut() = http::StatusCode::FORBIDDEN;
-        return r;
     }
     let content = form.one("content").ok().flatten().unwrap_or("").trim();
     let kind = form.one("kind").ok().flatten().unwrap_or("").trim();
@@ -354,11 +348,4 @@ pub async fn supersede(app: &App<'_>, id: &str, form: &Params) -> Response<Vec<u
             r
         }
     }
-}
-
-fn alert(e: &LoreError) -> String {
-    format!(
-        "<p role=\"alert\" class=\"alert\">{}</p>\n",
-        esc(&e.to_string())
-    )
 }

@@ -10,8 +10,11 @@
 //! consent page's. A person who is not a member of the org gets the same "not found" as for an
 //! org that does not exist.
 
+mod access;
+mod actions;
 mod context;
 mod memory;
+mod usage;
 mod view;
 
 use http::{Method, Request, Response};
@@ -114,6 +117,11 @@ pub async fn handle(
         (["memory"], false) => memory::list(&app).await,
         (["memory", id], false) => memory::one(&app, id).await,
         (["memory", id], true) => memory::supersede(&app, id, &form).await,
+        (["actions"], false) => actions::list(&app).await,
+        (["actions", id], false) => actions::one(&app, id).await,
+        (["usage"], false) => usage::page(&app).await,
+        (["access"], false) => access::page(&app).await,
+        (["access", "revoke"], true) => access::revoke(&app, &form).await,
         _ => not_found(),
     }
 }

@@ -33,12 +33,28 @@ ol.memories li,.card{background:var(--card);border:1px solid var(--line);border-
 .current{border-color:var(--accent)}
 textarea{width:100%;min-height:6rem;padding:.6rem .7rem;font:inherit;color:inherit;background:transparent;border:1px solid var(--line);border-radius:6px}
 .pager{display:flex;justify-content:space-between;margin:1rem 0}
+.tag.bad{border-color:var(--danger);color:var(--danger)}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem;margin:0 0 1rem}
+dl.facts dt{color:var(--muted)}
+dl.facts dd{margin:0;overflow-wrap:anywhere}
+pre.card{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.88rem}
+svg.chart{display:block;width:100%;height:10rem;background:var(--card);border:1px solid var(--line);border-radius:8px}
+svg.spark{display:block;width:10rem;height:1.5rem}
+svg rect.calls{fill:var(--accent)}
+svg rect.errs{fill:var(--danger)}
+.axis{display:flex;justify-content:space-between;gap:1rem;margin:.2rem 0 1rem}
+.periods{display:flex;gap:.75rem;margin:0 0 1rem}
 .notice{border-left:4px solid var(--accent);padding:.5rem .75rem;margin:1rem 0;background:var(--card)}
 @media (max-width:40rem){header.bar .who{margin-left:0;width:100%}main.app{padding:0 .75rem}}
 ";
 
 /// The app's sections, in the order the bar shows them.
-const SECTIONS: &[(&str, &str)] = &[("memory", "Memory")];
+const SECTIONS: &[(&str, &str)] = &[
+    ("memory", "Memory"),
+    ("actions", "Actions"),
+    ("usage", "Usage"),
+    ("access", "Access"),
+];
 
 /// A whole app page: the bar, then `body` (already HTML) under the heading `title`.
 pub fn page(app: &App<'_>, section: &str, title: &str, body: &str) -> Response<Vec<u8>> {
@@ -93,6 +109,36 @@ pub fn when(text: &str) -> String {
         |_| text.to_string(),
         |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
     )
+}
+
+/// A time as the app shows it, from milliseconds since the epoch.
+pub fn when_ms(ms: Option<i64>) -> String {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(String::new, |t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+}
+
+/// An error the engine answered, as an alert in the page.
+pub fn alert(e: &lore_base::error::LoreError) -> String {
+    format!(
+        "<p role=\"alert\" class=\"alert\">{}</p>\n",
+        esc(&e.to_string())
+    )
+}
+
+/// The 403 page for a change the person's role does not allow, in the org's frame.
+pub fn forbidden(app: &App<'_>, section: &str, message: &str) -> Response<Vec<u8>> {
+    let mut r = page(
+        app,
+        section,
+        "Not allowed",
+        &format!(
+            "<p role=\"alert\" class=\"alert\">You are a {} of this org. {}</p>",
+            esc(app.caller.role().as_str()),
+            esc(message)
+        ),
+    );
+    *r.status_mut() = http::StatusCode::FORBIDDEN;
+    r
 }
 
 /// The answer for an org that does not exist and for one the person is not a member of alike.
