@@ -125,6 +125,28 @@ fn a_member_finds_a_memory_by_search_and_corrects_it() {
         page.text.find("on Tuesdays").unwrap(),
     );
     assert!(go < tuesday, "newest first");
+    assert!(
+        page.text.contains("<span>by <span title=\"usr_")
+            && page.text.contains(">local owner</span>"),
+        "authors by name: {}",
+        page.text
+    );
+    // The author filter offers the members by name and keeps the one chosen.
+    let owner_id = h
+        .post_json_as(&owner, "/api/default/members.list", &json!({}))
+        .json()[0]["principal_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mine = h.get(&format!("/app/default/memory?author={owner_id}"));
+    assert!(
+        mine.text.contains(&format!(
+            "<option value=\"{owner_id}\" selected>local owner</option>"
+        )),
+        "{}",
+        mine.text
+    );
+    assert!(mine.text.contains("on Tuesdays"));
 
     // Search finds the deploy decision first.
     let found = h.get("/app/default/memory?q=Deploys+Tuesdays");
@@ -847,4 +869,153 @@ fn usage_shows_the_orgs_calls_per_day_and_tool_with_their_errors() {
     assert_eq!(series.len(), 2, "{series:?}");
     assert_eq!(series[0]["value"], 3.0);
     assert!(series[0]["key"].as_str().unwrap().ends_with("/save_memory"));
+}
+
+#[test]
+fn records_show_types_entities_newest_first_and_an_entitys_neighbourhood() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    let api = |name: &str, body: Value| {
+        let r = h.post_json_as(&owner, &format!("/api/default/{name}"), &body);
+        assert_eq!(r.status, 200, "{name}: {}", r.text);
+        r.json()
+    };
+    api(
+        "templates.create",
+        json!({"name": "service", "description": "A deployed service",
+               "schema": {"type": "object", "properties": {
+                   "team": {"type": "string", "description": "Who owns it"},
+                   "tier": {"type": "integer"}}, "required": ["team"]}}),
+    );
+    let mut ids = Vec::new();
+    for i in 0..120 {
+        let e = api(
+            "entities.create",
+            json!({"type": "service", "name": format!("svc-{i:03}"),
+                   "properties": {"team": if i % 40 == 0 { "payments" } else { "platform" }, "tier": i % 3}}),
+        );
+        ids.push(e["id"].as_str().unwrap().to_string());
+    }
+    let hub = api(
+        "entities.create",
+        json!({"type": "service", "name": "<script>alert(1)</script> gateway",
+               "properties": {"team": "<img src=x onerror=alert(2)>", "tier": 1}}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (to, kind) in [
+        (&ids[0], "calls"),
+        (&ids[1], "calls"),
+        (&ids[2], "depends_on"),
+    ] {
+        api(
+            "relationships.create",
+            json!({"type": kind, "from": hub, "to": to}),
+        );
+    }
+    api(
+        "relationships.create",
+        json!({"type": "monitors", "from": ids[3], "to": hub}),
+    );
+    save(
+        &h,
+        &owner,
+        json!({"content": "The gateway was rate limited during the sale", "entity_ids": [hub]}),
+    );
+    owner_signs_in_at(&h, "/app/default/records");
+
+    let page = h.get("/app/default/records");
+    assert_eq!(page.status, 200, "{}", page.text);
+    for shown in [
+        "A deployed service",
+        "<code>team</code>",
+        "required",
+        "Who owns it",
+        "integer",
+        "Newest entities",
+    ] {
+        assert!(page.text.contains(shown), "{shown}: {}", page.text);
+    }
+    assert!(!page.text.contains("<script>alert") && !page.text.contains("<img src=x"));
+
+    // The type's entities, newest first, 50 a page, without gaps or repeats.
+    let entity_ids = |text: &str| -> Vec<String> {
+        text.match_indices("href=\"/app/default/entities/ent_")
+            .map(|(at, _)| text[at + 28..at + 28 + 30].to_string())
+            .collect()
+    };
+    let mut expected: Vec<String> = ids.clone();
+    expected.push(hub.clone());
+    expected.reverse();
+    let mut seen = Vec::new();
+    let mut next = "/app/default/records/service".to_string();
+    loop {
+        let page = h.get(&next);
+        assert_eq!(page.status, 200, "{next}: {}", page.text);
+        seen.extend(entity_ids(&page.text));
+        let Some(at) = page.text.find("rel=\"next\"") else {
+            break;
+        };
+        let href = &page.text[page.text[..at].rfind("href=\"?").unwrap() + 6..at - 2];
+        next = format!("/app/default/records/service{}", href.replace("&amp;", "&"));
+    }
+    assert_eq!(seen, expected);
+    // Filtered by a property, a string and a number.
+    let payments = h.get("/app/default/records/service?prop=team&value=payments");
+    assert_eq!(entity_ids(&payments.text).len(), 3, "{}", payments.text);
+    let tier = h.get("/app/default/records/service?prop=tier&value=2");
+    assert_eq!(entity_ids(&tier.text).len(), 40);
+
+    // One entity: escaped, its relationships by name, its graph, its memories.
+    let one = h.get(&format!("/app/default/entities/{hub}"));
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert!(!one.text.contains("<script>alert") && !one.text.contains("<img src=x"));
+    assert!(one.text.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    assert!(one.text.contains("<svg class=\"graph\""));
+    for neighbour in &ids[..4] {
+        assert!(
+            one.text
+                .contains(&format!("<a href=\"/app/default/entities/{neighbour}\">")),
+            "{neighbour}"
+        );
+    }
+    for shown in [
+        "svc-000",
+        "svc-003",
+        "depends_on",
+        "monitors",
+        "4 relationships.",
+        "rate limited during the sale",
+    ] {
+        assert!(one.text.contains(shown), "{shown}: {}", one.text);
+    }
+
+    // Not found: an unknown type, ids that are not this org's entities.
+    let other = block_on(lore_directory::admin::create_org(h.lore.ports(), "globex")).unwrap();
+    let r = h.post_json_as(
+        &other.token,
+        "/api/globex/templates.create",
+        &json!({"name": "service", "schema": {"type": "object"}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = h.post_json_as(
+        &other.token,
+        "/api/globex/entities.create",
+        &json!({"type": "service", "name": "Globex secret"}),
+    );
+    let theirs = r.json()["id"].as_str().unwrap().to_string();
+    for path in [
+        "/app/default/records/nosuchtype".to_string(),
+        format!("/app/default/entities/{theirs}"),
+        "/app/default/entities/ent_".to_string(),
+        "/app/default/entities/..%2F..".to_string(),
+        format!("/app/default/entities/{}", ids[0].replace("ent_", "rel_")),
+    ] {
+        let r = h.get(&path);
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+        assert!(!r.text.contains("Globex secret"));
+    }
+    let r = h.get("/app/default/records/service?prop=%3Cb%3E&value=%22&cursor=%2F..%2F");
+    assert!(!r.text.contains("<b>"), "{}", r.text);
 }

@@ -466,6 +466,8 @@ interface LoreSdk {
       cursor?: string;
       /** Page size, 1-500 (default 50). */
       limit?: number;
+      /** Newest first (the cursor then continues toward older entities). */
+      newest_first?: boolean;
       /** Only entities of this type. */
       type?: string;
       /** Only entities whose properties equal these values (top-level keys). */

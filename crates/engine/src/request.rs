@@ -27,7 +27,8 @@ pub enum Reach {
     /// path. Calls that write are recorded as Actions (`source: "api"`).
     Rest,
     /// The org's web app (`/app/{org}`): SDK method paths only. Calls that write are recorded
-    /// as Actions (`source: "app"`), as the signed-in person.
+    /// as Actions (`source: "app"`), as the signed-in person; its calls are not counted in the
+    /// org's usage counters, which meter agents and API clients.
     App,
     /// `lore memory run` on the machine that holds the database: every tool and method.
     Local,
@@ -113,7 +114,11 @@ impl Engine {
                 .await
                 .and_then(|json| Ok(serde_json::from_str(json.get())?)),
         };
-        self.count_usage(caller, name, outcome.is_ok()).await;
+        // The usage counters meter agents and API clients; the web app's own page reads are
+        // not theirs (its writes are audited as actions with source `app`).
+        if reach != Reach::App {
+            self.count_usage(caller, name, outcome.is_ok()).await;
+        }
         if let Some((method, source)) = method {
             self.audit(caller, method, source, started, &outcome).await;
         }

@@ -192,6 +192,7 @@ async fn resolve(engine: &Engine, caller: &Caller, path: &str) -> Result<Page, L
                         filter: None,
                         limit: Some(LIST_ENTITIES),
                         cursor: None,
+                        newest_first: false,
                     };
                     let page = entities::list(&engine.ports, caller, list).await?;
                     let mut p = list_page(

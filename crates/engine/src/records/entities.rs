@@ -63,6 +63,9 @@ pub struct ListEntities {
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Newest first (the cursor then continues toward older entities).
+    #[serde(default)]
+    pub newest_first: bool,
 }
 
 /// `entities.create`
@@ -176,14 +179,28 @@ pub async fn list(
     };
     let limit = args.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
     let Some(filter) = args.filter.filter(|f| !f.is_empty()) else {
-        return super::page(ports, &prefix, args.cursor.as_deref(), limit).await;
+        return super::page_in(
+            ports,
+            &prefix,
+            args.cursor.as_deref(),
+            limit,
+            args.newest_first,
+        )
+        .await;
     };
     check_cursor(args.cursor.as_deref())?;
     let mut after = args.cursor.map(|c| format!("{prefix}{c}"));
     let mut items = Vec::new();
     let mut scanned = 0;
     loop {
-        let page = ports.storage.scan(&prefix, after.as_deref(), 500).await?;
+        let page = if args.newest_first {
+            ports
+                .storage
+                .scan_back(&prefix, after.as_deref(), 500)
+                .await?
+        } else {
+            ports.storage.scan(&prefix, after.as_deref(), 500).await?
+        };
         for (key, bytes) in &page.entries {
             scanned += 1;
             after = Some(key.clone());

@@ -191,12 +191,29 @@ pub async fn page<T: DeserializeOwned>(
     cursor: Option<&str>,
     limit: usize,
 ) -> Result<Page<T>> {
+    page_in(ports, prefix, cursor, limit, false).await
+}
+
+/// One page of the records under `prefix`, in key order or, `newest_first`, backward from the
+/// cursor (for keys that end in a ULID, newest first).
+pub async fn page_in<T: DeserializeOwned>(
+    ports: &Ports,
+    prefix: &str,
+    cursor: Option<&str>,
+    limit: usize,
+    newest_first: bool,
+) -> Result<Page<T>> {
     check_cursor(cursor)?;
-    let after = cursor.map(|c| format!("{prefix}{c}"));
-    let scanned = ports
-        .storage
-        .scan(prefix, after.as_deref(), limit.clamp(1, MAX_PAGE))
-        .await?;
+    let from = cursor.map(|c| format!("{prefix}{c}"));
+    let limit = limit.clamp(1, MAX_PAGE);
+    let scanned = if newest_first {
+        ports
+            .storage
+            .scan_back(prefix, from.as_deref(), limit)
+            .await?
+    } else {
+        ports.storage.scan(prefix, from.as_deref(), limit).await?
+    };
     let items = scanned
         .entries
         .iter()

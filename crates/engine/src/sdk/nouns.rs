@@ -274,6 +274,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Json> {
                     filter: a.filter,
                     limit: a.limit,
                     cursor: a.cursor,
+                    newest_first: false,
                 };
                 serde_json::value::to_raw_value(&entities::list(ps, caller, list).await?)?
             }

@@ -9,7 +9,7 @@ use http::Response;
 use serde_json::{Value, json};
 
 use super::context::App;
-use super::view::{self, alert, not_found, when};
+use super::view::{self, alert, not_found, when, who};
 use crate::oauth::pages::esc;
 use lore_base::error::LoreError;
 
@@ -18,29 +18,12 @@ const PAGE: usize = 50;
 /// The statuses an action ends with, as the filter offers them.
 const STATUSES: &[&str] = &["ok", "error", "skipped", "running"];
 
-/// The org's members by principal id: their names, for showing who acted.
-async fn names(app: &App<'_>) -> HashMap<String, String> {
-    app.call("members.list", json!({}))
-        .await
-        .ok()
-        .and_then(|v| v.as_array().cloned())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| {
-            Some((
-                m["principal_id"].as_str()?.to_string(),
-                m["name"].as_str()?.to_string(),
-            ))
-        })
-        .collect()
-}
-
-/// A principal as the pages show it: the member's name, with the id as a hover title.
-fn who(names: &HashMap<String, String>, id: &str) -> String {
-    match names.get(id) {
-        Some(name) => format!("<span title=\"{}\">{}</span>", esc(id), esc(name)),
-        None => format!("<code>{}</code>", esc(id)),
-    }
+/// An action's time to the second (UTC).
+fn when_secs(text: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(text).map_or_else(
+        |_| text.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
 }
 
 /// `GET /app/{org}/actions`.
@@ -56,7 +39,7 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
             .map(str::to_string)
     };
     let (agent, status, cursor) = (get("agent"), get("status"), get("cursor"));
-    let names = names(app).await;
+    let names = app.names().await;
     let mut args = json!({ "newest_first": true, "limit": PAGE });
     if let Some(a) = &agent {
         args["principal"] = json!(a);
@@ -178,9 +161,16 @@ fn status_tag(status: &str) -> String {
 fn row(app: &App<'_>, names: &HashMap<String, String>, a: &Value) -> String {
     let s = |k: &str| a[k].as_str().unwrap_or("");
     let steps = a["steps"].as_array().map_or(0, Vec::len);
-    let what = match (a["operation"].as_str(), a["behavior"].as_str()) {
-        (Some(op), _) => format!("{} · operation {}", esc(s("source")), esc(op)),
-        (None, Some(b)) => format!("{} · behavior {}", esc(s("source")), esc(b)),
+    let single = a["steps"]
+        .as_array()
+        .filter(|s| s.len() == 1)
+        .and_then(|s| s[0]["method"].as_str());
+    let what = match (a["operation"].as_str(), a["behavior"].as_str(), single) {
+        (Some(op), _, _) => format!("{} · operation {}", esc(s("source")), esc(op)),
+        (None, Some(b), _) => format!("{} · behavior {}", esc(s("source")), esc(b)),
+        (None, None, Some(m)) if matches!(s("source"), "api" | "app") => {
+            format!("<code>{}</code> · {}", esc(m), esc(s("source")))
+        }
         _ => esc(s("source")),
     };
     let dry = if a["dry_run"].as_bool() == Some(true) {
@@ -192,7 +182,7 @@ fn row(app: &App<'_>, names: &HashMap<String, String>, a: &Value) -> String {
         "<tr><td class=\"when\"><a href=\"/app/{org}/actions/{id}\">{at}</a></td><td>{who}</td><td>{what} <span class=\"muted\">({mode})</span>{dry}</td><td>{status}</td><td>{steps}</td><td>{ms} ms</td></tr>\n",
         org = esc(app.org()),
         id = esc(s("id")),
-        at = esc(&when(s("created_at"))),
+        at = esc(&when_secs(s("created_at"))),
         who = who(names, s("principal")),
         mode = esc(s("mode")),
         status = status_tag(s("status")),
@@ -207,10 +197,10 @@ pub async fn one(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
         Err(LoreError::NotFound { .. } | LoreError::InvalidArgument { .. }) => return not_found(),
         Err(e) => return view::page(app, "actions", "Actions", &alert(&e)),
     };
-    let names = names(app).await;
+    let names = app.names().await;
     let s = |k: &str| a[k].as_str().unwrap_or("");
     let mut facts = vec![
-        ("When", esc(&when(s("created_at")))),
+        ("When", esc(&when_secs(s("created_at")))),
         ("Who", who(&names, s("principal"))),
         ("Source", esc(s("source"))),
         ("Mode", esc(s("mode"))),

@@ -1,7 +1,9 @@
 //! What every app page runs with ([`App`]): the OAuth page context, the browser session, and
 //! the signed-in person as a caller in the org.
 
-use serde_json::Value;
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
 
 use crate::instance::Lore;
 use crate::oauth::context::Cx;
@@ -45,6 +47,24 @@ impl App<'_> {
             .engine
             .call(OrgRequest::new(&self.caller, path, args, Reach::App))
             .await
+    }
+
+    /// The org's members by principal id: their names, for showing who did what. Empty when
+    /// they cannot be read (the pages then show ids).
+    pub async fn names(&self) -> HashMap<String, String> {
+        self.call("members.list", json!({}))
+            .await
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| {
+                Some((
+                    m["principal_id"].as_str()?.to_string(),
+                    m["name"].as_str()?.to_string(),
+                ))
+            })
+            .collect()
     }
 
     /// The query string's parameters.

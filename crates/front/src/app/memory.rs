@@ -3,11 +3,13 @@
 //! a new version that supersedes the current one (`memory.save`), recorded as the person who
 //! made it. Nothing here deletes a memory.
 
+use std::collections::HashMap;
+
 use http::Response;
 use serde_json::{Value, json};
 
 use super::context::App;
-use super::view::{self, alert, forbidden, not_found, when};
+use super::view::{self, alert, forbidden, not_found, when, who};
 use crate::oauth::form::Params;
 use crate::oauth::pages::{self, esc};
 use lore_base::error::LoreError;
@@ -110,7 +112,8 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
         args["limit"] = json!(SEARCH_PAGE);
         (app.call("memory.search", args).await, true)
     };
-    let mut body = filters_form(app, &f);
+    let names = app.names().await;
+    let mut body = filters_form(app, &names, &f);
     match answer {
         Ok(v) => {
             let items = v[if searching { "results" } else { "items" }]
@@ -128,7 +131,7 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
             ));
             body.push_str("<ol class=\"memories\">\n");
             for m in &items {
-                body.push_str(&memory_item(app, m, None));
+                body.push_str(&memory_item(app, &names, m, None));
             }
             body.push_str("</ol>\n");
             let older = v["next_cursor"].as_str();
@@ -156,7 +159,23 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
     view::page(app, "memory", "Memory", &body)
 }
 
-fn filters_form(app: &App<'_>, f: &Filters) -> String {
+fn filters_form(app: &App<'_>, names: &HashMap<String, String>, f: &Filters) -> String {
+    let mut people: Vec<(&String, &String)> = names.iter().collect();
+    people.sort_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+    let mut authors: String = people
+        .iter()
+        .map(|(id, name)| {
+            let on = if **id == f.author { " selected" } else { "" };
+            format!("<option value=\"{}\"{on}>{}</option>", esc(id), esc(name))
+        })
+        .collect();
+    if !f.author.is_empty() && !names.contains_key(&f.author) {
+        // Someone no longer a member (or an id typed into the address).
+        authors.push_str(&format!(
+            "<option value=\"{0}\" selected>{0}</option>",
+            esc(&f.author)
+        ));
+    }
     // The built-in kinds are offered; any other kind can be typed.
     let kinds: String = MEMORY_KINDS
         .iter()
@@ -166,7 +185,7 @@ fn filters_form(app: &App<'_>, f: &Filters) -> String {
         "<form class=\"filters\" method=\"get\" action=\"/app/{org}/memory\" role=\"search\">\n\
 <div class=\"q\"><label for=\"q\">Search</label><input id=\"q\" name=\"q\" type=\"search\" value=\"{q}\" placeholder=\"Ask in your own words\"></div>\n\
 <div><label for=\"kind\">Kind</label><input id=\"kind\" name=\"kind\" list=\"kinds\" value=\"{kind}\"><datalist id=\"kinds\">{kinds}</datalist></div>\n\
-<div><label for=\"author\">Author id</label><input id=\"author\" name=\"author\" value=\"{author}\"></div>\n\
+<div><label for=\"author\">Author</label><select id=\"author\" name=\"author\"><option value=\"\">Anyone</option>{authors}</select></div>\n\
 <div><label for=\"entity\">Entity id</label><input id=\"entity\" name=\"entity\" value=\"{entity}\"></div>\n\
 <div><label for=\"since\">About, from</label><input id=\"since\" name=\"since\" type=\"date\" value=\"{since}\"></div>\n\
 <div><label for=\"until\">About, until</label><input id=\"until\" name=\"until\" type=\"date\" value=\"{until}\"></div>\n\
@@ -175,7 +194,6 @@ fn filters_form(app: &App<'_>, f: &Filters) -> String {
         org = esc(app.org()),
         q = esc(&f.q),
         kind = esc(&f.kind),
-        author = esc(&f.author),
         entity = esc(&f.entity),
         since = esc(&f.since),
         until = esc(&f.until),
@@ -184,7 +202,12 @@ fn filters_form(app: &App<'_>, f: &Filters) -> String {
 }
 
 /// One memory in a list: its text, kind, author, times and links to its versions.
-fn memory_item(app: &App<'_>, m: &Value, marked: Option<&str>) -> String {
+fn memory_item(
+    app: &App<'_>,
+    names: &HashMap<String, String>,
+    m: &Value,
+    marked: Option<&str>,
+) -> String {
     let text = |k: &str| m[k].as_str().unwrap_or("");
     let org = esc(app.org());
     let id = text("id");
@@ -197,9 +220,9 @@ fn memory_item(app: &App<'_>, m: &Value, marked: Option<&str>) -> String {
         classes.push("current");
     }
     let mut meta = format!(
-        "<span class=\"tag\">{}</span><span>by <code>{}</code></span><span>saved {}</span>",
+        "<span class=\"tag\">{}</span><span>by {}</span><span>saved {}</span>",
         esc(text("kind")),
-        esc(text("author")),
+        who(names, text("author")),
         esc(&when(text("created_at")))
     );
     if let Some(at) = m["occurred_at"].as_str() {
@@ -265,6 +288,7 @@ async fn versions_page(
     else {
         return not_found();
     };
+    let names = app.names().await;
     let mut body = String::new();
     if let Some(n) = notice {
         body.push_str(&format!(
@@ -280,7 +304,7 @@ async fn versions_page(
         esc(app.org())
     ));
     for v in &versions {
-        body.push_str(&memory_item(app, v, Some(id)));
+        body.push_str(&memory_item(app, &names, v, Some(id)));
     }
     body.push_str("</ol>\n");
     let current_id = current["id"].as_str().unwrap_or("");

@@ -14,6 +14,7 @@ mod access;
 mod actions;
 mod context;
 mod memory;
+mod records;
 mod usage;
 mod view;
 
@@ -117,6 +118,9 @@ pub async fn handle(
         (["memory"], false) => memory::list(&app).await,
         (["memory", id], false) => memory::one(&app, id).await,
         (["memory", id], true) => memory::supersede(&app, id, &form).await,
+        (["records"], false) => records::types(&app).await,
+        (["records", type_name], false) => records::of_type(&app, type_name).await,
+        (["entities", id], false) => records::entity(&app, id).await,
         (["actions"], false) => actions::list(&app).await,
         (["actions", id], false) => actions::one(&app, id).await,
         (["usage"], false) => usage::page(&app).await,

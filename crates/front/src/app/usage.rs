@@ -87,9 +87,11 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
 
     let mut body = period_picker(app, days);
     body.push_str(&format!(
-        "<p role=\"status\"><strong>{}</strong> calls and <strong>{}</strong> errors from {since} to {until} (UTC){}.</p>\n",
+        "<p role=\"status\"><strong>{}</strong> {} and <strong>{}</strong> {} from {since} to {until} (UTC){}.</p>\n",
         total.calls,
+        if total.calls == 1.0 { "call" } else { "calls" },
         total.errors,
+        if total.errors == 1.0 { "error" } else { "errors" },
         if total.calls > 0.0 {
             format!(", {:.1}% of calls ended in an error", 100.0 * total.errors / total.calls)
         } else {
@@ -125,7 +127,7 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
                 })
                 .collect();
             body.push_str(&format!(
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"spark\">{}</td></tr>\n",
+                "<tr><td class=\"name\"><code>{}</code></td><td>{}</td><td>{}</td><td class=\"spark\">{}</td></tr>\n",
                 esc(tool),
                 c.calls,
                 c.errors,
@@ -134,7 +136,7 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
         }
         body.push_str("</tbody></table></div>\n");
     }
-    body.push_str("<p class=\"muted\">Counts reach this page within a few seconds of the calls (each server instance adds its counts every two seconds).</p>\n");
+    body.push_str("<p class=\"muted\">Calls by agents and API clients (MCP tools, REST, SDK methods in scripts); this app's own reads are not counted. Counts reach this page within a few seconds of the calls (each server instance adds its counts every two seconds).</p>\n");
     view::page(app, "usage", "Usage", &body)
 }
 

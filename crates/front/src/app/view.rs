@@ -39,18 +39,36 @@ dl.facts dt{color:var(--muted)}
 dl.facts dd{margin:0;overflow-wrap:anywhere}
 pre.card{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.88rem}
 svg.chart{display:block;width:100%;height:10rem;background:var(--card);border:1px solid var(--line);border-radius:8px}
-svg.spark{display:block;width:10rem;height:1.5rem}
+svg.spark{display:block;width:10rem;height:1.5rem;border-bottom:1px solid var(--line)}
+main.app a{color:var(--accent)}
+td.name code{word-break:normal;white-space:nowrap}
 svg rect.calls{fill:var(--accent)}
 svg rect.errs{fill:var(--danger)}
 .axis{display:flex;justify-content:space-between;gap:1rem;margin:.2rem 0 1rem}
 .periods{display:flex;gap:.75rem;margin:0 0 1rem}
+h3{font-size:1.05rem;margin:0 0 .3rem}
+section.card{margin:0 0 1rem}
+td.props span{display:inline-block;margin:0 .8rem .1rem 0;overflow-wrap:anywhere}
+td.props b{font-weight:600;color:var(--muted)}
+td.value{overflow-wrap:anywhere;white-space:pre-wrap}
+svg.graph{display:block;width:100%;max-width:40rem;height:auto;margin:.5rem 0 1rem;background:var(--card);border:1px solid var(--line);border-radius:10px}
+svg.graph line{stroke:var(--muted);stroke-width:1.2}
+svg.graph marker path{fill:var(--muted)}
+svg.graph rect.node{fill:var(--bg);stroke:var(--accent);stroke-width:1.2}
+svg.graph rect.center{fill:var(--accent)}
+svg.graph text{font:12px system-ui,sans-serif;fill:var(--fg);text-anchor:middle}
+svg.graph text.type{font-size:10px;fill:var(--muted)}
+svg.graph text.edge{font-size:10px;fill:var(--muted)}
+svg.graph text.center{fill:var(--accent-fg);font-weight:600;font-size:13px}
+svg.graph a:focus-visible rect{stroke-width:3}
 .notice{border-left:4px solid var(--accent);padding:.5rem .75rem;margin:1rem 0;background:var(--card)}
-@media (max-width:40rem){header.bar .who{margin-left:0;width:100%}main.app{padding:0 .75rem}}
+@media (max-width:40rem){header.bar .who{margin-left:0;width:100%}main.app{padding:0 .75rem}svg.spark{width:5rem}}
 ";
 
 /// The app's sections, in the order the bar shows them.
 const SECTIONS: &[(&str, &str)] = &[
     ("memory", "Memory"),
+    ("records", "Records"),
     ("actions", "Actions"),
     ("usage", "Usage"),
     ("access", "Access"),
@@ -109,6 +127,15 @@ pub fn when(text: &str) -> String {
         |_| text.to_string(),
         |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
     )
+}
+
+/// A principal as the pages show it: the member's name with the id as a hover title, or the
+/// id of someone no longer a member.
+pub fn who(names: &std::collections::HashMap<String, String>, id: &str) -> String {
+    match names.get(id) {
+        Some(name) => format!("<span title=\"{}\">{}</span>", esc(id), esc(name)),
+        None => format!("<code>{}</code>", esc(id)),
+    }
 }
 
 /// A time as the app shows it, from milliseconds since the epoch.
