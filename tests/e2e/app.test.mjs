@@ -1,4 +1,5 @@
-// The org's web app (/app/{org}) in headless Chromium against lore serve with seeded memories:
+// The org's web app (/app/{org}) in headless Chromium against the server of LORE_TARGET
+// (lore serve, the Worker under Miniflare, the Spin component in the dev host), seeded:
 // the owner signs in from an app page with the password and comes back to it, finds a memory by
 // search and corrects it (the correction supersedes it, agents then find the new text); a
 // memory whose text is a script tag shows as text and runs nothing; a GitHub user invited as a
@@ -7,23 +8,25 @@
 // status, one action's calls) and the usage charts, and revokes an agent's token on the access
 // page: the agent's next MCP call is refused. The owner browses the records (types with their
 // schemas, entities newest first and filtered, one entity's neighbourhood graph, whose nodes are
-// links). The cross-org probes run against every app route. Every page is photographed at desktop and phone widths
-// (LORE_APP_SHOTS, else a temporary folder; the path is printed).
+// links). The cross-org probes run against every app route. Every page is photographed at
+// desktop and phone widths (LORE_APP_SHOTS, else a temporary folder, with a folder per edge
+// target; the path is printed).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { startServer, onlyNative, TARGET, apiPost, createOrg, recordSecret, raw2026 } from './lib/server.mjs';
+import { startServer, TARGET, apiPost, createOrg, recordSecret, raw2026 } from './lib/server.mjs';
 import { connectSdk1, search } from './lib/clients.mjs';
 import { launchBrowser } from './lib/oauth.mjs';
 import { startIdp, idpEnv } from './lib/idp.mjs';
 
 const PASSWORD = 'e2e owner password for the app';
 recordSecret(PASSWORD);
-const native = onlyNative('the owner password and the identity provider are set by environment on lore serve');
-const SHOTS = process.env.LORE_APP_SHOTS || path.join(os.tmpdir(), 'lore-app-shots');
+// Every target: natively the owner password and the identity provider come from the environment
+// of lore serve; on Workers and Spin from the deployment's variables and the operator route.
+const SHOTS = path.join(process.env.LORE_APP_SHOTS || path.join(os.tmpdir(), 'lore-app-shots'), TARGET === 'native' ? '' : TARGET);
 const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 390, height: 844 };
 
@@ -32,9 +35,15 @@ let server;
 let browser;
 
 before(async () => {
-  if (TARGET !== 'native') return;
   idp = await startIdp();
-  server = await startServer({ env: { LORE_OWNER_PASSWORD: PASSWORD, ...idpEnv(idp) } });
+  if (TARGET === 'native') {
+    server = await startServer({ env: { LORE_OWNER_PASSWORD: PASSWORD, ...idpEnv(idp) } });
+  } else {
+    // Spin spells its variables in lower case.
+    const vars = Object.fromEntries(Object.entries(idpEnv(idp)).map(([k, v]) => [TARGET === 'spin' ? k.toLowerCase() : k, v]));
+    server = await startServer({ vars });
+    await server.operator('init', { org: 'default', password: PASSWORD });
+  }
   browser = await launchBrowser();
   const seeded = await apiPost(server.base, 'default', 'memory.save', server.ownerToken, {
     memories: [
@@ -71,7 +80,7 @@ async function shots(context, page, name) {
   }
 }
 
-test('the owner signs in from the app, finds a memory by search and corrects it', native, async () => {
+test('the owner signs in from the app, finds a memory by search and corrects it', async () => {
   const context = await browser.newContext({ viewport: DESKTOP });
   const page = await context.newPage();
   const dialogs = [];
@@ -130,7 +139,7 @@ test('the owner signs in from the app, finds a memory by search and corrects it'
   }
 });
 
-test('a viewer reads the memory, is offered no change, and cannot reach another org', native, async () => {
+test('a viewer reads the memory, is offered no change, and cannot reach another org', async () => {
   const invited = await apiPost(server.base, 'default', 'members.invite', server.ownerToken, { identity: 'github:octocat', role: 'viewer' });
   assert.equal(invited.status, 200, JSON.stringify(invited.json));
   await createOrg(server, 'globex');
@@ -176,7 +185,7 @@ async function ownerAt(pathname) {
   return { context, page };
 }
 
-test('an admin reads the audit log and usage, revokes a token, and its next MCP call is refused', native, async () => {
+test('an admin reads the audit log and usage, revokes a token, and its next MCP call is refused', async () => {
   const agent = await apiPost(server.base, 'default', 'agents.create', server.ownerToken, { name: 'release-bot', role: 'member' });
   assert.equal(agent.status, 200, JSON.stringify(agent.json));
   const issued = await apiPost(server.base, 'default', 'tokens.create', server.ownerToken, { principal_id: agent.json.principal_id, label: 'release pipeline' });
@@ -243,7 +252,7 @@ test('an admin reads the audit log and usage, revokes a token, and its next MCP 
   }
 });
 
-test('the owner browses the records: types and schemas, entities newest first, a neighbourhood graph', native, async () => {
+test('the owner browses the records: types and schemas, entities newest first, a neighbourhood graph', async () => {
   const post = async (name, body) => {
     const r = await apiPost(server.base, 'default', name, server.ownerToken, body);
     assert.equal(r.status, 200, `${name}: ${JSON.stringify(r.json)}`);
@@ -296,7 +305,7 @@ test('the owner browses the records: types and schemas, entities newest first, a
   }
 });
 
-test('the cross-org probes: a member of one org reaches nothing of another through any app route', native, async () => {
+test('the cross-org probes: a member of one org reaches nothing of another through any app route', async () => {
   const initech = await createOrg(server, 'initech');
   const theirs = await apiPost(server.base, 'initech', 'memory.save', initech.token, { content: 'Initech layoffs codename Swingline' });
   assert.equal(theirs.status, 200, JSON.stringify(theirs.json));

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use lore_base::model::{Org, Placement};
 use lore_base::storage::Storage;
 use wasm_bindgen::JsCast;
-use worker::{Env, Method, ObjectNamespace, Request, RequestInit, Response};
+use worker::{Env, Method, ObjectNamespace, Request, RequestInit, RequestRedirect, Response};
 
 use crate::ports::Subrequests;
 
@@ -99,8 +99,11 @@ pub async fn forward(
     // Replaces any the client sent.
     headers.set(ORG_HEADER, org)?;
     let mut init = RequestInit::new();
+    // The object's redirects (a saved form's 303) go back to the client as they are: a
+    // stub's fetch would otherwise follow them itself and answer the POST with the next page.
     init.with_method(Method::from(request.method().to_string()))
-        .with_headers(headers);
+        .with_headers(headers)
+        .with_redirect(RequestRedirect::Manual);
     if !request.body().is_empty() {
         init.with_body(Some(
             js_sys::Uint8Array::from(request.body().as_slice()).into(),
