@@ -1019,3 +1019,97 @@ fn records_show_types_entities_newest_first_and_an_entitys_neighbourhood() {
     let r = h.get("/app/default/records/service?prop=%3Cb%3E&value=%22&cursor=%2F..%2F");
     assert!(!r.text.contains("<b>"), "{}", r.text);
 }
+
+#[test]
+fn a_correction_of_a_replaced_version_is_refused_and_the_versions_page_stays_bounded() {
+    let h = Harness::new();
+    let owner = h.owner_token.clone();
+    let first = save(&h, &owner, json!({"content": "The office opens at 9"}));
+    let mut latest = first.clone();
+    for i in 0..60 {
+        latest = save(
+            &h,
+            &owner,
+            json!({"content": format!("The office opens at {i} {}", "long text ".repeat(400)), "supersedes_event_id": latest}),
+        );
+    }
+    owner_signs_in_at(&h, &format!("/app/default/memory/{first}"));
+    // A form aimed at a replaced version (a stale page, a second editor): 409, nothing saved.
+    let page = h.get(&format!("/app/default/memory/{first}"));
+    assert_eq!(page.status, 200, "{}", page.text);
+    let r = h.post_form(
+        &format!("/app/default/memory/{first}"),
+        &[
+            ("csrf", &page.input("csrf")),
+            ("content", "The office opens at 10"),
+        ],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("already replaced by"), "{}", r.text);
+    let versions = h.post_json_as(
+        &owner,
+        "/api/default/memory.versions",
+        &json!({"id": first}),
+    );
+    let versions = versions.json()["versions"].as_array().unwrap().clone();
+    assert_eq!(versions.len(), 61, "no fork was saved");
+    // The same through the SDK.
+    let r = h.post_json_as(
+        &owner,
+        "/api/default/memory.save",
+        &json!({"content": "fork", "supersedes_event_id": first}),
+    );
+    assert_eq!(r.status, 409, "{}", r.text);
+    // 61 versions: the page shows 50 around the one asked for, the others' text cut.
+    let page = h.get(&format!("/app/default/memory/{first}"));
+    assert_eq!(
+        page.text.matches("<li class=").count(),
+        50,
+        "{}",
+        page.text.len()
+    );
+    assert!(page.text.contains("11 newer versions are not shown"));
+    assert!(page.text.len() < 200_000, "{} bytes", page.text.len());
+    let page = h.get(&format!("/app/default/memory/{latest}"));
+    assert_eq!(page.text.matches("<li class=").count(), 50);
+    assert!(page.text.contains("11 older versions are not shown"));
+}
+
+#[test]
+fn the_app_takes_from_the_same_rate_limits_as_mcp() {
+    let mut h = Harness::new();
+    h.set_owner_password();
+    owner_signs_in_at(&h, "/app/default/memory");
+    let config = lore_front::Config {
+        rate_limits: lore_base::ratelimit::RateLimits {
+            token_per_minute: 60,
+            org_per_minute: 0,
+        },
+        ..lore_front::Config::default()
+    };
+    h.lore = lore_front::Lore::new(h.lore.ports().clone(), config).with_rate_limiter(
+        std::rc::Rc::new(lore_base::ratelimit::MemoryLimiter::default()),
+    );
+    let statuses: Vec<u16> = (0..40)
+        .map(|_| h.get("/app/default/memory").status)
+        .collect();
+    assert_eq!(statuses[0], 200);
+    let refused = statuses
+        .iter()
+        .position(|s| *s == 429)
+        .expect("a burst is refused");
+    let r = h.get("/app/default/memory");
+    assert_eq!(r.status, 429, "{}", r.text);
+    assert!(r.header("retry-after").parse::<u64>().unwrap() >= 1);
+    assert!(
+        refused >= 5,
+        "the burst allowance comes first: {statuses:?}"
+    );
+    h.advance(60_000);
+    assert_eq!(
+        h.get("/app/default/memory").status,
+        200,
+        "the bucket refills"
+    );
+}

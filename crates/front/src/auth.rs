@@ -104,7 +104,7 @@ impl Lore {
 
     /// Takes one request from the caller's token and org buckets; over a limit, the error
     /// names it.
-    async fn rate_check(&self, caller: &Caller) -> Result<(), LoreError> {
+    pub(crate) async fn rate_check(&self, caller: &Caller) -> Result<(), LoreError> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
         };

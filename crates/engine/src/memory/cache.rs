@@ -1,5 +1,8 @@
-//! A byte-bounded cache of events by id. Events are append-only and never change, so a cached
-//! event is never stale; the cache only saves the storage read of a search hit.
+//! A byte-bounded cache of events by org and id. Events are append-only and never change, so a
+//! cached event is never stale; the cache only saves the storage read of a search hit. It is
+//! keyed by the org too: an id is unique only as long as nothing brings in another org's ids
+//! (an operator's import of a crafted export could), and one org's text must never answer for
+//! another's.
 
 use std::rc::Rc;
 
@@ -29,16 +32,19 @@ impl EventCache {
         }
     }
 
-    pub fn get(&mut self, id: &str) -> Option<Rc<Event>> {
-        self.entries.get(id).map(|(e, _)| e.clone())
+    pub fn get(&mut self, org: &str, id: &str) -> Option<Rc<Event>> {
+        self.entries
+            .get(&format!("{org}/{id}"))
+            .map(|(e, _)| e.clone())
     }
 
-    pub fn insert(&mut self, event: Rc<Event>) {
+    pub fn insert(&mut self, org: &str, event: Rc<Event>) {
         let size = cost(&event);
         if size > self.max_bytes / 8 {
             return;
         }
-        if let Some((_, old)) = self.entries.put(event.id.clone(), (event, size)) {
+        let key = format!("{org}/{}", event.id);
+        if let Some((_, old)) = self.entries.put(key, (event, size)) {
             self.bytes -= old;
         }
         self.bytes += size;
@@ -74,14 +80,18 @@ mod tests {
     fn evicts_least_recently_used_past_the_byte_bound() {
         let mut cache = EventCache::new(100_000);
         for i in 0..10 {
-            cache.insert(event(&format!("e{i}"), 10_000));
+            cache.insert("acme", event(&format!("e{i}"), 10_000));
         }
         assert!(cache.bytes <= 100_000);
-        assert!(cache.get("e0").is_none(), "oldest evicted");
-        assert!(cache.get("e9").is_some());
-        cache.insert(event("huge", 20_000));
+        assert!(cache.get("acme", "e0").is_none(), "oldest evicted");
+        assert!(cache.get("acme", "e9").is_some());
         assert!(
-            cache.get("huge").is_none(),
+            cache.get("globex", "e9").is_none(),
+            "another org's id is another entry"
+        );
+        cache.insert("acme", event("huge", 20_000));
+        assert!(
+            cache.get("acme", "huge").is_none(),
             "an entry over an eighth of the bound is not kept"
         );
     }

@@ -171,7 +171,7 @@ impl MemoryService {
             let fresh: Vec<Rc<Event>> = fresh.into_iter().map(Rc::new).collect();
             for event in &fresh {
                 cached.index.insert(&self.tokenizer, event);
-                events.insert(event.clone());
+                events.insert(caller.org().as_str(), event.clone());
             }
             cached.index.seq = cached.index.seq.max(caught_up);
             (generation, fresh)
@@ -438,7 +438,7 @@ impl MemoryService {
                 None => self
                     .events
                     .borrow_mut()
-                    .get(&format!("evt_{ulid}"))
+                    .get(org.as_str(), &format!("evt_{ulid}"))
                     .map(|e| e.content.clone()),
             };
             let text = match text {

@@ -218,6 +218,22 @@ impl MemoryService {
                         ),
                     ));
                 }
+                // Only the current version is replaced: a second correction of one memory
+                // would fork it into two current versions, the later silently losing the other.
+                let marker = keys.superseded(ulid);
+                let newer = match superseded_in_batch.contains(&marker) {
+                    true => Some("a memory earlier in this call".to_string()),
+                    false => ports
+                        .storage
+                        .get(&marker)
+                        .await?
+                        .map(|b| String::from_utf8_lossy(&b).into_owned()),
+                };
+                if let Some(newer) = newer {
+                    return Err(LoreError::Conflict(format!(
+                        "memory {old} was already replaced by {newer}; supersede the current version instead (memory.versions lists them)"
+                    )));
+                }
                 supersedes = Some(ulid.to_string());
             }
             let print = fingerprint(m, &kind);
@@ -326,7 +342,10 @@ impl MemoryService {
             appended.push(ulid.clone());
             if let Some(old) = &supersedes {
                 let marker = keys.superseded(old);
-                batch.put(&marker, event.id.clone().into_bytes());
+                // Still current when this commits: a correction racing this one fails here.
+                batch
+                    .require_absent(&marker)
+                    .put(&marker, event.id.clone().into_bytes());
                 superseded_in_batch.insert(marker);
             }
             // The new memory is its key's current one: a replacement takes its text's key over,

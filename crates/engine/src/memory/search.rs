@@ -353,7 +353,7 @@ impl MemoryService {
     ) -> Result<Vec<Option<Rc<Event>>>> {
         let mut events: Vec<Option<Rc<Event>>> = ids
             .iter()
-            .map(|id| self.events.borrow_mut().get(id))
+            .map(|id| self.events.borrow_mut().get(caller.org().as_str(), id))
             .collect();
         let mut wanted = Vec::new();
         for (id, e) in ids.iter().zip(&events) {
@@ -366,7 +366,9 @@ impl MemoryService {
         for slot in events.iter_mut().filter(|e| e.is_none()) {
             if let Some(bytes) = read.next().flatten() {
                 let e = Rc::new(serde_json::from_slice::<Event>(&bytes)?);
-                self.events.borrow_mut().insert(e.clone());
+                self.events
+                    .borrow_mut()
+                    .insert(caller.org().as_str(), e.clone());
                 *slot = Some(e);
             }
         }

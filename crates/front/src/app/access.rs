@@ -55,7 +55,7 @@ fn members_table(members: &[Value]) -> String {
     for m in members {
         let s = |k: &str| esc(m[k].as_str().unwrap_or(""));
         out.push_str(&format!(
-            "<tr><td>{}<br><code class=\"muted\">{}</code></td><td>{}</td><td>{}</td><td class=\"when\">{}</td></tr>\n",
+            "<tr><td>{}<code class=\"muted id\">{}</code></td><td>{}</td><td>{}</td><td class=\"when\">{}</td></tr>\n",
             s("name"),
             s("principal_id"),
             s("kind"),
@@ -110,7 +110,7 @@ async fn tokens_table(app: &App<'_>, names: &HashMap<&str, &str>) -> String {
             String::new()
         };
         out.push_str(&format!(
-            "<tr id=\"{id}\"><td>{label}<br><code class=\"muted\">{id}</code></td><td>{who}</td><td>{scopes}</td><td class=\"when\">{created}</td><td class=\"when\">{expires}</td><td>{state}</td><td>{action}</td></tr>\n",
+            "<tr id=\"{id}\"><td>{label}<code class=\"muted id\">{id}</code></td><td>{who}</td><td>{scopes}</td><td class=\"when\">{created}</td><td class=\"when\">{expires}</td><td>{state}</td><td>{action}</td></tr>\n",
             id = esc(id),
             label = esc(label),
             who = esc(who(names, t["principal"].as_str().unwrap_or(""))),
@@ -144,7 +144,7 @@ async fn grants_table(app: &App<'_>, names: &HashMap<&str, &str>) -> String {
             String::new()
         };
         out.push_str(&format!(
-            "<tr id=\"{id}\"><td>{client}<br><code class=\"muted\">{id}</code></td><td>{who}</td><td>{scopes}</td><td class=\"when\">{created}</td><td class=\"when\">{refreshed}</td><td>{state}</td><td>{action}</td></tr>\n",
+            "<tr id=\"{id}\"><td>{client}<code class=\"muted id\">{id}</code></td><td>{who}</td><td>{scopes}</td><td class=\"when\">{created}</td><td class=\"when\">{refreshed}</td><td>{state}</td><td>{action}</td></tr>\n",
             id = esc(s("id")),
             client = esc(s("client_name")),
             who = esc(who(names, s("principal_id"))),

@@ -19,6 +19,10 @@ use lore_engine::memory::event::MEMORY_KINDS;
 const PAGE: usize = 50;
 /// Search results shown, best first.
 const SEARCH_PAGE: usize = 20;
+/// Versions shown on a memory's page, around the one asked for.
+const SHOWN_VERSIONS: usize = 50;
+/// Characters shown of a version that is neither the one asked for nor the current one.
+const CUT_TEXT: usize = 2_000;
 
 /// The filters of the memory page, as the query string gives them.
 struct Filters {
@@ -303,11 +307,38 @@ async fn versions_page(
         "<p><a href=\"/app/{}/memory\">All memories</a></p>\n<h2>Versions, oldest first</h2>\n<ol class=\"memories\">\n",
         esc(app.org())
     ));
-    for v in &versions {
-        body.push_str(&memory_item(app, &names, v, Some(id)));
+    // At most SHOWN_VERSIONS around the one asked for; the text of the others than it and the
+    // current one cut to CUT_TEXT characters (each links to its own page, where it is whole).
+    let current_id = current["id"].as_str().unwrap_or("").to_string();
+    let at = versions.iter().position(|v| v["id"] == id).unwrap_or(0);
+    let start = at
+        .saturating_sub(SHOWN_VERSIONS / 2)
+        .min(versions.len().saturating_sub(SHOWN_VERSIONS));
+    let end = (start + SHOWN_VERSIONS).min(versions.len());
+    if start > 0 {
+        body.push_str(&format!(
+            "<p class=\"muted\">{start} older versions are not shown; follow “replaces” to reach them.</p>\n"
+        ));
+    }
+    for v in &versions[start..end] {
+        let vid = v["id"].as_str().unwrap_or("");
+        let mut v = v.clone();
+        let cut = v["content"]
+            .as_str()
+            .filter(|t| vid != id && vid != current_id && t.chars().count() > CUT_TEXT)
+            .map(|t| format!("{}…", t.chars().take(CUT_TEXT).collect::<String>()));
+        if let Some(cut) = cut {
+            v["content"] = json!(cut);
+        }
+        body.push_str(&memory_item(app, &names, &v, Some(id)));
     }
     body.push_str("</ol>\n");
-    let current_id = current["id"].as_str().unwrap_or("");
+    if end < versions.len() {
+        body.push_str(&format!(
+            "<p class=\"muted\">{} newer versions are not shown; follow “replaced by” to reach them.</p>\n",
+            versions.len() - end
+        ));
+    }
     if app.can_write() {
         let (content, kind) = draft.unwrap_or((
             current["content"].as_str().unwrap_or(""),
@@ -321,7 +352,7 @@ async fn versions_page(
 <p class=\"muted\">Saved as a new version by {user}, replacing the current one; no version is deleted.</p>\n\
 <div class=\"actions\"><button type=\"submit\" class=\"primary\">Save correction</button></div>\n</form>\n",
             org = esc(app.org()),
-            cur = esc(current_id),
+            cur = esc(&current_id),
             csrf = esc(&app.session.record.csrf),
             content = esc(content),
             kind = esc(kind),

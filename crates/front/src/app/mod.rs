@@ -107,6 +107,20 @@ pub async fn handle(
     if let Some(log) = crate::request_log::RequestLog::of(request) {
         log.caller(&caller);
     }
+    // A page is one request against the person's and the org's buckets, like an MCP call.
+    match lore.rate_check(&caller).await {
+        Ok(()) => {}
+        Err(e @ LoreError::RateLimited { .. }) => {
+            let mut r = pages::error_page(429, "Too many requests", &e.to_string());
+            if let Some(secs) = e.retry_after_secs()
+                && let Ok(v) = http::HeaderValue::from_str(&secs.to_string())
+            {
+                r.headers_mut().insert(http::header::RETRY_AFTER, v);
+            }
+            return r;
+        }
+        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+    }
     let app = App {
         cx,
         session,

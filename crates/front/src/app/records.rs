@@ -138,7 +138,7 @@ fn entity_table(app: &App<'_>, items: &[Value], with_type: bool) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "<tr><td><a href=\"/app/{org}/entities/{id}\">{name}</a><br><code class=\"muted\">{id}</code></td>{ty}<td class=\"props\">{props}</td><td class=\"when\">{updated}</td></tr>",
+            "<tr><td><a href=\"/app/{org}/entities/{id}\">{name}</a><code class=\"muted id\">{id}</code></td>{ty}<td class=\"props\">{props}</td><td class=\"when\">{updated}</td></tr>",
             id = esc(s("id")),
             name = esc(s("name")),
             ty = if with_type {

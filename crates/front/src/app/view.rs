@@ -42,6 +42,7 @@ svg.chart{display:block;width:100%;height:10rem;background:var(--card);border:1p
 svg.spark{display:block;width:10rem;height:1.5rem;border-bottom:1px solid var(--line)}
 main.app a{color:var(--accent)}
 td.name code{word-break:normal;white-space:nowrap}
+code.id{display:block}
 svg rect.calls{fill:var(--accent)}
 svg rect.errs{fill:var(--danger)}
 .axis{display:flex;justify-content:space-between;gap:1rem;margin:.2rem 0 1rem}
@@ -62,7 +63,7 @@ svg.graph text.edge{font-size:10px;fill:var(--muted)}
 svg.graph text.center{fill:var(--accent-fg);font-weight:600;font-size:13px}
 svg.graph a:focus-visible rect{stroke-width:3}
 .notice{border-left:4px solid var(--accent);padding:.5rem .75rem;margin:1rem 0;background:var(--card)}
-@media (max-width:40rem){header.bar .who{margin-left:0;width:100%}main.app{padding:0 .75rem}svg.spark{width:5rem}}
+@media (max-width:40rem){header.bar .who{margin-left:0;width:100%}main.app{padding:0 .75rem}svg.spark{width:5rem}code.id{display:none}}
 ";
 
 /// The app's sections, in the order the bar shows them.
