@@ -67,6 +67,27 @@ fn set_up(conn: Connection) -> Result<Connection, StorageError> {
 }
 
 impl SqliteStorage {
+    /// One page of a range query (`scan_sql` or `SCAN_BACK_SQL`): rows between `lower` and
+    /// `upper`, at most `limit` and one more that only signals more.
+    fn range(
+        &self,
+        sql: &str,
+        lower: &str,
+        upper: &str,
+        limit: usize,
+    ) -> Result<ScanPage, StorageError> {
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
+        let rows = stmt
+            .query_map(params![lower, upper, fetch], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)?;
+        Ok(page_from_rows(rows, limit))
+    }
+
     /// Opens (creating if needed) the database file and applies the schema.
     pub fn open(path: &Path) -> Result<Self, StorageError> {
         let conn = connect(path)?;
@@ -138,19 +159,7 @@ impl Storage for SqliteStorage {
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
         let (after_cursor, lower, upper) = scan_bounds(prefix, after);
-        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let mut stmt = self
-            .conn
-            .prepare_cached(scan_sql(after_cursor))
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(params![lower, upper, fetch], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
-            })
-            .map_err(backend)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(backend)?;
-        Ok(page_from_rows(rows, limit))
+        self.range(scan_sql(after_cursor), lower, &upper, limit)
     }
 
     async fn scan_back(
@@ -160,16 +169,7 @@ impl Storage for SqliteStorage {
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
         let upper = scan_back_bounds(prefix, before);
-        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let mut stmt = self.conn.prepare_cached(SCAN_BACK_SQL).map_err(backend)?;
-        let rows = stmt
-            .query_map(params![prefix, upper, fetch], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
-            })
-            .map_err(backend)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(backend)?;
-        Ok(page_from_rows(rows, limit))
+        self.range(SCAN_BACK_SQL, prefix, &upper, limit)
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {

@@ -81,22 +81,12 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
                 }
                 q.finish()
             };
-            let older = v["next_cursor"].as_str();
-            if older.is_some() || cursor.is_some() {
-                body.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
-                if cursor.is_some() {
-                    body.push_str(&format!("<a href=\"?{}\">Newest</a>", esc(&here(None))));
-                } else {
-                    body.push_str("<span></span>");
-                }
-                if let Some(c) = older {
-                    body.push_str(&format!(
-                        "<a href=\"?{}\" rel=\"next\">Older actions</a>",
-                        esc(&here(Some(c)))
-                    ));
-                }
-                body.push_str("</nav>\n");
-            }
+            body.push_str(&view::pager(
+                here,
+                cursor.is_some(),
+                v["next_cursor"].as_str(),
+                "Older actions",
+            ));
         }
         Err(e) => body.push_str(&alert(&e)),
     }

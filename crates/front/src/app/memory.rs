@@ -138,25 +138,12 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
                 body.push_str(&memory_item(app, &names, m, None));
             }
             body.push_str("</ol>\n");
-            let older = v["next_cursor"].as_str();
-            if older.is_some() || !f.cursor.is_empty() {
-                body.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
-                if f.cursor.is_empty() {
-                    body.push_str("<span></span>");
-                } else {
-                    body.push_str(&format!(
-                        "<a href=\"?{}\">Newest</a>",
-                        esc(&f.with_cursor(None))
-                    ));
-                }
-                if let Some(c) = older {
-                    body.push_str(&format!(
-                        "<a href=\"?{}\" rel=\"next\">Older memories</a>",
-                        esc(&f.with_cursor(Some(c)))
-                    ));
-                }
-                body.push_str("</nav>\n");
-            }
+            body.push_str(&view::pager(
+                |c| f.with_cursor(c),
+                !f.cursor.is_empty(),
+                v["next_cursor"].as_str(),
+                "Older memories",
+            ));
         }
         Err(e) => body.push_str(&alert(&e)),
     }

@@ -216,23 +216,12 @@ pub async fn of_type(app: &App<'_>, type_name: &str) -> Response<Vec<u8>> {
         }
         q.finish()
     };
-    let older = answer["next_cursor"].as_str();
-    if older.is_some() || cursor.is_some() {
-        body.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
-        if cursor.is_some() {
-            let _ = write!(body, "<a href=\"?{}\">Newest</a>", esc(&here(None)));
-        } else {
-            body.push_str("<span></span>");
-        }
-        if let Some(c) = older {
-            let _ = write!(
-                body,
-                "<a href=\"?{}\" rel=\"next\">Older entities</a>",
-                esc(&here(Some(c)))
-            );
-        }
-        body.push_str("</nav>\n");
-    }
+    body.push_str(&view::pager(
+        here,
+        cursor.is_some(),
+        answer["next_cursor"].as_str(),
+        "Older entities",
+    ));
     view::page(
         app,
         "records",

@@ -130,6 +130,33 @@ pub fn when(text: &str) -> String {
     )
 }
 
+/// The pager under a list: "Newest" back to the first page when this one came from a cursor,
+/// and `older` ("Older …") when the SDK returned a next cursor. `here` is the page's query
+/// string with the cursor given (or none); empty when there is only one page.
+pub fn pager(
+    here: impl Fn(Option<&str>) -> String,
+    from_cursor: bool,
+    next: Option<&str>,
+    older: &str,
+) -> String {
+    if next.is_none() && !from_cursor {
+        return String::new();
+    }
+    let newest = if from_cursor {
+        format!("<a href=\"?{}\">Newest</a>", esc(&here(None)))
+    } else {
+        "<span></span>".to_string()
+    };
+    let older = next.map_or_else(String::new, |c| {
+        format!(
+            "<a href=\"?{}\" rel=\"next\">{}</a>",
+            esc(&here(Some(c))),
+            esc(older)
+        )
+    });
+    format!("<nav class=\"pager\" aria-label=\"Pages\">{newest}{older}</nav>\n")
+}
+
 /// A principal as the pages show it: the member's name with the id as a hover title, or the
 /// id of someone no longer a member.
 pub fn who(names: &std::collections::HashMap<String, String>, id: &str) -> String {
