@@ -779,6 +779,15 @@ fn the_audit_log_shows_newest_first_filters_and_pages_and_shows_each_call() {
     assert_eq!(one.status, 200, "{}", one.text);
     assert!(one.text.contains("memory.save"), "{}", one.text);
     assert!(one.text.contains("boom &lt;script&gt;"), "{}", one.text);
+    // What the run used of its caps: one SDK call of 200, one buffered write, some steps.
+    assert!(one.text.contains("<h2>Caps used</h2>"), "{}", one.text);
+    assert!(
+        one.text
+            .contains("<tr><td>SDK calls</td><td>1</td><td>200</td>"),
+        "{}",
+        one.text
+    );
+    assert!(!one.text.contains("reached"), "no cap was reached");
     assert!(!one.text.contains("<script>alert"));
     for bad in [
         "act_",
@@ -830,6 +839,14 @@ fn usage_shows_the_orgs_calls_per_day_and_tool_with_their_errors() {
     assert_eq!(r.status, 404, "{}", r.text);
     h.advance(86_400_000);
     save(&h, &owner, json!({"content": "day two"}));
+    // One cap hit: a script whose value is over the output cap.
+    let r = h.call(
+        &owner,
+        "/mcp/default",
+        "run_sdk",
+        json!({"code": "return 'x'.repeat(2_000_000);"}),
+    );
+    assert!(r.text.contains("cap_exceeded"), "{}", r.text);
     owner_signs_in_at(&h, "/app/default/usage");
     let page = h.get("/app/default/usage");
     assert_eq!(page.status, 200, "{}", page.text);
@@ -848,9 +865,56 @@ fn usage_shows_the_orgs_calls_per_day_and_tool_with_their_errors() {
         page.text
     );
     assert!(
-        page.text.contains(": 3 calls, 0 errors") || page.text.contains(": 4 calls, 1 errors"),
+        page.text
+            .contains("<code>run_sdk</code></td><td>1</td><td>1</td><td>1</td>"),
         "{}",
         page.text
+    );
+    assert!(
+        page.text.contains(": 4 calls, 1 errors, 0 cap hits"),
+        "{}",
+        page.text
+    );
+    assert!(
+        page.text.contains(": 2 calls, 1 errors, 1 cap hits"),
+        "{}",
+        page.text
+    );
+    // The run's action shows the cap it reached and what it used of the others.
+    let capped = h.post_json_as(
+        &owner,
+        "/api/default/actions.list",
+        &json!({"newest_first": true, "limit": 1}),
+    );
+    let capped = capped.json()["items"][0].clone();
+    assert_eq!(capped["error"]["cap"], "output", "{capped}");
+    let used: Vec<&str> = capped["caps_used"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cap"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        used,
+        [
+            "steps",
+            "memory",
+            "sdk_calls",
+            "output",
+            "wall_clock",
+            "buffered_writes"
+        ]
+    );
+    assert!(capped["caps_used"][0]["used"].as_u64().unwrap() > 0);
+    let one = h.get(&format!(
+        "/app/default/actions/{}",
+        capped["id"].as_str().unwrap()
+    ));
+    assert!(
+        one.text
+            .contains("<td>output <span class=\"tag bad\">reached</span></td>"),
+        "{}",
+        one.text
     );
     // Another period, and nonsense for one, still answer.
     for q in ["?days=7", "?days=9999", "?days=%3Cscript%3E", "?days=-1"] {
@@ -1106,6 +1170,15 @@ fn the_app_takes_from_the_same_rate_limits_as_mcp() {
         refused >= 5,
         "the burst allowance comes first: {statuses:?}"
     );
+    // The refusals show in the org's usage as cap hits.
+    let r = h.post_json_as(
+        &h.owner_token.clone(),
+        "/api/default/metrics.query",
+        &json!({"name": "cap_hits", "tool": "rate_limited"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let refusals = statuses.iter().filter(|s| **s == 429).count() + 1;
+    assert_eq!(r.json()["value"], refusals as f64, "{}", r.text);
     h.advance(60_000);
     assert_eq!(
         h.get("/app/default/memory").status,

@@ -385,7 +385,11 @@ fn typed_tables_have_property_columns_and_the_catalog_lists_them() {
     let r = h.sql(json!({"sql": "SELECT name, kind FROM metrics ORDER BY name"}));
     assert_eq!(
         r["rows"],
-        json!([["tool_calls", "builtin"], ["tool_errors", "builtin"]])
+        json!([
+            ["cap_hits", "builtin"],
+            ["tool_calls", "builtin"],
+            ["tool_errors", "builtin"]
+        ])
     );
 }
 

@@ -240,6 +240,13 @@ interface Behavior {
 interface Action {
   /** Reactions: the behavior that ran. */
   behavior?: string;
+  /** Script runs: what the run used of its main caps (memory: the most the thread's scripts held at one of its checkpoints). */
+  caps_used?: ({
+    /** `steps`, `memory`, `sdk_calls`, `output`, `wall_clock` or `buffered_writes`. */
+    cap: string;
+    limit: number;
+    used: number;
+  })[];
   /** SHA-256 of the script, for script runs. */
   code_hash?: string;
   created_at: string;

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::memory::event::Event;
 use crate::memory::{MemoryService, Ranking, SaveInput};
-use crate::records::metrics::UsageCounters;
+use crate::records::metrics::{Counts, UsageCounters};
 use crate::records::operations::Operation;
 use crate::records::types::SchemaCache;
 use crate::scope::Scope;
@@ -302,9 +302,9 @@ impl Engine {
 
     /// Counts a tool or method call in the built-in usage metrics, and writes the buffered
     /// counts when they are due. Counting never fails a request.
-    pub async fn count_usage(&self, caller: &Caller, tool: &str, ok: bool) {
+    pub async fn count_usage(&self, caller: &Caller, tool: &str, counts: Counts) {
         self.usage
-            .count(caller.org(), tool, ok, self.ports.clock.now_ms());
+            .count(caller.org(), tool, counts, self.ports.clock.now_ms());
         self.flush_usage_if_due().await;
     }
 

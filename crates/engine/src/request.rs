@@ -11,6 +11,7 @@ use lore_directory::Caller;
 
 use crate::instance::Engine;
 use crate::records::actions::{self, Action, Step};
+use crate::records::metrics::Counts;
 use crate::records::webhooks::{self, Delivered, Delivery};
 use crate::sdk::{self, methods::METHODS, nouns, typescript};
 use crate::tools::{self, Access, Surface, ToolCall, ToolSpec};
@@ -117,7 +118,7 @@ impl Engine {
         // The usage counters meter agents and API clients; the web app's own page reads are
         // not theirs (its writes are audited as actions with source `app`).
         if reach != Reach::App {
-            self.count_usage(caller, name, outcome.is_ok()).await;
+            self.count_usage(caller, name, Counts::of(&outcome)).await;
         }
         if let Some((method, source)) = method {
             self.audit(caller, method, source, started, &outcome).await;
@@ -203,6 +204,7 @@ impl Engine {
             depth: None,
             operation: None,
             sends: Vec::new(),
+            caps_used: Vec::new(),
             created_at: crate::records::now_text(&self.ports),
         };
         if let Err(e) = actions::record(&self.ports, caller, action).await {

@@ -7,6 +7,7 @@
 use lore_directory::caller::{self, Caller};
 use lore_directory::callers::Cached;
 use lore_directory::tokens;
+use lore_engine::records::metrics::Counts;
 
 use crate::instance::Lore;
 use lore_base::error::LoreError;
@@ -133,11 +134,16 @@ impl Lore {
         let buckets: Vec<(String, u32)> = named.iter().map(|(_, k, r)| (k.clone(), *r)).collect();
         let decision = limiter.take(caller.org().as_str(), &buckets, now).await;
         if let Some((i, retry_after_ms)) = decision.refused {
-            return Err(LoreError::RateLimited {
+            let refused: Result<(), LoreError> = Err(LoreError::RateLimited {
                 limit: named[i].0,
                 per_minute: named[i].2,
                 retry_after_ms,
             });
+            // Refusals show in the org's usage as cap hits of the pseudo-tool `rate_limited`.
+            self.engine
+                .count_usage(caller, "rate_limited", Counts::of(&refused))
+                .await;
+            return refused;
         }
         Ok(())
     }

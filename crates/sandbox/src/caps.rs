@@ -1,7 +1,7 @@
 //! The limits every script run has (SPEC 4.1) and the structured error a run ends with when it
 //! reaches one. Each error names its cap and the limit, so an agent knows what to change.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The limits of one script run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -65,6 +65,17 @@ impl Default for ScriptCaps {
             },
         }
     }
+}
+
+/// How much of its caps a run used, for its Action: the interpreter steps (with its regular
+/// expressions' steps), the most memory the thread's scripts held at one of the run's
+/// checkpoints, its SDK calls and its output (returned value and logs, serialized).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Used {
+    pub steps: u64,
+    pub memory_bytes: u64,
+    pub sdk_calls: u64,
+    pub output_bytes: u64,
 }
 
 /// Which cap a run reached.

@@ -90,6 +90,7 @@ pub async fn execute(
     };
     // Its objects are freed by a later collection (counted if inside a section) or, once no
     // run is active, the count restarts; collecting here would mark the thread's whole heap.
+    host.finish(&context);
     let section = meter::Section::enter();
     drop(context);
     drop(section);

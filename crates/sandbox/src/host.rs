@@ -9,7 +9,7 @@ use std::rc::Rc;
 use boa_engine::{Context, JsError, JsObject, JsResult, JsString};
 use serde_json::Value;
 
-use crate::caps::{Cap, ScriptCaps};
+use crate::caps::{Cap, ScriptCaps, Used};
 use lore_base::ports::Clock;
 
 /// What a script asked the host to do; the run loop performs it and settles the promise.
@@ -53,6 +53,10 @@ pub struct Host {
     pub regexes: RefCell<RegexCache>,
     /// How deep the host's own functions are nested in one another (see [`Host::enter`]).
     native_depth: Cell<usize>,
+    /// The most memory the thread's scripts held at a checkpoint of this run.
+    memory_peak: Cell<usize>,
+    /// The steps the run took, set when it ends ([`Host::finish`]).
+    steps_used: Cell<u64>,
 }
 
 /// Compiled regular expressions by source (UTF-16) and flags.
@@ -91,6 +95,35 @@ impl Host {
             last_text: RefCell::new(None),
             regexes: RefCell::default(),
             native_depth: Cell::new(0),
+            memory_peak: Cell::new(0),
+            steps_used: Cell::new(0),
+        }
+    }
+
+    /// The engine's instructions and the host's steps this run has taken so far.
+    fn steps_taken(&self, context: &Context) -> u64 {
+        let remaining = context.instructions_remaining() as u64;
+        self.caps
+            .steps
+            .saturating_sub(remaining)
+            .saturating_add(self.host_steps.get())
+    }
+
+    /// Notes what the run used of its steps, before its realm is dropped.
+    pub fn finish(&self, context: &Context) {
+        self.steps_used
+            .set(self.steps_taken(context).min(self.caps.steps));
+        let live = lore_meter::live().min(self.caps.memory_bytes);
+        self.memory_peak.set(self.memory_peak.get().max(live));
+    }
+
+    /// What the run used of its caps (steps as of [`Host::finish`]).
+    pub fn used(&self) -> Used {
+        Used {
+            steps: self.steps_used.get(),
+            memory_bytes: self.memory_peak.get() as u64,
+            sdk_calls: self.calls_started.get() as u64,
+            output_bytes: self.output_bytes.get() as u64,
         }
     }
 
@@ -128,7 +161,10 @@ impl Host {
     /// live object): the next is forced only after a quarter of the cap more is allocated.
     pub fn check_memory(&self) -> JsResult<()> {
         let cap = self.caps.memory_bytes;
-        if lore_meter::live() > cap.max(self.collect_above.get()) {
+        let live = lore_meter::live();
+        self.memory_peak
+            .set(self.memory_peak.get().max(live.min(cap)));
+        if live > cap.max(self.collect_above.get()) {
             boa_engine::gc::force_collect();
             lore_meter::collected();
             let after = lore_meter::live();
@@ -153,9 +189,8 @@ impl Host {
         }
         self.check_memory()?;
         let remaining = context.instructions_remaining();
-        let engine_steps = self.caps.steps.saturating_sub(remaining as u64);
         let host_steps = self.host_steps.get();
-        if engine_steps.saturating_add(host_steps) > self.caps.steps {
+        if self.steps_taken(context) > self.caps.steps {
             return Err(self.hit(Cap::Steps));
         }
         let (at, host_at, calls) = self.clock_checked_at.get();

@@ -68,11 +68,15 @@ pub enum Event {
         reply: Reply,
     },
     Progress(String),
-    /// The run is over: its value or failure, and its logs.
-    Done {
-        outcome: Result<Value, Failure>,
-        logs: Vec<String>,
-    },
+    /// The run is over.
+    Done(Ended),
+}
+
+/// How a run ended: its value or failure, its logs and what it used of its caps.
+pub struct Ended {
+    pub outcome: Result<Value, Failure>,
+    pub logs: Vec<String>,
+    pub used: crate::caps::Used,
 }
 
 /// The answer to one call: its result, and whether the run's buffered writes are past their cap.
@@ -204,16 +208,16 @@ pub async fn run_job(
     if let Some(p) = &parent {
         p.absorb(&host);
     }
-    let logs = host.logs.borrow().clone();
-    outbox.send(Event::Done { outcome, logs });
+    outbox.send(Event::Done(Ended {
+        outcome,
+        logs: host.logs.borrow().clone(),
+        used: host.used(),
+    }));
 }
 
 /// Serves a remote run from the request's thread: makes its calls through `run` (several at
-/// once, as the script started them), passes on its progress, and returns its outcome and logs.
-pub async fn serve(
-    run: &dyn Ops,
-    mut events: Box<dyn Events>,
-) -> (Result<Value, Failure>, Vec<String>) {
+/// once, as the script started them), passes on its progress, and returns how it ended.
+pub async fn serve(run: &dyn Ops, mut events: Box<dyn Events>) -> Ended {
     let mut inflight: Vec<(Reply, OpFuture<'_>)> = Vec::new();
     loop {
         let next = std::future::poll_fn(|cx| {
@@ -234,15 +238,16 @@ pub async fn serve(
                 inflight.push((reply, run.call(path, args)));
             }
             Some(Event::Progress(what)) => run.progress(&what),
-            Some(Event::Done { outcome, logs }) => return (outcome, logs),
+            Some(Event::Done(ended)) => return ended,
             None => {
-                return (
-                    Err(Failure::plain(
+                return Ended {
+                    outcome: Err(Failure::plain(
                         "internal",
                         "the script's thread stopped before the script ended",
                     )),
-                    Vec::new(),
-                );
+                    logs: Vec::new(),
+                    used: crate::caps::Used::default(),
+                };
             }
         }
     }

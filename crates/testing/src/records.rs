@@ -12,6 +12,7 @@ use lore_base::model::Tier;
 use lore_base::ports::Storage;
 use lore_directory::caller::{self, Caller};
 use lore_directory::{admin, tokens};
+use lore_engine::records::metrics::Counts;
 use lore_engine::sdk;
 use lore_front::{Config, Lore};
 
@@ -569,11 +570,20 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
     let second = instance(s, 99);
     let owner2 = second.local_caller(Some("acme")).await.unwrap();
     for _ in 0..3 {
-        lore.engine.count_usage(&owner, "entities.get", true).await;
+        let counts = Counts::of(&Ok::<(), LoreError>(()));
+        lore.engine
+            .count_usage(&owner, "entities.get", counts)
+            .await;
     }
+    let failed = Err::<(), _>(LoreError::not_found("x"));
     second
         .engine
-        .count_usage(&owner2, "entities.get", false)
+        .count_usage(&owner2, "entities.get", Counts::of(&failed))
+        .await;
+    let capped = Err::<(), _>(LoreError::Overloaded("full".into()));
+    second
+        .engine
+        .count_usage(&owner2, "run_sdk", Counts::of(&capped))
         .await;
     second.engine.flush_usage().await;
     let v = ok(
@@ -583,7 +593,7 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
         json!({"name": "tool_calls", "group_by": "tool"}),
     )
     .await;
-    assert_eq!(v["value"], 4.0, "{v}");
+    assert_eq!(v["value"], 5.0, "{v}");
     let errors = ok(
         &lore,
         &owner,
@@ -591,7 +601,20 @@ pub async fn usage_counters_sum_across_instances(s: Rc<dyn Storage>) {
         json!({"name": "tool_errors"}),
     )
     .await;
-    assert_eq!(errors["value"], 1.0);
+    assert_eq!(errors["value"], 2.0);
+    let caps = ok(
+        &lore,
+        &owner,
+        "metrics.query",
+        json!({"name": "cap_hits", "group_by": "tool"}),
+    )
+    .await;
+    assert_eq!(caps["value"], 1.0, "{caps}");
+    // Every tool counted in the period has a group, with none for those that hit no cap.
+    assert_eq!(
+        caps["series"],
+        json!([{"key": "entities.get", "value": 0.0}, {"key": "run_sdk", "value": 1.0}])
+    );
     ok(
         &lore,
         &owner,

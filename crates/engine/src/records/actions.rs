@@ -49,6 +49,15 @@ pub struct SendOutcome {
     pub finished_at: Option<String>,
 }
 
+/// What a script run used of one of its caps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CapUse {
+    /// `steps`, `memory`, `sdk_calls`, `output`, `wall_clock` or `buffered_writes`.
+    pub cap: String,
+    pub used: u64,
+    pub limit: u64,
+}
+
 /// An audit record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Action {
@@ -86,6 +95,10 @@ pub struct Action {
     /// `do` programs: the calls queued in `send` mode and their outcomes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sends: Vec<SendOutcome>,
+    /// Script runs: what the run used of its main caps (memory: the most the thread's
+    /// scripts held at one of its checkpoints).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caps_used: Vec<CapUse>,
     pub created_at: String,
 }
 

@@ -34,12 +34,39 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "tool_errors",
         "Calls that ended in an error, per tool and SDK method.",
     ),
+    (
+        "cap_hits",
+        "Calls that reached a limit, per tool and SDK method: a script's cap (cap_exceeded), a rate limit (rate_limited, counted under the tool rate_limited) or the org's share of script slots (overloaded).",
+    ),
 ];
+
+/// The stable error codes counted as cap hits (as well as errors).
+pub const CAP_HIT_CODES: &[&str] = &["cap_exceeded", "rate_limited", "overloaded"];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub calls: u64,
     pub errors: u64,
+    #[serde(default)]
+    pub cap_hits: u64,
+}
+
+impl Counts {
+    /// One call that ended with `outcome`.
+    pub fn of<T>(outcome: &Result<T>) -> Self {
+        let code = outcome.as_ref().err().map(LoreError::code);
+        Self {
+            calls: 1,
+            errors: u64::from(code.is_some()),
+            cap_hits: u64::from(code.is_some_and(|c| CAP_HIT_CODES.contains(&c))),
+        }
+    }
+
+    fn add(&mut self, other: Self) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.cap_hits += other.cap_hits;
+    }
 }
 
 /// One instance's buffered counts.
@@ -58,8 +85,8 @@ impl UsageCounters {
         }
     }
 
-    /// Counts one call of `tool` in `org`.
-    pub fn count(&self, org: &OrgId, tool: &str, ok: bool, now_ms: i64) {
+    /// Adds `counts` to `tool`'s in `org`.
+    pub fn count(&self, org: &OrgId, tool: &str, counts: Counts, now_ms: i64) {
         let day = lore_base::time::format_time(now_ms)
             .get(..10)
             .unwrap_or("1970-01-01")
@@ -70,11 +97,10 @@ impl UsageCounters {
             .take(100)
             .collect();
         let mut pending = self.pending.borrow_mut();
-        let c = pending.entry((org.clone(), day, tool)).or_default();
-        c.calls += 1;
-        if !ok {
-            c.errors += 1;
-        }
+        pending
+            .entry((org.clone(), day, tool))
+            .or_default()
+            .add(counts);
     }
 
     /// Flushes when the last flush is older than [`FLUSH_EVERY_MS`].
@@ -104,8 +130,7 @@ impl UsageCounters {
                     Some(b) => serde_json::from_slice(b)?,
                     None => Counts::default(),
                 };
-                total.calls += add.calls;
-                total.errors += add.errors;
+                total.add(*add);
                 match stored {
                     Some(b) => batch.require_equals(&key, b),
                     None => batch.require_absent(&key),

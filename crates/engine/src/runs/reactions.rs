@@ -183,6 +183,7 @@ pub(super) async fn record_skipped(
         depth: origin.depth,
         operation: None,
         sends: Vec::new(),
+        caps_used: Vec::new(),
         created_at: crate::records::now_text(&engine.ports),
     };
     if let Err(e) = engine

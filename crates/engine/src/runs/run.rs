@@ -9,7 +9,7 @@ use std::rc::Rc;
 use serde_json::{Value, json};
 
 use lore_directory::Caller;
-use lore_sandbox::caps::{Cap, ScriptCaps};
+use lore_sandbox::caps::{Cap, ScriptCaps, Used};
 use lore_sandbox::event_loop;
 use lore_sandbox::failure::Failure;
 use lore_sandbox::host::{Host, HostSpec};
@@ -18,7 +18,7 @@ use lore_sandbox::remote;
 use super::dispatch::Run;
 use super::{modes, overlay};
 use crate::instance::Engine;
-use crate::records::actions::{Action, Step};
+use crate::records::actions::{Action, CapUse, Step};
 use crate::scope::{HostRef, Scope};
 use lore_base::error::{LoreError, ScriptFailure};
 use lore_base::model::Tier;
@@ -247,14 +247,22 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
         progress,
         modes: modes.as_ref(),
     };
-    let (outcome, logs) = match &host_ref {
+    let remote::Ended {
+        outcome,
+        logs,
+        used,
+    } = match &host_ref {
         HostRef::Inline(host) => {
             let outcome = event_loop::execute(&run, host, code, None).await;
             if let Some(HostRef::Inline(parent)) = outer.as_ref().map(|o| &o.host) {
                 // The caller's run goes on from where this one left its budget.
                 parent.absorb(host);
             }
-            (outcome, host.logs.borrow().clone())
+            remote::Ended {
+                outcome,
+                logs: host.logs.borrow().clone(),
+                used: host.used(),
+            }
         }
         HostRef::Remote { thread, key } => {
             let parent = match outer.as_ref().map(|o| &o.host) {
@@ -299,6 +307,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
         depth: origin.depth,
         operation: origin.operation,
         sends: Vec::new(),
+        caps_used: caps_used(&caps, used, elapsed_ms, overlay.write_count()),
         created_at: crate::records::now_text(&engine.ports),
     };
     let ulid = lore_base::ids::new_ulid(&engine.ports);
@@ -414,4 +423,23 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
         journal.fail(engine, failure.action_id.as_deref()).await;
     }
     Err(LoreError::Script(Box::new(failure)))
+}
+
+/// What a run used of its main caps, for its Action.
+fn caps_used(caps: &ScriptCaps, used: Used, elapsed_ms: u64, writes: usize) -> Vec<CapUse> {
+    [
+        (Cap::Steps, used.steps),
+        (Cap::Memory, used.memory_bytes),
+        (Cap::SdkCalls, used.sdk_calls),
+        (Cap::Output, used.output_bytes),
+        (Cap::WallClock, elapsed_ms),
+        (Cap::BufferedWrites, writes as u64),
+    ]
+    .into_iter()
+    .map(|(cap, used)| CapUse {
+        cap: cap.as_str().into(),
+        used,
+        limit: cap.limit(caps),
+    })
+    .collect()
 }

@@ -61,9 +61,10 @@ pub async fn query(
 ) -> Result<MetricValue> {
     check_day("since", args.since.as_deref())?;
     check_day("until", args.until.as_deref())?;
-    let errors = match args.name.as_str() {
-        "tool_calls" => false,
-        "tool_errors" => true,
+    let counted: fn(&Counts) -> u64 = match args.name.as_str() {
+        "tool_calls" => |c| c.calls,
+        "tool_errors" => |c| c.errors,
+        "cap_hits" => |c| c.cap_hits,
         other => {
             check_name("name", other)?;
             let key = caller.keys().named("metric", other);
@@ -97,7 +98,7 @@ pub async fn query(
                 continue;
             }
             let counts: Counts = serde_json::from_slice(bytes)?;
-            let n = if errors { counts.errors } else { counts.calls } as f64;
+            let n = counted(&counts) as f64;
             total += n;
             let group = match args.group_by {
                 GroupBy::None => continue,

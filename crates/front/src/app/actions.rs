@@ -231,6 +231,7 @@ pub async fn one(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
             esc(&serde_json::to_string_pretty(&a["error"]).unwrap_or_default())
         ));
     }
+    body.push_str(&caps_used(&a));
     let steps = a["steps"].as_array().cloned().unwrap_or_default();
     body.push_str(&format!(
         "<h2>Calls</h2>\n<p class=\"muted\">{} SDK calls, {} ms in all.</p>\n",
@@ -285,4 +286,58 @@ pub async fn one(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
         body.push_str("</tbody></table></div>\n");
     }
     view::page(app, "actions", "An action", &body)
+}
+
+/// A script run's use of its caps: each cap's amount used, its limit and the share as a bar;
+/// the cap the run ended on (if any) is marked.
+fn caps_used(a: &Value) -> String {
+    let Some(caps) = a["caps_used"].as_array().filter(|c| !c.is_empty()) else {
+        return String::new();
+    };
+    let reached = a["error"]["cap"].as_str().unwrap_or("");
+    let mut out = String::from(
+        "<h2>Caps used</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th>Cap</th><th>Used</th><th>Limit</th><th>Share</th></tr></thead>\n<tbody>\n",
+    );
+    for c in caps {
+        let cap = c["cap"].as_str().unwrap_or("");
+        let used = c["used"].as_u64().unwrap_or(0);
+        let limit = c["limit"].as_u64().unwrap_or(0);
+        let share = if limit == 0 {
+            0.0
+        } else {
+            (used as f64 / limit as f64).min(1.0)
+        };
+        let label = match cap {
+            "sdk_calls" => "SDK calls",
+            "wall_clock" => "wall clock",
+            "buffered_writes" => "writes",
+            other => other,
+        };
+        let mark = if cap == reached {
+            " <span class=\"tag bad\">reached</span>"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "<tr><td>{}{mark}</td><td>{}</td><td>{}</td><td><meter min=\"0\" max=\"1\" value=\"{share:.4}\"></meter> {:.1}%</td></tr>\n",
+            esc(label),
+            amount(cap, used),
+            amount(cap, limit),
+            share * 100.0,
+        ));
+    }
+    out.push_str("</tbody></table></div>\n<p class=\"muted\">Memory is the most the server's scripts held at one of this run's checks (runs on one thread share it).</p>\n");
+    out
+}
+
+/// An amount of `cap`'s unit, for people.
+fn amount(cap: &str, n: u64) -> String {
+    match cap {
+        "memory" | "output" if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1 << 20)),
+        "memory" | "output" if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        "memory" | "output" => format!("{n} bytes"),
+        "wall_clock" if n >= 10_000 => format!("{:.1} s", n as f64 / 1000.0),
+        "wall_clock" => format!("{n} ms"),
+        _ => n.to_string(),
+    }
 }

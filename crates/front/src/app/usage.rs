@@ -1,6 +1,7 @@
-//! The usage page: the org's built-in usage counters (`metrics.query` of `tool_calls` and
-//! `tool_errors`, per day and tool) over the last days, as a chart of calls per day with the
-//! errors among them, and per tool a total and a small chart of its days. Charts are inline SVG
+//! The usage page: the org's built-in usage counters (`metrics.query` of `tool_calls`,
+//! `tool_errors` and `cap_hits`, per day and tool) over the last days, as a chart of calls per
+//! day with the errors and cap hits among them, and per tool its totals and a small chart of its
+//! days. Charts are inline SVG
 //! drawn here (no script); every number is also in the page as text.
 
 use std::collections::BTreeMap;
@@ -16,12 +17,31 @@ use crate::oauth::pages::esc;
 /// The periods offered, in days; the first is the default.
 const PERIODS: &[i64] = &[30, 7, 14, 90];
 
-/// Calls and errors of one day or tool.
+/// Calls, errors and cap hits of one day or tool.
 #[derive(Default, Clone, Copy)]
 struct Count {
     calls: f64,
     errors: f64,
+    cap_hits: f64,
 }
+
+impl Count {
+    fn add(&mut self, other: Self) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.cap_hits += other.cap_hits;
+    }
+}
+
+/// One of a [`Count`]'s numbers.
+type Field = fn(&mut Count) -> &mut f64;
+
+/// The built-in metrics the page shows, and where each goes in a [`Count`].
+const METRICS: &[(&str, Field)] = &[
+    ("tool_calls", |c| &mut c.calls),
+    ("tool_errors", |c| &mut c.errors),
+    ("cap_hits", |c| &mut c.cap_hits),
+];
 
 /// `GET /app/{org}/usage`.
 pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
@@ -39,7 +59,7 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
     let since = first.format("%Y-%m-%d").to_string();
     let until = today.format("%Y-%m-%d").to_string();
     let mut by_day_tool: BTreeMap<(String, String), Count> = BTreeMap::new();
-    for (name, errors) in [("tool_calls", false), ("tool_errors", true)] {
+    for (name, field) in METRICS {
         let args =
             json!({"name": name, "since": since, "until": until, "group_by": "day_and_tool"});
         let value = match app.call("metrics.query", args).await {
@@ -53,14 +73,11 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
             let Some((day, tool)) = key.split_once('/') else {
                 continue;
             };
-            let c = by_day_tool
-                .entry((day.to_string(), tool.to_string()))
-                .or_default();
-            if errors {
-                c.errors += n;
-            } else {
-                c.calls += n;
-            }
+            *field(
+                by_day_tool
+                    .entry((day.to_string(), tool.to_string()))
+                    .or_default(),
+            ) += n;
         }
     }
     let all_days: Vec<String> = (0..days)
@@ -73,32 +90,29 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
     let mut per_tool: BTreeMap<&str, Count> = BTreeMap::new();
     for ((day, tool), c) in &by_day_tool {
         if let Some(d) = per_day.get_mut(day.as_str()) {
-            d.calls += c.calls;
-            d.errors += c.errors;
+            d.add(*c);
         }
-        let t = per_tool.entry(tool.as_str()).or_default();
-        t.calls += c.calls;
-        t.errors += c.errors;
+        per_tool.entry(tool.as_str()).or_default().add(*c);
     }
-    let total = per_day.values().fold(Count::default(), |a, c| Count {
-        calls: a.calls + c.calls,
-        errors: a.errors + c.errors,
-    });
+    let mut total = Count::default();
+    per_day.values().for_each(|c| total.add(*c));
 
     let mut body = period_picker(app, days);
     body.push_str(&format!(
-        "<p role=\"status\"><strong>{}</strong> {} and <strong>{}</strong> {} from {since} to {until} (UTC){}.</p>\n",
+        "<p role=\"status\"><strong>{}</strong> {}, <strong>{}</strong> {} and <strong>{}</strong> {} from {since} to {until} (UTC){}.</p>\n",
         total.calls,
         if total.calls == 1.0 { "call" } else { "calls" },
         total.errors,
         if total.errors == 1.0 { "error" } else { "errors" },
+        total.cap_hits,
+        if total.cap_hits == 1.0 { "cap hit" } else { "cap hits" },
         if total.calls > 0.0 {
             format!(", {:.1}% of calls ended in an error", 100.0 * total.errors / total.calls)
         } else {
             String::new()
         }
     ));
-    body.push_str("<h2>Calls per day</h2>\n");
+    body.push_str("<h2>Calls per day</h2>\n<p class=\"legend\"><span><i class=\"calls\"></i>calls</span><span><i class=\"errs\"></i>errors</span><span><i class=\"caps\"></i>cap hits</span></p>\n");
     let series: Vec<(String, Count)> = per_day
         .iter()
         .map(|(d, c)| ((*d).to_string(), *c))
@@ -114,7 +128,7 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
     } else {
         let mut tools: Vec<(&str, Count)> = per_tool.into_iter().collect();
         tools.sort_by(|a, b| b.1.calls.total_cmp(&a.1.calls).then(a.0.cmp(b.0)));
-        body.push_str("<div class=\"scroll\"><table>\n<thead><tr><th>Tool or method</th><th>Calls</th><th>Errors</th><th>Per day</th></tr></thead>\n<tbody>\n");
+        body.push_str("<div class=\"scroll\"><table>\n<thead><tr><th>Tool or method</th><th>Calls</th><th>Errors</th><th>Cap hits</th><th>Per day</th></tr></thead>\n<tbody>\n");
         for (tool, c) in tools {
             let days: Vec<(String, Count)> = all_days
                 .iter()
@@ -127,16 +141,17 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
                 })
                 .collect();
             body.push_str(&format!(
-                "<tr><td class=\"name\"><code>{}</code></td><td>{}</td><td>{}</td><td class=\"spark\">{}</td></tr>\n",
+                "<tr><td class=\"name\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class=\"spark\">{}</td></tr>\n",
                 esc(tool),
                 c.calls,
                 c.errors,
+                c.cap_hits,
                 chart(&days, 24, "spark"),
             ));
         }
         body.push_str("</tbody></table></div>\n");
     }
-    body.push_str("<p class=\"muted\">Calls by agents and API clients (MCP tools, REST, SDK methods in scripts); this app's own reads are not counted. Counts reach this page within a few seconds of the calls (each server instance adds its counts every two seconds).</p>\n");
+    body.push_str("<p class=\"muted\">Calls by agents and API clients (MCP tools, REST, SDK methods in scripts); this app's own reads are not counted. A cap hit is a call that reached a limit: a script's cap, the org's share of script slots, or a rate limit (refused requests are counted under <code>rate_limited</code>). Counts reach this page within a few seconds of the calls (each server instance adds its counts every two seconds).</p>\n");
     view::page(app, "usage", "Usage", &body)
 }
 
@@ -160,8 +175,8 @@ fn period_picker(app: &App<'_>, days: i64) -> String {
     format!("<nav class=\"periods\" aria-label=\"Period\">{links}</nav>\n")
 }
 
-/// A bar chart of `series` (calls, with the errors among them drawn over them), `height` units
-/// tall; each bar carries its day and numbers as a tooltip and for screen readers.
+/// A bar chart of `series` (calls, with the errors among them drawn over them and the cap hits
+/// over those), `height` units tall; each bar carries its day and numbers as a tooltip and for screen readers.
 fn chart(series: &[(String, Count)], height: u32, class: &str) -> String {
     let max = series
         .iter()
@@ -175,12 +190,15 @@ fn chart(series: &[(String, Count)], height: u32, class: &str) -> String {
         let x = i * 10 + 1;
         let calls = (c.calls / max * h).max(if c.calls > 0.0 { 1.0 } else { 0.0 });
         let errors = (c.errors / max * h).max(if c.errors > 0.0 { 1.0 } else { 0.0 });
+        let caps = (c.cap_hits / max * h).max(if c.cap_hits > 0.0 { 1.0 } else { 0.0 });
         bars.push_str(&format!(
-            "<g><title>{day}: {} calls, {} errors</title><rect class=\"calls\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{calls:.2}\"/><rect class=\"errs\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{errors:.2}\"/></g>",
+            "<g><title>{day}: {} calls, {} errors, {} cap hits</title><rect class=\"calls\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{calls:.2}\"/><rect class=\"errs\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{errors:.2}\"/><rect class=\"caps\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{caps:.2}\"/></g>",
             c.calls,
             c.errors,
+            c.cap_hits,
             h - calls,
             h - errors,
+            h - caps,
             day = esc(day),
         ));
     }

@@ -45,6 +45,10 @@ td.name code{word-break:normal;white-space:nowrap}
 code.id{display:block}
 svg rect.calls{fill:var(--accent)}
 svg rect.errs{fill:var(--danger)}
+svg rect.caps{fill:#b7791f}
+.legend{display:flex;gap:1rem;margin:.3rem 0;font-size:.88rem;color:var(--muted)}
+.legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-.1rem;border-radius:2px}
+.legend i.calls{background:var(--accent)}.legend i.errs{background:var(--danger)}.legend i.caps{background:#b7791f}
 .axis{display:flex;justify-content:space-between;gap:1rem;margin:.2rem 0 1rem}
 .periods{display:flex;gap:.75rem;margin:0 0 1rem}
 h3{font-size:1.05rem;margin:0 0 .3rem}
