@@ -51,6 +51,11 @@ fn search(h: &Harness, token: &str, q: &str) -> Vec<Value> {
 /// with the password; returns where the sign-in sent the browser.
 fn owner_signs_in_at(h: &Harness, page: &str) -> String {
     h.set_owner_password();
+    owner_signs_in_again_at(h, page)
+}
+
+/// [`owner_signs_in_at`] with the password as it is.
+fn owner_signs_in_again_at(h: &Harness, page: &str) -> String {
     let r = h.get(page);
     assert_eq!(
         r.status, 303,
@@ -1185,4 +1190,77 @@ fn the_app_takes_from_the_same_rate_limits_as_mcp() {
         200,
         "the bucket refills"
     );
+}
+
+#[test]
+fn signing_out_everywhere_or_a_password_change_ends_every_browser_session() {
+    let mut h = Harness::new();
+    h.with_providers();
+    h.set_owner_password();
+    let page = "/app/default/access";
+    let browser = |h: &Harness| h.cookies.borrow().clone();
+    let switch_to = |h: &Harness, jar: &std::collections::HashMap<String, String>| {
+        *h.cookies.borrow_mut() = jar.clone();
+    };
+    let r = h.post_json_as(
+        &h.owner_token.clone(),
+        "/api/default/members.invite",
+        &json!({"identity": "github:octocat", "role": "member"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    github_user_signs_in_at(&h, page);
+    let other = browser(&h);
+    assert_eq!(h.get(page).status, 200);
+    h.cookies.borrow_mut().clear();
+    owner_signs_in_again_at(&h, page);
+    let a = browser(&h);
+    h.cookies.borrow_mut().clear();
+    owner_signs_in_again_at(&h, page);
+    let b = browser(&h);
+    assert_eq!(h.get(page).status, 200, "two browsers signed in at once");
+
+    // Browser A signs out everywhere: B is signed out too.
+    switch_to(&h, &a);
+    let access = h.get(page);
+    assert_eq!(access.status, 200, "{}", access.text);
+    assert!(
+        access.text.contains("Sign out everywhere"),
+        "{}",
+        access.text
+    );
+    let r = h.post_form(
+        "/oauth/signout",
+        &[("csrf", &access.input("csrf")), ("everywhere", "1")],
+        &[("origin", BASE)],
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.contains("in every browser"), "{}", r.text);
+    for jar in [&a, &b] {
+        switch_to(&h, jar);
+        let r = h.get(page);
+        assert_eq!(r.status, 303, "the session is over: {}", r.text);
+        assert!(target(&r).starts_with("/oauth/signin"), "{}", target(&r));
+    }
+    // A forged sign-out everywhere (no session token) ends nothing.
+    h.cookies.borrow_mut().clear();
+    owner_signs_in_again_at(&h, page);
+    let c = browser(&h);
+    let r = h.post_form(
+        "/oauth/signout",
+        &[("csrf", "forged"), ("everywhere", "1")],
+        &[("origin", BASE)],
+    );
+    assert_ne!(r.status, 200, "{}", r.text);
+    switch_to(&h, &c);
+    assert_eq!(h.get(page).status, 200, "a new sign-in works and survives");
+
+    // A password change ends every session signed in with the old one.
+    h.set_owner_password();
+    let r = h.get(page);
+    assert_eq!(r.status, 303, "{}", r.text);
+    owner_signs_in_again_at(&h, page);
+    assert_eq!(h.get(page).status, 200);
+    // Another person's session outlived all of the owner's.
+    switch_to(&h, &other);
+    assert_eq!(h.get(page).status, 200, "another person's session goes on");
 }

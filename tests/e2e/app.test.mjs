@@ -223,6 +223,9 @@ test('an admin reads the audit log and usage, revokes a token, and its next MCP 
     await rows.first().getByRole('link').click();
     await page.getByRole('heading', { name: 'An action' }).waitFor();
     await page.getByText('migration <b>halted</b>', { exact: false }).waitFor();
+    // What the run used of its caps, each against its limit.
+    await page.getByRole('heading', { name: 'Caps used' }).waitFor();
+    assert.equal(await page.getByRole('row', { name: /^SDK calls 0 200/ }).count(), 1);
     await shots(context, page, 'action');
 
     await page.getByRole('link', { name: 'Usage' }).click();

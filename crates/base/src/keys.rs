@@ -38,6 +38,8 @@
 //! o/{org}/usage/{day}/{tool}/{instance}  usage counters flushed by one core instance
 //! member-of/{principal}/{org}   the orgs a principal belongs to (organizations.list)
 //! auth/password/{principal}     PasswordRecord: the argon2 hash of a local sign-in password
+//! auth/sessions/{principal}     the principal's browser-session epoch: sessions signed in under
+//!                               an older one are over (password change, sign out everywhere)
 //! identity/{provider}/{sha256(subject)}  principal id of an upstream identity (GitHub, OIDC)
 //! invite/{sha256(identity)}/{org}  Invite: a pending membership for a person not yet signed in
 //! known/{sha256(identity)}      principal id last seen signing in with that identity
@@ -147,6 +149,10 @@ pub fn oauth_client_document(url: &str) -> String {
 }
 pub fn oauth_request(id: &str) -> String {
     format!("oauth/request/{id}")
+}
+/// The browser-session epoch of a principal.
+pub fn session_epoch(principal: &str) -> String {
+    format!("auth/sessions/{principal}")
 }
 pub fn oauth_session(secret: &str) -> String {
     format!("oauth/session/{}", sha256_hex(secret))

@@ -10,6 +10,7 @@ pub mod callers;
 pub mod grants;
 pub mod invites;
 pub mod password;
+pub mod sessions;
 pub mod stamp;
 pub mod tokens;
 pub mod transfer;

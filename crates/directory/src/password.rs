@@ -40,7 +40,8 @@ pub fn verify(phc: &str, password: &str) -> bool {
     })
 }
 
-/// Sets the sign-in password of `principal`.
+/// Sets the sign-in password of `principal` and ends their browser sessions (whoever knew the
+/// old password is signed out).
 pub async fn set(ports: &Ports, principal: &str, password: &str) -> Result<()> {
     if password.chars().count() < MIN_PASSWORD_CHARS {
         return Err(LoreError::invalid(
@@ -52,10 +53,10 @@ pub async fn set(ports: &Ports, principal: &str, password: &str) -> Result<()> {
         hash: hash(ports, password)?,
         set_at_ms: ports.clock.now_ms(),
     };
-    ports
-        .storage
-        .put(&keys::password(principal), serde_json::to_vec(&record)?)
-        .await?;
+    let mut batch = lore_base::storage::Batch::new();
+    batch.put(keys::password(principal), serde_json::to_vec(&record)?);
+    crate::sessions::end_all_into(ports, principal, &mut batch).await?;
+    ports.storage.commit(batch).await?;
     Ok(())
 }
 

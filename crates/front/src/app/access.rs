@@ -44,7 +44,19 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
             esc(app.caller.role().as_str())
         ));
     }
+    body.push_str(&your_sessions(app));
     view::page(app, "access", "Access", &body)
+}
+
+/// The signed-in person's own browser sessions: a form that ends all of them.
+fn your_sessions(app: &App<'_>) -> String {
+    format!(
+        "<h2>Your browser sessions</h2>\n<section class=\"card\"><p>Signed in {since}. Signing out everywhere ends this session and every other browser's you signed in with (a password change does the same); agents' tokens are not affected.</p>\n\
+<form method=\"post\" action=\"/oauth/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"everywhere\" value=\"1\">\
+<button type=\"submit\" class=\"secondary\">Sign out everywhere</button></form></section>\n",
+        since = esc(&when_ms(Some(app.session.record.created_at_ms))),
+        csrf = esc(&app.session.record.csrf),
+    )
 }
 
 fn members_table(members: &[Value]) -> String {

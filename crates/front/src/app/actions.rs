@@ -226,9 +226,15 @@ pub async fn one(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
             .collect::<String>()
     );
     if !a["error"].is_null() {
+        let e = &a["error"];
         body.push_str(&format!(
-            "<h2>Error</h2>\n<pre class=\"card\">{}</pre>\n",
-            esc(&serde_json::to_string_pretty(&a["error"]).unwrap_or_default())
+            "<h2>Error</h2>\n<p><span class=\"tag bad\">{}</span>{}</p>\n<pre class=\"card\">{}</pre>\n",
+            esc(e["code"].as_str().unwrap_or("error")),
+            e["cap"]
+                .as_str()
+                .map(|c| format!(" the <code>{}</code> cap", esc(c)))
+                .unwrap_or_default(),
+            esc(e["message"].as_str().unwrap_or("")),
         ));
     }
     body.push_str(&caps_used(&a));
@@ -338,6 +344,19 @@ fn amount(cap: &str, n: u64) -> String {
         "memory" | "output" => format!("{n} bytes"),
         "wall_clock" if n >= 10_000 => format!("{:.1} s", n as f64 / 1000.0),
         "wall_clock" => format!("{n} ms"),
-        _ => n.to_string(),
+        _ => thousands(n),
     }
+}
+
+/// `n` with its digits grouped by three: 20,000,000.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }

@@ -169,7 +169,7 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
                 .put(&keys::oauth_request(&id), grants::json(&pending))
                 .await
             {
-                return fail(OAuthError::server_error(e.to_string()));
+                return pages::error_page(500, "Server error", &e.to_string());
             }
             let session = match Session::load(cx.lore, cx.request.headers(), cx.secure).await {
                 Ok(s) => s,
@@ -553,11 +553,18 @@ pub async fn consent_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     pages::see_other(&with_params(&pending.redirect_uri, &response_params), None)
 }
 
-/// `POST /oauth/signout`.
+/// `POST /oauth/signout`; with `everywhere=1`, every browser session of the person ends.
 pub async fn sign_out(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     let Some(session) = cx.session_for_post(params).await else {
         return cx.stale_form();
     };
+    let everywhere = matches!(params.one("everywhere"), Ok(Some("1")));
+    if everywhere
+        && let Some(principal) = &session.record.principal
+        && let Err(e) = lore_directory::sessions::end_all(cx.lore.ports(), principal).await
+    {
+        return pages::error_page(500, "Server error", &e.to_string());
+    }
     let _ = session.end(cx.lore).await;
     let clear = super::session::clear_cookie(cx.secure);
     pages::html(
@@ -565,8 +572,13 @@ pub async fn sign_out(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         pages::layout(
             "Signed out",
             &format!(
-                "<h1>Signed out</h1>\n<p>You are signed out of lore in this browser.</p>\n\
+                "<h1>Signed out</h1>\n<p>You are signed out of lore {}.</p>\n\
 <p><a href=\"{}\">Sign in again</a></p>",
+                if everywhere {
+                    "in every browser"
+                } else {
+                    "in this browser"
+                },
                 esc("/oauth/signin")
             ),
         ),

@@ -11,6 +11,7 @@ use super::clients::constant_time_eq;
 use super::form::{OAuthError, Params, cookie};
 use crate::instance::Lore;
 use lore_base::keys;
+use lore_directory::sessions;
 
 /// An anonymous session (between the authorization request and sign-in) lives this long.
 const ANONYMOUS_TTL_MS: i64 = 3_600_000;
@@ -24,6 +25,9 @@ pub struct BrowserSession {
     pub principal: Option<String>,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
+    /// The principal's session epoch when they signed in (`lore_directory::sessions`).
+    #[serde(default)]
+    pub epoch: u64,
     /// An upstream sign-in in progress: its state, PKCE verifier and where to go after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<UpstreamAttempt>,
@@ -84,15 +88,27 @@ impl Session {
         let Some(secret) = cookie(headers, cookie_name(secure)).filter(|s| s.len() <= 128) else {
             return Ok(None);
         };
-        let record: Option<BrowserSession> =
-            lore.ports().record(&keys::oauth_session(secret)).await?;
-        Ok(record
+        let key = keys::oauth_session(secret);
+        let Some(record) = lore
+            .ports()
+            .record::<BrowserSession>(&key)
+            .await?
             .filter(|r| r.expires_at_ms > lore.ports().clock.now_ms())
-            .map(|record| Self {
-                secret: secret.to_string(),
-                record,
-                set_cookie: None,
-            }))
+        else {
+            return Ok(None);
+        };
+        if let Some(principal) = &record.principal
+            && sessions::epoch(lore.ports(), principal).await? > record.epoch
+        {
+            // Ended by a password change or a sign-out everywhere.
+            lore.ports().storage.delete(&key).await?;
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            secret: secret.to_string(),
+            record,
+            set_cookie: None,
+        }))
     }
 
     /// The request's session, or a new anonymous one.
@@ -119,12 +135,17 @@ impl Session {
         } else {
             ANONYMOUS_TTL_MS
         };
+        let epoch = match &principal {
+            Some(p) => sessions::epoch(lore.ports(), p).await?,
+            None => 0,
+        };
         let secret = random_secret(lore);
         let record = BrowserSession {
             csrf: random_secret(lore),
             principal,
             created_at_ms: now,
             expires_at_ms: now + ttl,
+            epoch,
             upstream: None,
         };
         lore.ports()
