@@ -467,6 +467,11 @@ interface LoreSdk {
       /** The entity id (`ent_…`). */
       id: string;
     }): Promise<Entity>;
+    /** Read up to 100 records (entities) by id in one call, in the order given; ids that do not exist are left out. Access: read. */
+    get_many(args: {
+      /** Entity ids (`ent_…`), 1 to 100. */
+      ids: string[];
+    }): Promise<Entity[]>;
     /** List records (entities), optionally of one type and where properties equal given values; paginated with cursor. Access: read. */
     list(args?: {
       /** `next_cursor` of the previous page. */

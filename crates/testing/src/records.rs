@@ -487,6 +487,37 @@ pub async fn orgs_see_none_of_each_other(s: Rc<dyn Storage>) {
     );
     let list = ok(&lore, &other, "entities.list", json!({})).await;
     assert!(list["items"].as_array().unwrap().is_empty());
+    // Batch reads: in the order asked, each once, missing ids and other orgs' left out.
+    let e2 = ok(
+        &lore,
+        &owner,
+        "Ticket.create",
+        json!({"name": "second", "properties": {"title": "y"}}),
+    )
+    .await;
+    let missing = "ent_00000000000000000000000000";
+    let many = ok(
+        &lore,
+        &owner,
+        "entities.get_many",
+        json!({"ids": [e2["id"], missing, e["id"], e2["id"]]}),
+    )
+    .await;
+    let ids: Vec<&Value> = many.as_array().unwrap().iter().map(|v| &v["id"]).collect();
+    assert_eq!(ids, [&e2["id"], &e["id"]]);
+    let theirs = ok(
+        &lore,
+        &other,
+        "entities.get_many",
+        json!({"ids": [e["id"]]}),
+    )
+    .await;
+    assert_eq!(theirs, json!([]));
+    let too_many = json!({"ids": vec![missing; 101]});
+    for bad in [json!({"ids": [e["id"], "x"]}), json!({"ids": []}), too_many] {
+        let r = call(&lore, &owner, "entities.get_many", bad).await;
+        assert_eq!(code(r), "invalid_argument");
+    }
     assert!(
         ok(&lore, &other, "templates.list", json!({}))
             .await

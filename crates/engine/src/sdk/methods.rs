@@ -15,7 +15,8 @@ use crate::records::connections::{
     CallConnection, CallResult, Connection, CreateConnection, UpdateConnection,
 };
 use crate::records::entities::{
-    CreateEntities, CreateEntity, DeleteEntity, Entity, GetEntity, ListEntities, UpdateEntity,
+    CreateEntities, CreateEntity, DeleteEntity, Entity, GetEntities, GetEntity, ListEntities,
+    UpdateEntity,
 };
 use crate::records::feeds::{
     CreateFeed, Feed, FeedCreated, FeedItems, FeedWithSecret, PullResult, ReadFeed, UpdateFeed,
@@ -109,6 +110,9 @@ pub static METHODS: &[MethodSpec] = &[
     method!("entities".get, Read, Try, GetEntity => Entity,
         "Read one record (entity) by id.",
         |cx, a| entities::get(&cx.engine.ports, cx.caller, &a.id).await?),
+    method!("entities".get_many, Read, Try, GetEntities => Vec<Stored<Entity>>,
+        "Read up to 100 records (entities) by id in one call, in the order given; ids that do not exist are left out.",
+        |cx, a| entities::get_many(&cx.engine.ports, cx.caller, &a.ids).await?),
     method!("entities".list, Read, Try, ListEntities => Page<Stored<Entity>>,
         "List records (entities), optionally of one type and where properties equal given values; paginated with cursor.",
         |cx, a| entities::list(&cx.engine.ports, cx.caller, a).await?),

@@ -21,6 +21,8 @@ const PAGE: usize = 50;
 const DRAWN: usize = 16;
 /// Relationships read for one entity.
 const EDGES: usize = 200;
+/// Neighbours whose names are read (one `entities.get_many`); the others show by id.
+const MAX_NAMED: usize = 100;
 
 /// A JSON value in one short line (strings without their quotes), at most `max` characters.
 fn short(v: &Value, max: usize) -> String {
@@ -282,7 +284,7 @@ pub async fn entity(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
     };
     let more = edges["next_cursor"].is_string();
     let edges = edges["items"].as_array().cloned().unwrap_or_default();
-    // The neighbours, in the order first met, with their names (one read each, drawn ones only).
+    // The neighbours, in the order first met, with their names (one read for all).
     let mut neighbours: Vec<String> = Vec::new();
     for r in &edges {
         let other = if r["from"] == e["id"] {
@@ -298,15 +300,13 @@ pub async fn entity(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
         }
     }
     let mut names: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for n in neighbours.iter().take(DRAWN.max(40)) {
-        if let Ok(v) = app.call("entities.get", json!({ "id": n })).await {
-            names.insert(
-                n.clone(),
-                (
-                    v["name"].as_str().unwrap_or("").to_string(),
-                    v["type"].as_str().unwrap_or("").to_string(),
-                ),
-            );
+    let named: Vec<&String> = neighbours.iter().take(MAX_NAMED).collect();
+    if !named.is_empty()
+        && let Ok(found) = app.call("entities.get_many", json!({ "ids": named })).await
+    {
+        for v in found.as_array().into_iter().flatten() {
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            names.insert(s("id"), (s("name"), s("type")));
         }
     }
     let _ = writeln!(
