@@ -12,7 +12,7 @@ mod harness;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use harness::{AuthRequest, BASE, Harness, OWNER_PASSWORD, Reply, pkce, query};
+use harness::{BASE, Harness, OWNER_PASSWORD, Reply, query};
 
 /// Where a page redirects to: its path and query.
 fn target(r: &Reply) -> String {
@@ -488,30 +488,8 @@ fn an_agent_token_and_an_application(h: &Harness) -> (String, String) {
     );
     assert_eq!(token.status, 200, "{}", token.text);
     let token = token.json()["token"].as_str().unwrap().to_string();
-    let redirect = "http://127.0.0.1:9911/callback";
-    let client = h.register_public(redirect);
-    let (verifier, challenge) = pkce("app-access");
-    let code = h.approve(
-        &AuthRequest {
-            client_id: &client,
-            redirect_uri: Some(redirect),
-            challenge: &challenge,
-            state: "s",
-            scope: None,
-            resource: None,
-        },
-        "default",
-        &["mcp:read", "mcp:write"],
-    );
-    let r = h.token(&[
-        ("grant_type", "authorization_code"),
-        ("code", &code),
-        ("redirect_uri", redirect),
-        ("code_verifier", &verifier),
-        ("client_id", &client),
-    ]);
-    assert_eq!(r.status, 200, "{}", r.text);
-    let access = r.json()["access_token"].as_str().unwrap().to_string();
+    let (_, tokens) = h.authorized_client("http://127.0.0.1:9911/callback", "app-access");
+    let access = tokens["access_token"].as_str().unwrap().to_string();
     assert_eq!(mcp_status(h, &token), 200);
     assert_eq!(mcp_status(h, &access), 200);
     (token, access)

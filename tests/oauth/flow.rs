@@ -157,29 +157,7 @@ fn a_registered_public_client_signs_in_calls_tools_refreshes_and_revokes() {
 fn revoking_an_access_token_leaves_the_grant() {
     let h = Harness::new();
     h.set_owner_password();
-    let client = h.register_public(REDIRECT);
-    let (verifier, challenge) = pkce("two");
-    let code = h.approve(
-        &AuthRequest {
-            client_id: &client,
-            redirect_uri: Some(REDIRECT),
-            challenge: &challenge,
-            state: "s",
-            scope: None,
-            resource: None,
-        },
-        "default",
-        &["mcp:read", "mcp:write"],
-    );
-    let tokens = h
-        .token(&[
-            ("grant_type", "authorization_code"),
-            ("code", &code),
-            ("redirect_uri", REDIRECT),
-            ("code_verifier", &verifier),
-            ("client_id", &client),
-        ])
-        .json();
+    let (client, tokens) = h.authorized_client(REDIRECT, "two");
     let access = tokens["access_token"].as_str().unwrap();
     let r = h.post_form(
         "/oauth/revoke",
@@ -388,32 +366,8 @@ fn denying_consent_sends_access_denied_back() {
 fn the_token_page_lists_and_revokes_grants() {
     let h = Harness::new();
     h.set_owner_password();
-    let client = h.register_public(REDIRECT);
-    let (verifier, challenge) = pkce("page");
-    let code = h.approve(
-        &AuthRequest {
-            client_id: &client,
-            redirect_uri: Some(REDIRECT),
-            challenge: &challenge,
-            state: "s",
-            scope: None,
-            resource: None,
-        },
-        "default",
-        &["mcp:read", "mcp:write"],
-    );
-    let access = h
-        .token(&[
-            ("grant_type", "authorization_code"),
-            ("code", &code),
-            ("redirect_uri", REDIRECT),
-            ("code_verifier", &verifier),
-            ("client_id", &client),
-        ])
-        .json()["access_token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_, tokens) = h.authorized_client(REDIRECT, "page");
+    let access = tokens["access_token"].as_str().unwrap().to_string();
     let page = h.get("/oauth/tokens");
     assert_eq!(page.status, 200, "{}", page.text);
     assert!(page.text.contains("Test Client"));

@@ -273,7 +273,19 @@ pub struct AuthRequest<'a> {
     pub resource: Option<&'a str>,
 }
 
-impl AuthRequest<'_> {
+impl<'a> AuthRequest<'a> {
+    /// A request for `client_id` to `redirect_uri` with state `s`, no scope and no resource.
+    pub fn plain(client_id: &'a str, redirect_uri: &'a str, challenge: &'a str) -> Self {
+        Self {
+            client_id,
+            redirect_uri: Some(redirect_uri),
+            challenge,
+            state: "s",
+            scope: None,
+            resource: None,
+        }
+    }
+
     pub fn path(&self) -> String {
         let mut s = url::form_urlencoded::Serializer::new(String::new());
         s.append_pair("response_type", "code")
@@ -417,5 +429,27 @@ impl Harness {
 
     pub fn token(&self, form: &[(&str, &str)]) -> Reply {
         self.post_form("/oauth/token", form, &[])
+    }
+
+    /// A public client registered for `redirect`, allowed by the owner into org default with
+    /// read and write (PKCE from `seed`), and its code exchanged: the client id and the token
+    /// response.
+    pub fn authorized_client(&self, redirect: &str, seed: &str) -> (String, Value) {
+        let client = self.register_public(redirect);
+        let (verifier, challenge) = pkce(seed);
+        let code = self.approve(
+            &AuthRequest::plain(&client, redirect, &challenge),
+            "default",
+            &["mcp:read", "mcp:write"],
+        );
+        let r = self.token(&[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("redirect_uri", redirect),
+            ("code_verifier", &verifier),
+            ("client_id", &client),
+        ]);
+        assert_eq!(r.status, 200, "{}", r.text);
+        (client, r.json())
     }
 }

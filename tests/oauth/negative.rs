@@ -177,14 +177,7 @@ fn pkce_is_required_and_must_match() {
         let (h, client) = setup();
         let (_, challenge) = pkce("pkce");
         let code = h.approve(
-            &AuthRequest {
-                client_id: &client,
-                redirect_uri: Some(REDIRECT),
-                challenge: &challenge,
-                state: "s",
-                scope: None,
-                resource: None,
-            },
+            &AuthRequest::plain(&client, REDIRECT, &challenge),
             "default",
             &["mcp:read", "mcp:write"],
         );
@@ -232,17 +225,7 @@ fn redirect_uris_must_be_registered_and_repeated() {
             "http://127.0.0.1:9911/callback/other",
             "http://localhost:9911/callback",
         ] {
-            let r = h.get(
-                &AuthRequest {
-                    client_id: &client,
-                    redirect_uri: Some(redirect),
-                    challenge: &challenge,
-                    state: "s",
-                    scope: None,
-                    resource: None,
-                }
-                .path(),
-            );
+            let r = h.get(&AuthRequest::plain(&client, redirect, &challenge).path());
             assert_eq!(r.status, 400, "{redirect}");
             assert!(r.header("location").is_empty());
             assert!(
@@ -252,14 +235,7 @@ fn redirect_uris_must_be_registered_and_repeated() {
             );
         }
         let code = h.approve(
-            &AuthRequest {
-                client_id: &client,
-                redirect_uri: Some(REDIRECT),
-                challenge: &challenge,
-                state: "s",
-                scope: None,
-                resource: None,
-            },
+            &AuthRequest::plain(&client, REDIRECT, &challenge),
             "default",
             &["mcp:read"],
         );
@@ -350,14 +326,7 @@ fn a_replayed_code_is_refused_and_revokes_what_it_issued() {
         let (h, client) = setup();
         let (verifier, challenge) = pkce("replay");
         let code = h.approve(
-            &AuthRequest {
-                client_id: &client,
-                redirect_uri: Some(REDIRECT),
-                challenge: &challenge,
-                state: "s",
-                scope: None,
-                resource: None,
-            },
+            &AuthRequest::plain(&client, REDIRECT, &challenge),
             "default",
             &["mcp:read", "mcp:write"],
         );
@@ -389,14 +358,7 @@ fn a_replayed_code_is_refused_and_revokes_what_it_issued() {
         // An expired code is refused too.
         let (verifier, challenge) = pkce("late");
         let code = h.approve(
-            &AuthRequest {
-                client_id: &client,
-                redirect_uri: Some(REDIRECT),
-                challenge: &challenge,
-                state: "s",
-                scope: None,
-                resource: None,
-            },
+            &AuthRequest::plain(&client, REDIRECT, &challenge),
             "default",
             &["mcp:read"],
         );
@@ -524,17 +486,7 @@ fn forms_without_the_sessions_csrf_token_or_from_another_origin_are_refused() {
     logged(|secrets| {
         let (h, client) = setup();
         let (_, challenge) = pkce("csrf");
-        let consent = h.to_consent(
-            &AuthRequest {
-                client_id: &client,
-                redirect_uri: Some(REDIRECT),
-                challenge: &challenge,
-                state: "s",
-                scope: None,
-                resource: None,
-            }
-            .path(),
-        );
+        let consent = h.to_consent(&AuthRequest::plain(&client, REDIRECT, &challenge).path());
         let csrf = consent.input("csrf");
         let request = consent.input("request");
         secrets.push(csrf.clone());
@@ -571,17 +523,7 @@ fn a_wrong_owner_password_is_refused() {
     logged(|secrets| {
         let (h, client) = setup();
         let (_, challenge) = pkce("pw");
-        let r = h.get(
-            &AuthRequest {
-                client_id: &client,
-                redirect_uri: Some(REDIRECT),
-                challenge: &challenge,
-                state: "s",
-                scope: None,
-                resource: None,
-            }
-            .path(),
-        );
+        let r = h.get(&AuthRequest::plain(&client, REDIRECT, &challenge).path());
         let signin = h.get(&format!("/oauth/signin?{}", r.location().query().unwrap()));
         let wrong = "not the owner password at all";
         secrets.push(wrong.into());

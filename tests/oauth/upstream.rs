@@ -107,17 +107,7 @@ fn a_github_user_joins_no_org_until_invited() {
     let principal = r.json()["principal_id"].as_str().unwrap().to_string();
 
     // Connecting again: the org is offered, and the token acts as the new member.
-    let consent = h.to_consent(
-        &AuthRequest {
-            client_id: &client,
-            redirect_uri: Some(REDIRECT),
-            challenge: &challenge,
-            state: "s",
-            scope: None,
-            resource: None,
-        }
-        .path(),
-    );
+    let consent = h.to_consent(&AuthRequest::plain(&client, REDIRECT, &challenge).path());
     assert!(
         consent.text.contains("value=\"default\""),
         "{}",

@@ -71,6 +71,19 @@ fn split(batch: Batch) -> Vec<(Option<String>, Batch)> {
     parts
 }
 
+impl SplitStorage {
+    /// The one store that holds every key under `prefix`.
+    fn store_of_prefix(&self, prefix: &str) -> Result<Rc<dyn Storage>, StorageError> {
+        match org_of_prefix(prefix) {
+            OrgSpan::Directory => self.store_of(None),
+            OrgSpan::Org(org) => self.store_of(Some(org)),
+            OrgSpan::Several => Err(StorageError::Backend(format!(
+                "a scan of {prefix:?} would cross the stores of several orgs; scan one org's keys (o/{{org}}/…) or the directory's"
+            ))),
+        }
+    }
+}
+
 #[async_trait(?Send)]
 impl Storage for SplitStorage {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
@@ -105,16 +118,9 @@ impl Storage for SplitStorage {
         after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
-        let store = match org_of_prefix(prefix) {
-            OrgSpan::Directory => self.store_of(None)?,
-            OrgSpan::Org(org) => self.store_of(Some(org))?,
-            OrgSpan::Several => {
-                return Err(StorageError::Backend(format!(
-                    "a scan of {prefix:?} would cross the stores of several orgs; scan one org's keys (o/{{org}}/…) or the directory's"
-                )));
-            }
-        };
-        store.scan(prefix, after, limit).await
+        self.store_of_prefix(prefix)?
+            .scan(prefix, after, limit)
+            .await
     }
 
     async fn scan_back(
@@ -123,16 +129,9 @@ impl Storage for SplitStorage {
         before: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
-        let store = match org_of_prefix(prefix) {
-            OrgSpan::Directory => self.store_of(None)?,
-            OrgSpan::Org(org) => self.store_of(Some(org))?,
-            OrgSpan::Several => {
-                return Err(StorageError::Backend(format!(
-                    "a scan of {prefix:?} would cross the stores of several orgs; scan one org's keys (o/{{org}}/…) or the directory's"
-                )));
-            }
-        };
-        store.scan_back(prefix, before, limit).await
+        self.store_of_prefix(prefix)?
+            .scan_back(prefix, before, limit)
+            .await
     }
 
     async fn commit(&self, batch: Batch) -> Result<(), StorageError> {
