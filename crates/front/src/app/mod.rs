@@ -81,7 +81,7 @@ pub async fn handle(
         .await
     {
         Ok(p) => p,
-        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+        Err(e) => return pages::error_page(500, "Server error", &view::for_people(&e)),
     };
     let Some(principal) = principal else {
         return sign_in(request);
@@ -102,7 +102,7 @@ pub async fn handle(
     {
         Ok(c) => c,
         Err(LoreError::Forbidden(_)) => return not_found(),
-        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+        Err(e) => return pages::error_page(500, "Server error", &view::for_people(&e)),
     };
     if let Some(log) = crate::request_log::RequestLog::of(request) {
         log.caller(&caller);
@@ -119,7 +119,7 @@ pub async fn handle(
             }
             return r;
         }
-        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+        Err(e) => return pages::error_page(500, "Server error", &view::for_people(&e)),
     }
     let app = App {
         cx,

@@ -180,8 +180,18 @@ pub fn when_ms(ms: Option<i64>) -> String {
 pub fn alert(e: &lore_base::error::LoreError) -> String {
     format!(
         "<p role=\"alert\" class=\"alert\">{}</p>\n",
-        esc(&e.to_string())
+        esc(&for_people(e))
     )
+}
+
+/// An error as a person reads it: the SDK's own message (it says what to change), except for
+/// the server's internal failures, whose text (storage and engine details) goes to the log only.
+pub fn for_people(e: &lore_base::error::LoreError) -> String {
+    if e.http_status() >= 500 && !matches!(e.code(), "overloaded" | "upstream_error") {
+        tracing::warn!(error = %e, "the app could not answer");
+        return "Something went wrong on the server (its log has the details); try again in a moment.".into();
+    }
+    e.to_string()
 }
 
 /// The 403 page for a change the person's role does not allow, in the org's frame.
@@ -207,4 +217,28 @@ pub fn not_found() -> Response<Vec<u8>> {
         "Not found",
         "There is no such page, or you are not a member of this org.",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use lore_base::error::LoreError;
+    use lore_base::storage::StorageError;
+
+    #[test]
+    fn people_read_the_sdks_messages_and_never_the_servers_internals() {
+        for internal in [
+            LoreError::Internal("decoding o/acme/ent/01J…: trailing bytes".into()),
+            LoreError::Storage(StorageError::Backend(
+                "disk I/O error at /var/lib/lore".into(),
+            )),
+        ] {
+            let shown = super::for_people(&internal);
+            assert!(shown.starts_with("Something went wrong"), "{shown}");
+            assert!(!shown.contains("o/acme") && !shown.contains("/var/lib"));
+        }
+        let told = super::for_people(&LoreError::invalid("limit", "use 1 to 100"));
+        assert!(told.contains("use 1 to 100"), "{told}");
+        let busy = super::for_people(&LoreError::Overloaded("4 scripts run in org acme".into()));
+        assert!(busy.contains("4 scripts"), "{busy}");
+    }
 }
