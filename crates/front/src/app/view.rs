@@ -4,7 +4,7 @@
 use http::Response;
 
 use super::context::App;
-use crate::oauth::pages::{self, STYLE, esc};
+use crate::oauth::pages::{self, esc};
 
 const APP_STYLE: &str = "\
 body{background:var(--bg)}
@@ -93,19 +93,19 @@ pub fn page(app: &App<'_>, section: &str, title: &str, body: &str) -> Response<V
             format!("<a href=\"/app/{org}/{slug}\"{current}>{name}</a>")
         })
         .collect();
-    let html = format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-<meta name=\"referrer\" content=\"same-origin\">\n<title>{title} · {org} · lore</title>\n\
-<style>{STYLE}{APP_STYLE}</style>\n</head>\n<body>\n\
-<header class=\"bar\"><p class=\"brand\">lore · {org}</p><nav aria-label=\"Sections\">{nav}</nav>\
+    let html = pages::document(
+        &format!("{title} · {org} · lore", title = esc(title)),
+        APP_STYLE,
+        &format!(
+            "<header class=\"bar\"><p class=\"brand\">lore · {org}</p><nav aria-label=\"Sections\">{nav}</nav>\
 <div class=\"who\"><span>{user} ({role})</span><form method=\"post\" action=\"/oauth/signout\">\
 <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"secondary\">Sign out</button></form></div></header>\n\
-<main class=\"app\">\n<h1>{title}</h1>\n{body}\n</main>\n</body>\n</html>\n",
-        title = esc(title),
-        user = esc(&app.user),
-        role = esc(app.caller.role().as_str()),
-        csrf = esc(&app.session.record.csrf),
+<main class=\"app\">\n<h1>{title}</h1>\n{body}\n</main>",
+            title = esc(title),
+            user = esc(&app.user),
+            role = esc(app.caller.role().as_str()),
+            csrf = esc(&app.session.record.csrf),
+        ),
     );
     pages::html(200, html, None)
 }

@@ -21,7 +21,7 @@ pub fn esc(text: &str) -> String {
     out
 }
 
-pub(crate) const STYLE: &str = "\
+const STYLE: &str = "\
 :root{color-scheme:light dark;--fg:#1b1b1f;--bg:#f6f6f4;--card:#fff;--muted:#55565c;--line:#c9c9cf;--accent:#1f4fd1;--accent-fg:#fff;--danger:#a4161a}
 @media (prefers-color-scheme:dark){:root{--fg:#ececf1;--bg:#151518;--card:#1f1f24;--muted:#b0b0b8;--line:#44444c;--accent:#8fb0ff;--accent-fg:#0b0b0e;--danger:#ff8a8f}}
 *{box-sizing:border-box}
@@ -66,12 +66,21 @@ pub fn layout_wide(title: &str, body: &str) -> String {
 }
 
 fn page(title: &str, body: &str, main_attrs: &str) -> String {
+    document(
+        &format!("{} · lore", esc(title)),
+        "",
+        &format!("<main{main_attrs}>\n<p class=\"brand\">lore</p>\n{body}\n</main>"),
+    )
+}
+
+/// The HTML document every page of lore's (sign-in, consent, tokens, the app) is: its head
+/// with `title` (already escaped) and the shared style plus `style`, then `body` (HTML).
+pub fn document(title: &str, style: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-<meta name=\"referrer\" content=\"same-origin\">\n<title>{} · lore</title>\n<style>{STYLE}</style>\n</head>\n\
-<body>\n<main{main_attrs}>\n<p class=\"brand\">lore</p>\n{body}\n</main>\n</body>\n</html>\n",
-        esc(title)
+<meta name=\"referrer\" content=\"same-origin\">\n<title>{title}</title>\n<style>{STYLE}{style}</style>\n</head>\n\
+<body>\n{body}\n</body>\n</html>\n"
     )
 }
 
