@@ -130,7 +130,7 @@ try {
     ['actions: newest 50', '/app/bench/actions', 'newest first', sdk(['actions.list', { newest_first: true, limit: 50 }])],
     ['actions: one member in 1,000 acts', `/app/bench/actions?agent=${other.principal}`, 'newest first', sdk(['actions.list', { newest_first: true, limit: 50, principal: other.principal }])],
     ['actions: one action', `/app/bench/actions/${actionId}`, 'memory.save', sdk(['actions.get', { id: actionId }])],
-    ['usage: 30 days by day and tool', '/app/bench/usage', 'Calls per day', sdk(['metrics.query', { name: 'tool_calls', group_by: 'day_and_tool' }], ['metrics.query', { name: 'tool_errors', group_by: 'day_and_tool' }])],
+    ['usage: 30 days by day and tool', '/app/bench/usage', 'Calls per day', sdk(['metrics.query', { name: 'tool_calls', group_by: 'day_and_tool' }], ['metrics.query', { name: 'tool_errors', group_by: 'day_and_tool' }], ['metrics.query', { name: 'cap_hits', group_by: 'day_and_tool' }])],
     ['access: members, tokens, grants', '/app/bench/access', 'API tokens', sdk(['members.list', {}], ['tokens.list', {}], ['grants.list', {}])],
   ];
   const rows = [];

@@ -986,7 +986,7 @@ test('actions: reads through manage_* (list, get) are not audited, like the same
 // ---------------------------------------------------------------------------------------------
 // 9. Usage metrics (own servers, so the counts are exact)
 
-test('metrics: query_metric counts REST calls per tool and method (tool_calls, tool_errors)', async () => {
+test('metrics: query_metric counts REST calls per tool and method (tool_calls, tool_errors, cap_hits)', async () => {
   const s = await startServer({ workers: 1 });
   try {
     const post = (name, body) => apiPost(s.base, 'default', name, s.ownerToken, body);
@@ -995,6 +995,12 @@ test('metrics: query_metric counts REST calls per tool and method (tool_calls, t
     assert.equal((await post('entities.create', { type: 'note', name: 'b' })).status, 200);
     assert.equal((await post('entities.create', { type: 'nope', name: 'c' })).status, 400);
     assert.equal((await post('Note.list', {})).status, 200);
+    // A script over its output cap: an error and a cap hit.
+    await withClient(`${s.base}/mcp/default`, s.ownerToken, async (client) => {
+      const capped = await client.callTool({ name: 'run_sdk', arguments: { code: "return 'x'.repeat(2_000_000);" } });
+      assert.equal(capped.isError, true, JSON.stringify(capped));
+      assert.match(JSON.stringify(capped.content), /cap_exceeded/);
+    });
 
     const calls = await post('query_metric', { name: 'tool_calls', group_by: 'tool' });
     assert.equal(calls.status, 200, calls.text);
@@ -1004,8 +1010,13 @@ test('metrics: query_metric counts REST calls per tool and method (tool_calls, t
     assert.equal(byTool['Note.list'], 1);
     assert.equal(calls.json.value, Object.values(byTool).reduce((a, b) => a + b, 0));
     const errors = (await post('query_metric', { name: 'tool_errors', group_by: 'tool' })).json;
-    assert.deepEqual(errors.series.filter((x) => x.value > 0), [{ key: 'entities.create', value: 1 }]);
-    assert.equal(errors.value, 1);
+    assert.deepEqual(errors.series.filter((x) => x.value > 0), [
+      { key: 'entities.create', value: 1 },
+      { key: 'run_sdk', value: 1 },
+    ]);
+    assert.equal(errors.value, 2);
+    const caps = (await post('query_metric', { name: 'cap_hits', group_by: 'tool' })).json;
+    assert.deepEqual(caps.series.filter((x) => x.value > 0), [{ key: 'run_sdk', value: 1 }]);
     const one = (await post('query_metric', { name: 'tool_calls', tool: 'entities.create' })).json;
     assert.equal(one.value, 3);
     const today = new Date().toISOString().slice(0, 10);
@@ -1013,7 +1024,7 @@ test('metrics: query_metric counts REST calls per tool and method (tool_calls, t
     assert.deepEqual(byDay.series.map((x) => x.key), [today]);
     assert.equal((await post('query_metric', { name: 'nope' })).status, 404);
     const list = (await post('list_metrics', {})).json;
-    assert.deepEqual(list.filter((m) => m.kind === 'builtin').map((m) => m.name).sort(), ['tool_calls', 'tool_errors']);
+    assert.deepEqual(list.filter((m) => m.kind === 'builtin').map((m) => m.name).sort(), ['cap_hits', 'tool_calls', 'tool_errors']);
   } finally {
     await s.dispose();
   }
