@@ -115,12 +115,66 @@ impl Drop for Reply {
 }
 
 /// The script thread's side of a call's answer.
-struct Answered(Arc<Mutex<Slot>>);
+struct Answered {
+    slot: Arc<Mutex<Slot>>,
+    /// Whether it was polled before (it spins on its first poll only).
+    polled: bool,
+}
+
+/// How long a script thread spins for a call's answer before it sleeps until woken. An SDK
+/// read is answered in tens of microseconds, and waking a sleeping thread costs about as much
+/// again on a virtual machine (twice per call: there and back); the script's thread has nothing
+/// else to do meanwhile. Past this, it sleeps as any waiting task does.
+#[cfg(not(target_family = "wasm"))]
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+impl Answered {
+    fn take(&self) -> Option<Option<Answer>> {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.answer.take() {
+            Some(answer) => Some(Some(answer)),
+            None if slot.closed => Some(None),
+            None => None,
+        }
+    }
+}
+
+/// Calls `ready` until it has an answer, for up to [`SPIN`], without sleeping.
+fn spin_for<T>(mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    // Native only (script threads exist only there), where `Instant` does not trap; the
+    // clock port counts milliseconds, too coarse for this.
+    #[cfg(not(target_family = "wasm"))]
+    #[allow(clippy::disallowed_methods)]
+    {
+        let started = std::time::Instant::now();
+        while started.elapsed() < SPIN {
+            if let Some(done) = ready() {
+                return Some(done);
+            }
+            // Lets another thread that is ready run on this core (the other side of the
+            // call, or a realm being made ahead) rather than spin against it.
+            std::thread::yield_now();
+        }
+    }
+    #[cfg(target_family = "wasm")]
+    let _ = &mut ready;
+    None
+}
 
 impl Future for Answered {
     type Output = Option<Answer>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(done) = self.take() {
+            return Poll::Ready(done);
+        }
+        if !self.polled {
+            self.polled = true;
+            if let Some(done) = spin_for(|| self.take()) {
+                return Poll::Ready(done);
+            }
+        }
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        // Answered between the last look and taking the lock: no wake will come.
         if let Some(answer) = slot.answer.take() {
             return Poll::Ready(Some(answer));
         }
@@ -154,7 +208,12 @@ impl Ops for RemoteOps {
             reply: Reply(slot.clone()),
         });
         Box::pin(async move {
-            match Answered(slot).await {
+            match (Answered {
+                slot,
+                polled: false,
+            })
+            .await
+            {
                 Some((result, over_cap)) => {
                     self.over_cap.set(over_cap);
                     result
@@ -221,16 +280,29 @@ pub async fn serve(run: &dyn Ops, mut events: Box<dyn Events>) -> Ended {
     let mut inflight: Vec<(Reply, OpFuture<'_>)> = Vec::new();
     loop {
         let next = std::future::poll_fn(|cx| {
+            let mut replied = false;
             let mut i = 0;
             while i < inflight.len() {
                 if let Poll::Ready(result) = inflight[i].1.as_mut().poll(cx) {
                     let (reply, _) = inflight.swap_remove(i);
                     reply.send(result, run.over_cap());
+                    replied = true;
                 } else {
                     i += 1;
                 }
             }
-            events.poll_next(cx)
+            match events.poll_next(cx) {
+                // The script's next call usually follows its answer within microseconds:
+                // wait for it here rather than sleep and be woken.
+                Poll::Pending if replied && inflight.is_empty() => {
+                    spin_for(|| match events.poll_next(cx) {
+                        Poll::Ready(e) => Some(e),
+                        Poll::Pending => None,
+                    })
+                    .map_or(Poll::Pending, Poll::Ready)
+                }
+                other => other,
+            }
         })
         .await;
         match next {

@@ -105,7 +105,8 @@ impl Batch {
         self.checks.push(Check::Equals(key.into(), value.into()));
         self
     }
-    /// Marks the batch as one a power cut may lose: counts and statistics, never records.
+    /// Marks the batch as one a power cut may lose: counts and statistics, and the Action of a
+    /// script run that changed nothing (the audit entry of reads); never a record a write made.
     /// The SQLite backends commit it without an fsync (`synchronous=NORMAL` for that
     /// transaction, the WAL synced at the next durable commit or checkpoint); the others commit
     /// it as any batch.

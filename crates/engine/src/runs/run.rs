@@ -323,8 +323,14 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             let writes = batch.writes.len();
             let sends = modes.as_ref().map(|m| m.sends.take()).unwrap_or_default();
             action.sends = modes::queued_outcomes(&sends);
+            let journal = modes.as_ref().and_then(|m| m.journal.as_ref());
+            if writes == 0 && sends.is_empty() && journal.is_none() {
+                // A run that changed nothing commits its Action without waiting for the disk:
+                // it survives the process (kill -9), a power cut may lose it (`Batch::relaxed`).
+                batch.relaxed();
+            }
             batch.put(&action_key, crate::records::to_bytes(&action));
-            if let Some(journal) = modes.as_ref().and_then(|m| m.journal.as_ref()) {
+            if let Some(journal) = journal {
                 journal.finish_into(&mut batch, &action.id)?;
             }
             // A dry run's batch holds the Action alone: committed as it is.
