@@ -453,6 +453,28 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
             Cap("string_length"),
         ),
         (
+            // Two of the script's own numeric variables add without the guard.
+            "a numeric loop, forever",
+            c("let i = 0; let x = 1; while (true) { i = (i + 1) | 0; x = x * 3 % 7; }"),
+            Cap("steps"),
+        ),
+        (
+            "a number a closure turns into a string, then doubled",
+            c("let s = 1; const f = () => { s = 'ab'; }; f(); for (;;) { s += s; }"),
+            Cap("string_length"),
+        ),
+        (
+            "a var redeclared as a for-of variable holding a string, then doubled",
+            c("var s = 0; for (var s of ['ab']) {} for (;;) { s = s + s; }"),
+            Cap("string_length"),
+        ),
+        (
+            // eval is disabled; were it not, the analysis gives up on a script naming it.
+            "a direct eval aimed at a numeric variable",
+            c("let s = 1; eval(\"s = 'ab'\"); for (;;) { s += s; }"),
+            Code("script_error"),
+        ),
+        (
             "naming the guards",
             c("const __lore_add = (a, b) => a; return 1"),
             Code("syntax_error"),

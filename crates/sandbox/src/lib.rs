@@ -13,6 +13,7 @@ pub mod caps;
 pub mod event_loop;
 pub mod failure;
 pub mod host;
+mod numeric;
 mod prepared;
 mod realm;
 mod regexp;

@@ -21,6 +21,7 @@ use oxc::span::SourceType;
 use oxc::transformer::{TransformOptions, Transformer};
 
 use crate::caps::{Cap, ScriptCaps};
+use crate::numeric::Numeric;
 
 /// The two script forms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +89,8 @@ const GUARDS_SUFFIX: &str = " })";
 struct GuardConcatenation<'a> {
     ast: AstBuilder<'a>,
     alloc: &'a Allocator,
+    /// The numeric variables: their `+` needs no guard.
+    numeric: Numeric,
 }
 
 impl<'a> GuardConcatenation<'a> {
@@ -204,13 +207,19 @@ impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
     fn visit_expression(&mut self, expr: &mut Expression<'a>) {
         walk_mut::walk_expression(self, expr);
         match expr {
-            Expression::BinaryExpression(b) if b.operator == BinaryOperator::Addition => {
+            // Two numbers add to a number: no string to bound.
+            Expression::BinaryExpression(b)
+                if b.operator == BinaryOperator::Addition
+                    && !(self.numeric.typed(&b.left) && self.numeric.typed(&b.right)) =>
+            {
                 let span = b.span;
                 let left = b.left.take_in(&self.ast);
                 let right = b.right.take_in(&self.ast);
                 *expr = self.guard(ADD_GUARD, span, vec![left, right]);
             }
-            Expression::AssignmentExpression(a) if a.operator == AssignmentOperator::Addition => {
+            Expression::AssignmentExpression(a)
+                if a.operator == AssignmentOperator::Addition && !self.numeric.assigns_typed(a) =>
+            {
                 if let Some(read) = self.reread(&a.left) {
                     let span = a.span;
                     let right = a.right.take_in(&self.ast);
@@ -384,9 +393,11 @@ pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
             position: None,
         });
     }
+    let numeric = Numeric::of(&program);
     GuardConcatenation {
         ast: AstBuilder::new(&allocator),
         alloc: &allocator,
+        numeric,
     }
     .visit_program(&mut program);
     let generated = Codegen::new()

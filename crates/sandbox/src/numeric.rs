@@ -1,0 +1,249 @@
+//! Which of a script's local variables only ever hold numbers, so the strip can leave their
+//! `+` alone ([`Numeric`]). The `+` guard exists for strings (one `s += s` doubles a string per
+//! step); a `+` of two numbers makes a number. (Loops keep their tick even when they only
+//! compute on numbers: it is where the wall clock is read, which holds whatever the steps cap.)
+//!
+//! A variable counts as numeric when it is declared by `let`, `const` or `var` with a plain name
+//! (not in a `for … in`/`for … of` head, not a parameter, function, class or catch binding) and
+//! its initializer and every assignment to it anywhere in the script (closures included) are
+//! [typed](Numeric::typed) expressions: number, boolean and `null` literals, numeric variables,
+//! and the operators over them (arithmetic, bitwise, comparison, logical, `!`, unary `-`/`+`/`~`,
+//! `void`, `?:`, `++`/`--`, assignments to numeric variables). By induction such a variable
+//! only ever holds a number, a boolean, `null` or `undefined` (never a string, an object, or a
+//! BigInt, whose arithmetic allocates): calls, member reads, BigInt and string literals are not
+//! typed. The set is the greatest one that holds (start from every candidate, drop those with
+//! an untyped write, repeat). A script with a `with` statement or any name `eval` (a direct
+//! eval writes locals the analysis cannot see) has no numeric variables.
+
+use std::collections::HashSet;
+
+use oxc::ast::AstKind;
+use oxc::ast::ast::{
+    AssignmentExpression, AssignmentTarget, BindingPattern, Expression, IdentifierReference,
+    Program, SimpleAssignmentTarget, UnaryOperator,
+};
+use oxc::semantic::{ReferenceId, Scoping, SemanticBuilder, SymbolId};
+
+/// The references to numeric variables of one stripped script.
+#[derive(Default)]
+pub(crate) struct Numeric {
+    refs: HashSet<ReferenceId>,
+}
+
+impl Numeric {
+    /// Finds the numeric variables of `program` (after the TypeScript is stripped).
+    pub(crate) fn of(program: &Program<'_>) -> Self {
+        let built = SemanticBuilder::new().with_build_nodes(true).build(program);
+        let semantic = built.semantic;
+        let nodes = semantic.nodes();
+        let scoping = semantic.scoping();
+        for node in nodes.iter() {
+            match node.kind() {
+                AstKind::WithStatement(_) => return Self::default(),
+                AstKind::IdentifierReference(id) if id.name == "eval" => return Self::default(),
+                _ => {}
+            }
+        }
+        let mut numeric: HashSet<SymbolId> = scoping
+            .symbol_ids()
+            .filter(|s| declared_plainly(scoping, nodes, *s))
+            .collect();
+        loop {
+            let is_numeric = |id: &IdentifierReference<'_>| {
+                symbol_of(scoping, id).is_some_and(|s| numeric.contains(&s))
+            };
+            let dropped: Vec<SymbolId> = numeric
+                .iter()
+                .copied()
+                .filter(|s| !writes_are_typed(scoping, nodes, *s, &is_numeric))
+                .collect();
+            if dropped.is_empty() {
+                break;
+            }
+            for s in dropped {
+                numeric.remove(&s);
+            }
+        }
+        let refs = numeric
+            .iter()
+            .flat_map(|s| scoping.get_resolved_reference_ids(*s).iter().copied())
+            .collect();
+        Self { refs }
+    }
+
+    fn is_numeric(&self, id: &IdentifierReference<'_>) -> bool {
+        id.reference_id
+            .get()
+            .is_some_and(|r| self.refs.contains(&r))
+    }
+
+    /// Whether `e` evaluates to a number, a boolean, `null` or `undefined` without calling any
+    /// code or allocating.
+    pub(crate) fn typed(&self, e: &Expression<'_>) -> bool {
+        typed(e, &|id| self.is_numeric(id))
+    }
+
+    /// Whether `a` assigns a typed value to a numeric variable (`n += 1`).
+    pub(crate) fn assigns_typed(&self, a: &AssignmentExpression<'_>) -> bool {
+        matches!(&a.left, AssignmentTarget::AssignmentTargetIdentifier(id) if self.is_numeric(id))
+            && self.typed(&a.right)
+    }
+}
+
+fn symbol_of(scoping: &Scoping, id: &IdentifierReference<'_>) -> Option<SymbolId> {
+    scoping.get_reference(id.reference_id.get()?).symbol_id()
+}
+
+/// Declared only by `let`/`const`/`var` declarators with a plain name outside a `for … in/of`
+/// head, each initializer (if any) checked later with the writes.
+fn declared_plainly(scoping: &Scoping, nodes: &oxc::semantic::AstNodes<'_>, s: SymbolId) -> bool {
+    scoping.symbol_declarations(s).all(|node| {
+        let AstKind::VariableDeclarator(v) = nodes.kind(node) else {
+            return false;
+        };
+        if !matches!(v.id, BindingPattern::BindingIdentifier(_)) {
+            return false;
+        }
+        let declaration = nodes.parent_id(node);
+        !matches!(
+            nodes.parent_kind(declaration),
+            AstKind::ForInStatement(_) | AstKind::ForOfStatement(_)
+        )
+    })
+}
+
+/// Whether every initializer of `s` and every write to it is typed, given `is_numeric`.
+fn writes_are_typed(
+    scoping: &Scoping,
+    nodes: &oxc::semantic::AstNodes<'_>,
+    s: SymbolId,
+    is_numeric: &dyn Fn(&IdentifierReference<'_>) -> bool,
+) -> bool {
+    let inits = scoping
+        .symbol_declarations(s)
+        .all(|node| match nodes.kind(node) {
+            AstKind::VariableDeclarator(v) => v.init.as_ref().is_none_or(|i| typed(i, is_numeric)),
+            _ => false,
+        });
+    inits
+        && scoping.get_resolved_reference_ids(s).iter().all(|&id| {
+            let r = scoping.get_reference(id);
+            if !r.flags().is_write() {
+                return true;
+            }
+            match nodes.parent_kind(r.node_id()) {
+                AstKind::AssignmentExpression(a) => {
+                    matches!(&a.left, AssignmentTarget::AssignmentTargetIdentifier(target)
+                        if target.reference_id.get() == Some(id))
+                        && typed(&a.right, is_numeric)
+                }
+                AstKind::UpdateExpression(_) => true,
+                _ => false,
+            }
+        })
+}
+
+/// See [`Numeric::typed`].
+fn typed(e: &Expression<'_>, is_numeric: &dyn Fn(&IdentifierReference<'_>) -> bool) -> bool {
+    let t = |e: &Expression<'_>| typed(e, is_numeric);
+    match e {
+        Expression::NumericLiteral(_)
+        | Expression::BooleanLiteral(_)
+        | Expression::NullLiteral(_) => true,
+        Expression::Identifier(id) => is_numeric(id),
+        Expression::ParenthesizedExpression(p) => t(&p.expression),
+        Expression::UnaryExpression(u) => {
+            matches!(
+                u.operator,
+                UnaryOperator::UnaryPlus
+                    | UnaryOperator::UnaryNegation
+                    | UnaryOperator::LogicalNot
+                    | UnaryOperator::BitwiseNot
+                    | UnaryOperator::Void
+            ) && t(&u.argument)
+        }
+        Expression::BinaryExpression(b) => !b.operator.is_relational() && t(&b.left) && t(&b.right),
+        Expression::LogicalExpression(l) => t(&l.left) && t(&l.right),
+        Expression::ConditionalExpression(c) => t(&c.test) && t(&c.consequent) && t(&c.alternate),
+        Expression::SequenceExpression(s) => s.expressions.iter().all(t),
+        Expression::UpdateExpression(u) => matches!(
+            &u.argument,
+            SimpleAssignmentTarget::AssignmentTargetIdentifier(id) if is_numeric(id)
+        ),
+        Expression::AssignmentExpression(a) => {
+            matches!(&a.left, AssignmentTarget::AssignmentTargetIdentifier(id) if is_numeric(id))
+                && t(&a.right)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::caps::ScriptCaps;
+    use crate::strip::{ADD_GUARD, TICK, strip};
+
+    /// The stripped script's `+` guards and ticks (the function body's own tick is one).
+    fn guards(source: &str) -> (usize, usize) {
+        let js = strip(source, &ScriptCaps::default()).unwrap().js;
+        let count = |name: &str| js.matches(&format!("{name}(")).count();
+        (count(ADD_GUARD), count(TICK))
+    }
+
+    #[test]
+    fn arithmetic_on_numeric_variables_has_no_guard() {
+        for numeric in [
+            "let s = 0; for (let i = 0; i < 10; i++) { s += i; } return s;",
+            "let s = 0, i = 0; while (i < 10) { s = s + i * 2 - 1; i += 1; } return s;",
+            "let x = 1; let i = 0; do { x = (x * 31 + i) | 0; if (x > 5) { continue; } else x = -x; i++; } while (i < 9); return x;",
+            "let a = 0, b = 0; for (;;) { a = b; b = a + 1; if (b > 9) break; } return a;",
+            "var n; for (let i = 0; i < 3; i++) { const t = i + 1; n = t + (n ?? 0); } return n;",
+        ] {
+            assert_eq!(guards(numeric).0, 0, "{numeric}");
+        }
+    }
+
+    #[test]
+    fn anything_that_could_hold_a_string_an_object_or_a_bigint_keeps_its_guards() {
+        for (source, adds, ticks) in [
+            // A later assignment of a string.
+            (
+                "let s = 0; s = 'a'; for (let i = 0; i < 3; i++) { s += i; } return s;",
+                1,
+                2,
+            ),
+            // A closure's assignment counts as well.
+            (
+                "let n = 0; const f = () => { n = 'x'; }; f(); return n + 1;",
+                1,
+                2,
+            ),
+            // Loop variables of for-of and for-in, parameters, calls, members, typeof.
+            (
+                "let t = 0; for (const x of [1]) { t += x; } return t;",
+                1,
+                2,
+            ),
+            (
+                "let t = 0; for (var k in {a: 1}) { t = t + k; } return t;",
+                1,
+                2,
+            ),
+            ("const f = (a) => a + 1; return f(1);", 1, 2),
+            ("let s = 0; s = s + Math.max(1, 2); return s;", 1, 1),
+            ("const o = {x: 1}; return o.x + 1;", 1, 1),
+            ("let t = typeof 1; return t + t;", 1, 1),
+            // BigInts are not numbers here (their arithmetic allocates).
+            ("let b = 1n; let c = 0; c = b; return c + 1;", 1, 1),
+            // Destructuring writes are not followed.
+            ("let a = 0; [a] = ['x']; return a + 1;", 1, 1),
+            // A direct eval or a with statement ends the analysis for the whole script.
+            ("let n = 0; eval('n = 1'); return n + 1;", 1, 1),
+            // A numeric variable assigned from one that is not.
+            ("let a = 0, b = 'x'; a = b; return a + 1;", 1, 1),
+        ] {
+            assert_eq!(guards(source).0, adds, "{source}");
+            assert!(guards(source).1 >= ticks, "{source}");
+        }
+    }
+}
