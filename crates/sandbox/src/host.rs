@@ -113,7 +113,12 @@ impl Host {
     pub fn finish(&self, context: &Context) {
         self.steps_used
             .set(self.steps_taken(context).min(self.caps.steps));
-        let live = lore_meter::live().min(self.caps.memory_bytes);
+        self.note_memory(lore_meter::live());
+    }
+
+    /// Keeps `live` as the run's memory peak if it is higher (counted up to the cap).
+    fn note_memory(&self, live: usize) {
+        let live = live.min(self.caps.memory_bytes);
         self.memory_peak.set(self.memory_peak.get().max(live));
     }
 
@@ -162,8 +167,7 @@ impl Host {
     pub fn check_memory(&self) -> JsResult<()> {
         let cap = self.caps.memory_bytes;
         let live = lore_meter::live();
-        self.memory_peak
-            .set(self.memory_peak.get().max(live.min(cap)));
+        self.note_memory(live);
         if live > cap.max(self.collect_above.get()) {
             boa_engine::gc::force_collect();
             lore_meter::collected();

@@ -130,12 +130,16 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl Answered {
     fn take(&self) -> Option<Option<Answer>> {
-        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        match slot.answer.take() {
-            Some(answer) => Some(Some(answer)),
-            None if slot.closed => Some(None),
-            None => None,
-        }
+        taken(&mut self.slot.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The answer in `slot`, `Some(None)` if its replying side went away, `None` while it waits.
+fn taken(slot: &mut Slot) -> Option<Option<Answer>> {
+    match slot.answer.take() {
+        Some(answer) => Some(Some(answer)),
+        None if slot.closed => Some(None),
+        None => None,
     }
 }
 
@@ -164,25 +168,21 @@ fn spin_for<T>(mut ready: impl FnMut() -> Option<T>) -> Option<T> {
 impl Future for Answered {
     type Output = Option<Answer>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Some(done) = self.take() {
-            return Poll::Ready(done);
-        }
         if !self.polled {
             self.polled = true;
             if let Some(done) = spin_for(|| self.take()) {
                 return Poll::Ready(done);
             }
         }
+        // Looked at under the lock the replying side takes: no wake is missed.
         let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        // Answered between the last look and taking the lock: no wake will come.
-        if let Some(answer) = slot.answer.take() {
-            return Poll::Ready(Some(answer));
+        match taken(&mut slot) {
+            Some(done) => Poll::Ready(done),
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
         }
-        if slot.closed {
-            return Poll::Ready(None);
-        }
-        slot.waker = Some(cx.waker().clone());
-        Poll::Pending
     }
 }
 
