@@ -637,6 +637,12 @@ async fn wall_clock_cases() {
         "await ctx.sleep(390); return 'a'.repeat(2000000).replace(/a/g, 'b').length",
         "for (;;) { await ctx.sleep(50) }",
         "await ctx.sleep(350); for (;;) { try { while (true) {} } catch (e) {} }",
+        // Loops of numeric arithmetic take their tick once per few thousand steps of weight
+        // (`strip::COUNTER`): nested, labelled, long-bodied, or inside a nested function.
+        "await ctx.sleep(300); let t = 0; a: for (;;) { for (let j = 0; j < 1e12; j++) { t = (t + j) % 7; if (t > 9) continue a; } }",
+        &format!("await ctx.sleep(300); let x = 0; do {{ {} }} while (x === x)", "x = (x * 3 + 1) % 1000003; ".repeat(3000)),
+        "await ctx.sleep(300); const f = () => { let n = 0; while (n >= 0) { n = (n + 1) | 0; } return n; }; return f()",
+        "await ctx.sleep(300); let i = 0; while (true) i++",
     ] {
         if std::env::var_os("LORE_HOSTILE_VERBOSE").is_some() {
             eprintln!("wall clock case: {code}");

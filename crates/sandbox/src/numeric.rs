@@ -1,7 +1,8 @@
 //! Which of a script's local variables only ever hold numbers, so the strip can leave their
 //! `+` alone ([`Numeric`]). The `+` guard exists for strings (one `s += s` doubles a string per
-//! step); a `+` of two numbers makes a number. (Loops keep their tick even when they only
-//! compute on numbers: it is where the wall clock is read, which holds whatever the steps cap.)
+//! step); a `+` of two numbers makes a number. A loop that only computes on them
+//! ([`Numeric::pure_loop`]) keeps its tick, where the wall clock is read whatever the steps cap,
+//! but takes it once per few thousand steps of weight rather than every turn (`strip::COUNTER`).
 //!
 //! A variable counts as numeric when it is declared by `let`, `const` or `var` with a plain name
 //! (not in a `for … in`/`for … of` head, not a parameter, function, class or catch binding) and
@@ -19,8 +20,9 @@ use std::collections::HashSet;
 
 use oxc::ast::AstKind;
 use oxc::ast::ast::{
-    AssignmentExpression, AssignmentTarget, BindingPattern, Expression, IdentifierReference,
-    Program, SimpleAssignmentTarget, UnaryOperator,
+    AssignmentExpression, AssignmentTarget, BindingPattern, Expression, ForStatementInit,
+    IdentifierReference, Program, SimpleAssignmentTarget, Statement, UnaryOperator,
+    VariableDeclaration, VariableDeclarationKind,
 };
 use oxc::semantic::{ReferenceId, Scoping, SemanticBuilder, SymbolId};
 
@@ -28,6 +30,7 @@ use oxc::semantic::{ReferenceId, Scoping, SemanticBuilder, SymbolId};
 #[derive(Default)]
 pub(crate) struct Numeric {
     refs: HashSet<ReferenceId>,
+    symbols: HashSet<SymbolId>,
 }
 
 impl Numeric {
@@ -68,7 +71,10 @@ impl Numeric {
             .iter()
             .flat_map(|s| scoping.get_resolved_reference_ids(*s).iter().copied())
             .collect();
-        Self { refs }
+        Self {
+            refs,
+            symbols: numeric,
+        }
     }
 
     fn is_numeric(&self, id: &IdentifierReference<'_>) -> bool {
@@ -81,6 +87,66 @@ impl Numeric {
     /// code or allocating.
     pub(crate) fn typed(&self, e: &Expression<'_>) -> bool {
         typed(e, &|id| self.is_numeric(id))
+    }
+
+    /// Whether `s` is a loop that only computes on numeric variables: its head, its body and
+    /// every statement in it are typed expressions, declarations of numeric variables with
+    /// typed values, `if`s on typed tests, blocks, `break`, `continue`, labels and such loops.
+    /// Such a loop calls no code and allocates nothing that outlives a turn (no call, no member,
+    /// no string, no object, no closure), so its memory cannot grow between two checks: its
+    /// tick may be taken once every few thousand steps (see `strip`'s counted tick).
+    pub(crate) fn pure_loop(&self, s: &Statement<'_>) -> bool {
+        let typed = |e: &Expression<'_>| self.typed(e);
+        match s {
+            Statement::ForStatement(f) => {
+                let init = match &f.init {
+                    None => true,
+                    Some(ForStatementInit::VariableDeclaration(d)) => self.pure_declaration(d),
+                    Some(init) => init.as_expression().is_some_and(typed),
+                };
+                init && f.test.as_ref().is_none_or(typed)
+                    && f.update.as_ref().is_none_or(typed)
+                    && self.pure(&f.body)
+            }
+            Statement::WhileStatement(w) => typed(&w.test) && self.pure(&w.body),
+            Statement::DoWhileStatement(w) => typed(&w.test) && self.pure(&w.body),
+            _ => false,
+        }
+    }
+
+    /// A statement a pure loop may hold (see [`Numeric::pure_loop`]).
+    fn pure(&self, s: &Statement<'_>) -> bool {
+        match s {
+            Statement::EmptyStatement(_)
+            | Statement::BreakStatement(_)
+            | Statement::ContinueStatement(_) => true,
+            Statement::ExpressionStatement(e) => self.typed(&e.expression),
+            Statement::VariableDeclaration(d) => self.pure_declaration(d),
+            Statement::BlockStatement(b) => b.body.iter().all(|s| self.pure(s)),
+            Statement::IfStatement(i) => {
+                self.typed(&i.test)
+                    && self.pure(&i.consequent)
+                    && i.alternate.as_ref().is_none_or(|s| self.pure(s))
+            }
+            Statement::LabeledStatement(l) => self.pure(&l.body),
+            _ => self.pure_loop(s),
+        }
+    }
+
+    /// `let`/`const`/`var` of numeric variables only, each with a typed value or none.
+    fn pure_declaration(&self, d: &VariableDeclaration<'_>) -> bool {
+        matches!(
+            d.kind,
+            VariableDeclarationKind::Let
+                | VariableDeclarationKind::Const
+                | VariableDeclarationKind::Var
+        ) && d.declarations.iter().all(|v| {
+            let BindingPattern::BindingIdentifier(b) = &v.id else {
+                return false;
+            };
+            b.symbol_id.get().is_some_and(|s| self.symbols.contains(&s))
+                && v.init.as_ref().is_none_or(|e| self.typed(e))
+        })
     }
 
     /// Whether `a` assigns a typed value to a numeric variable (`n += 1`).
@@ -186,7 +252,7 @@ fn assigns_typed(
 #[cfg(test)]
 mod tests {
     use crate::caps::ScriptCaps;
-    use crate::strip::{ADD_GUARD, TICK, strip};
+    use crate::strip::{ADD_GUARD, COUNTER, TICK, strip};
 
     /// The stripped script's `+` guards and ticks (the function body's own tick is one).
     fn guards(source: &str) -> (usize, usize) {
@@ -206,6 +272,73 @@ mod tests {
         ] {
             // The function body's tick and the loop's: the wall clock is read there.
             assert_eq!(guards(numeric), (0, 2), "{numeric}");
+        }
+    }
+
+    /// How many loops of the stripped script take a counted tick.
+    fn counted(source: &str) -> usize {
+        let js = strip(source, &ScriptCaps::default()).unwrap().js;
+        js.matches(&format!("{COUNTER} -=")).count()
+    }
+
+    #[test]
+    fn loops_of_numeric_arithmetic_take_a_counted_tick_and_others_a_tick_every_turn() {
+        for (source, pure) in [
+            (
+                "let s = 0; for (let i = 0; i < 9; i++) { s += i; } return s;",
+                1,
+            ),
+            ("let i = 0; while (i < 9) i++; return i;", 1),
+            ("for (;;) {} return 1;", 1),
+            (
+                "let x = 0; do { x = (x * 31 + 7) | 0; if (x > 5) continue; else { x = -x; } } while (x < 9); return x;",
+                1,
+            ),
+            // Nested, labelled, declarations inside: both loops.
+            (
+                "let t = 0; a: for (let i = 0; i < 3; i++) { for (let j = 0; j < 3; j++) { const k = i * j; if (k > 2) continue a; t += k; } } return t;",
+                2,
+            ),
+            // An outer loop with a call keeps its tick every turn; its inner numeric loop counts.
+            (
+                "let t = 0; for (let i = 0; i < 3; i++) { ctx.log('x'); for (let j = 0; j < 3; j++) t += j; } return t;",
+                1,
+            ),
+            // A call, a member, a string, an object, a closure, a parameter, a for-of: every turn.
+            (
+                "let t = 0; for (let i = 0; i < 3; i++) { t = t + Math.abs(i); } return t;",
+                0,
+            ),
+            (
+                "const a = [1]; let t = 0; for (let i = 0; i < 1; i++) { t = a[0]; } return t;",
+                0,
+            ),
+            (
+                "let s = ''; for (let i = 0; i < 3; i++) { s += 'a'; } return s;",
+                0,
+            ),
+            (
+                "let t = 0; for (let i = 0; i < 3; i++) { const o = {}; } return t;",
+                0,
+            ),
+            (
+                "let t = 0; for (let i = 0; i < 3; i++) { const f = () => 1; } return t;",
+                0,
+            ),
+            (
+                "const f = (n) => { let t = 0; for (let i = 0; i < n; i++) t += i; return t; }; return f(3);",
+                0,
+            ),
+            (
+                "let t = 0; for (const x of [1, 2]) { t = t + 1; } return t;",
+                0,
+            ),
+            (
+                "let t = 0; while (t < 3) { try { t++; } catch {} } return t;",
+                0,
+            ),
+        ] {
+            assert_eq!(counted(source), pure, "{source}");
         }
     }
 

@@ -170,9 +170,11 @@ pub(crate) fn call_sdk(path: String, args: &JsValue, context: &mut Context) -> J
 
 /// `__lore_tick()`, at the top of every loop body and function body: the checks no engine step
 /// makes (memory, the host's share of the steps, the wall clock; see [`Host::checkpoint`]).
+/// It answers the weight a pure loop may spend before its next tick
+/// ([`crate::strip::PURE_LOOP_BUDGET`]).
 pub(crate) fn tick(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     host(context).checkpoint(context)?;
-    Ok(JsValue::undefined())
+    Ok(JsValue::from(crate::strip::PURE_LOOP_BUDGET))
 }
 
 /// `__lore_add(a, b)`: `a + b`, then the string cap on a string result.

@@ -71,6 +71,15 @@ pub const TICK: &str = "__lore_tick";
 /// What a regular expression literal becomes: `/a+/g` is `__lore_regexp("a+", "g")`, a
 /// RegExp that lore's matcher runs (see `sandbox::regexp`).
 pub const REGEXP: &str = "__lore_regexp";
+/// The counter a [pure loop](Numeric::pure_loop) spends its weight from before it takes a tick:
+/// `if ((__lore_n -= W) < 0) __lore_n = __lore_tick();`, where `W` is the loop's length in the
+/// source (at least its number of engine steps per turn) and the tick answers
+/// [`PURE_LOOP_BUDGET`]. One counter for the whole script, declared by the wrapper.
+pub const COUNTER: &str = "__lore_n";
+const COUNTER_DECLARATION: &str = "let __lore_n = 0;";
+/// How much loop weight goes by between two ticks of pure loops: a few thousand engine steps,
+/// of the order of the clock's own period ([`crate::host::CLOCK_EVERY_STEPS`]).
+pub const PURE_LOOP_BUDGET: u32 = 8_192;
 /// Scripts may not name the guards (a local `__lore_add` would shadow the global one).
 const RESERVED_PREFIX: &str = "__lore_";
 /// The guards the script's code reaches as parameters of a function around it, in this order
@@ -78,7 +87,7 @@ const RESERVED_PREFIX: &str = "__lore_";
 /// one is a lookup by name on every `+` and every loop turn. No script can name them.
 pub const GUARD_PARAMS: [&str; 4] = [ADD_GUARD, STRING_GUARD, TICK, REGEXP];
 const GUARDS_PREFIX: &str =
-    "(function (__lore_add, __lore_str, __lore_tick, __lore_regexp) { return ";
+    "(function (__lore_add, __lore_str, __lore_tick, __lore_regexp) { let __lore_n = 0; return ";
 const GUARDS_SUFFIX: &str = " })";
 
 /// Rewrites `a + b` to `__lore_add(a, b)`, `x += v` to `x = __lore_add(x, v)` for plain names
@@ -91,6 +100,10 @@ struct GuardConcatenation<'a> {
     alloc: &'a Allocator,
     /// The numeric variables: their `+` needs no guard.
     numeric: Numeric,
+    /// Per function body being rewritten, whether a pure loop in it (not in a nested function)
+    /// spends from the [`COUNTER`]: the body then declares its own, a local binding the engine
+    /// reaches without a lookup through the scope chain (the wrapper's is the fallback).
+    counters: Vec<bool>,
 }
 
 impl<'a> GuardConcatenation<'a> {
@@ -128,6 +141,73 @@ impl<'a> GuardConcatenation<'a> {
         *body = Statement::new_block_statement(span, statements, &self.ast);
     }
 
+    /// Puts a counted tick first in a pure loop's body (see [`COUNTER`]): `weight` is the
+    /// loop's length in the source.
+    fn count_loop_body(&self, body: &mut Statement<'a>, weight: u32) {
+        use oxc::ast::ast::NumberBase;
+        use oxc::span::GetSpan;
+        let span = body.span();
+        let counter =
+            || AssignmentTarget::new_assignment_target_identifier(span, COUNTER, &self.ast);
+        let weight = Expression::new_numeric_literal(
+            span,
+            weight.max(1).into(),
+            None,
+            NumberBase::Decimal,
+            &self.ast,
+        );
+        let spent = Expression::new_assignment_expression(
+            span,
+            AssignmentOperator::Subtraction,
+            counter(),
+            weight,
+            &self.ast,
+        );
+        let zero = Expression::new_numeric_literal(span, 0.0, None, NumberBase::Decimal, &self.ast);
+        let test = Expression::new_binary_expression(
+            span,
+            spent,
+            BinaryOperator::LessThan,
+            zero,
+            &self.ast,
+        );
+        let refill = Expression::new_assignment_expression(
+            span,
+            AssignmentOperator::Assign,
+            counter(),
+            self.tick(span),
+            &self.ast,
+        );
+        let refill = Statement::new_expression_statement(span, refill, &self.ast);
+        let check = Statement::new_if_statement(span, test, refill, None, &self.ast);
+        if let Statement::BlockStatement(block) = body {
+            block.body.insert(0, check);
+            return;
+        }
+        let inner = body.take_in(&self.ast);
+        let statements = oxc::allocator::Vec::from_iter_in([check, inner], &self.ast);
+        *body = Statement::new_block_statement(span, statements, &self.ast);
+    }
+
+    /// Ticks a loop's body: a counted tick for a pure loop, else a tick every turn.
+    fn tick_loop(&mut self, weight: Option<u32>, body: &mut Statement<'a>) {
+        match weight {
+            Some(w) => {
+                if let Some(counted) = self.counters.last_mut() {
+                    *counted = true;
+                }
+                self.count_loop_body(body, w);
+            }
+            None => self.tick_loop_body(body),
+        }
+    }
+
+    /// A loop's weight if it is pure (checked before its children are rewritten).
+    fn pure_weight(&self, s: &Statement<'a>) -> Option<u32> {
+        use oxc::span::GetSpan;
+        self.numeric.pure_loop(s).then(|| s.span().size())
+    }
+
     /// A read of an assignment target that can be evaluated twice without side effects of its
     /// own: `x`, `o.p`, `o[k]` with `o` and `k` plain names or literals.
     fn reread(&self, target: &AssignmentTarget<'a>) -> Option<Expression<'a>> {
@@ -160,7 +240,18 @@ impl<'a> GuardConcatenation<'a> {
 
 impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
     fn visit_function_body(&mut self, it: &mut oxc::ast::ast::FunctionBody<'a>) {
+        self.counters.push(false);
         walk_mut::walk_function_body(self, it);
+        if self.counters.pop() == Some(true) {
+            let declared = Parser::new(self.alloc, COUNTER_DECLARATION, SourceType::mjs())
+                .parse()
+                .program
+                .body
+                .into_iter()
+                .next();
+            it.statements.extend(declared);
+            it.statements.rotate_right(1);
+        }
         let tick = self.tick_statement(it.span);
         it.statements.insert(0, tick);
     }
@@ -179,19 +270,15 @@ impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
         }
     }
 
-    fn visit_while_statement(&mut self, it: &mut oxc::ast::ast::WhileStatement<'a>) {
-        walk_mut::walk_while_statement(self, it);
-        self.tick_loop_body(&mut it.body);
-    }
-
-    fn visit_do_while_statement(&mut self, it: &mut oxc::ast::ast::DoWhileStatement<'a>) {
-        walk_mut::walk_do_while_statement(self, it);
-        self.tick_loop_body(&mut it.body);
-    }
-
-    fn visit_for_statement(&mut self, it: &mut oxc::ast::ast::ForStatement<'a>) {
-        walk_mut::walk_for_statement(self, it);
-        self.tick_loop_body(&mut it.body);
+    fn visit_statement(&mut self, it: &mut Statement<'a>) {
+        let weight = self.pure_weight(it);
+        walk_mut::walk_statement(self, it);
+        match it {
+            Statement::WhileStatement(w) => self.tick_loop(weight, &mut w.body),
+            Statement::DoWhileStatement(w) => self.tick_loop(weight, &mut w.body),
+            Statement::ForStatement(f) => self.tick_loop(weight, &mut f.body),
+            _ => {}
+        }
     }
 
     fn visit_for_in_statement(&mut self, it: &mut oxc::ast::ast::ForInStatement<'a>) {
@@ -398,6 +485,7 @@ pub fn strip(source: &str, caps: &ScriptCaps) -> Result<Stripped, StripError> {
         ast: AstBuilder::new(&allocator),
         alloc: &allocator,
         numeric,
+        counters: Vec::new(),
     }
     .visit_program(&mut program);
     let generated = Codegen::new()
