@@ -640,7 +640,10 @@ async fn wall_clock_cases() {
         // Loops of numeric arithmetic take their tick once per few thousand steps of weight
         // (`strip::COUNTER`): nested, labelled, long-bodied, or inside a nested function.
         "await ctx.sleep(300); let t = 0; a: for (;;) { for (let j = 0; j < 1e12; j++) { t = (t + j) % 7; if (t > 9) continue a; } }",
-        &format!("await ctx.sleep(300); let x = 0; do {{ {} }} while (x === x)", "x = (x * 3 + 1) % 1000003; ".repeat(3000)),
+        &format!(
+            "await ctx.sleep(300); let x = 0; do {{ {} }} while (x === x)",
+            "x = (x * 3 + 1) % 1000003; ".repeat(3000)
+        ),
         "await ctx.sleep(300); const f = () => { let n = 0; while (n >= 0) { n = (n + 1) | 0; } return n; }; return f()",
         "await ctx.sleep(300); let i = 0; while (true) i++",
     ] {

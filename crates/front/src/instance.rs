@@ -174,6 +174,19 @@ impl Lore {
     }
 
     pub fn server_info(&self) -> Value {
-        json!({ "name": "lore", "title": "lore", "version": lore_base::VERSION })
+        server_info()
     }
+
+    /// [`Lore::server_info`], serialized once per process.
+    pub fn server_info_bytes(&self) -> &'static [u8] {
+        static BYTES: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+            serde_json::to_vec(&server_info()).expect("the server's info serializes")
+        });
+        &BYTES
+    }
+}
+
+/// The server's name and version, as MCP's `serverInfo`.
+fn server_info() -> Value {
+    json!({ "name": "lore", "title": "lore", "version": lore_base::VERSION })
 }

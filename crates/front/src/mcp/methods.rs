@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::exchange::Exchange;
 use super::jsonrpc::RpcError;
+use super::result::ToolResult;
 
 /// `tools/list`.
 pub fn tools_list(ex: &Exchange<'_>) -> Value {
@@ -33,8 +34,17 @@ pub fn tools_list_bytes(ex: &Exchange<'_>) -> Rc<[u8]> {
     bytes
 }
 
-/// `tools/call`.
+/// `tools/call`, marked for its era.
 pub async fn tools_call(ex: &Exchange<'_>, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let result = call_tool(ex, params).await?;
+    Ok(ex.finish_result(result.into_value(), false))
+}
+
+/// `tools/call`'s result, before it is marked for its era.
+pub async fn call_tool(
+    ex: &Exchange<'_>,
+    params: &Map<String, Value>,
+) -> Result<ToolResult, RpcError> {
     #[cfg(feature = "conformance-fixtures")]
     if let Some(Value::String(name)) = params.get("name") {
         let args = match params.get("arguments") {
@@ -45,7 +55,7 @@ pub async fn tools_call(ex: &Exchange<'_>, params: &Map<String, Value>) -> Resul
         if let Some(args) = args
             && let Some(result) = super::fixtures::call(ex, name, &args).await
         {
-            return result.map(|r| ex.finish_result(r, false));
+            return result.map(ToolResult::Whole);
         }
     }
     ex.tools_call(params).await

@@ -17,6 +17,7 @@ pub mod jsonrpc;
 mod legacy;
 mod methods;
 pub mod reply;
+pub mod result;
 mod stateless;
 pub mod versions;
 

@@ -170,6 +170,16 @@ pub async fn handle(
             return Reply::raw_result(&id, &super::methods::tools_list_bytes(&ex));
         }
         "tools/list" => Ok(super::methods::tools_list(&ex)),
+        // Nothing to stream before it: the result is written to bytes, its value serialized once.
+        "tools/call" if ex.progress_token.is_none() => {
+            match super::methods::call_tool(&ex, &params).await {
+                Ok(result) if !ex.has_notifications() => {
+                    return Reply::raw_result(&id, &result.bytes(lore.server_info_bytes()));
+                }
+                Ok(result) => Ok(ex.finish_result(result.into_value(), false)),
+                Err(e) => Err(e),
+            }
+        }
         "tools/call" => super::methods::tools_call(&ex, &params).await,
         _ => {
             #[cfg(feature = "conformance-fixtures")]
