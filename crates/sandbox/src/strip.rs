@@ -71,7 +71,7 @@ pub const TICK: &str = "__lore_tick";
 /// What a regular expression literal becomes: `/a+/g` is `__lore_regexp("a+", "g")`, a
 /// RegExp that lore's matcher runs (see `sandbox::regexp`).
 pub const REGEXP: &str = "__lore_regexp";
-/// The counter a [pure loop](Numeric::pure_loop) spends its weight from before it takes a tick:
+/// The counter a pure loop (`numeric::Numeric::pure_loop`) spends its weight from before it takes a tick:
 /// `if ((__lore_n -= W) < 0) __lore_n = __lore_tick();`, where `W` is the loop's length in the
 /// source (at least its number of engine steps per turn) and the tick answers
 /// [`PURE_LOOP_BUDGET`]. One counter for the whole script, declared by the wrapper.
