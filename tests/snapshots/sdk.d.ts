@@ -469,7 +469,7 @@ interface LoreSdk {
     }): Promise<Entity>;
     /** Read up to 100 records (entities) by id in one call, in the order given; ids that do not exist are left out. Access: read. */
     get_many(args: {
-      /** Entity ids (`ent_…`), 1 to 100. */
+      /** Entity ids (`ent_…`). */
       ids: string[];
     }): Promise<Entity[]>;
     /** List records (entities), optionally of one type and where properties equal given values; paginated with cursor. Access: read. */

@@ -71,10 +71,11 @@ pub const TICK: &str = "__lore_tick";
 /// What a regular expression literal becomes: `/a+/g` is `__lore_regexp("a+", "g")`, a
 /// RegExp that lore's matcher runs (see `sandbox::regexp`).
 pub const REGEXP: &str = "__lore_regexp";
-/// The counter a pure loop (`numeric::Numeric::pure_loop`) spends its weight from before it takes a tick:
-/// `if ((__lore_n -= W) < 0) __lore_n = __lore_tick();`, where `W` is the loop's length in the
-/// source (at least its number of engine steps per turn) and the tick answers
-/// [`PURE_LOOP_BUDGET`]. One counter for the whole script, declared by the wrapper.
+/// The counter a pure loop (`numeric::Numeric::pure_loop`) spends its weight from before it
+/// takes a tick: `if ((__lore_n -= W) < 0) __lore_n = __lore_tick();`, where `W` is the loop's
+/// length in the source (at least its number of engine steps per turn) and the tick answers
+/// [`PURE_LOOP_BUDGET`]. Each function body holding such a loop declares its own (a local the
+/// engine reaches without walking the scope chain); the wrapper's is the fallback.
 pub const COUNTER: &str = "__lore_n";
 const COUNTER_DECLARATION: &str = "let __lore_n = 0;";
 /// How much loop weight goes by between two ticks of pure loops: a few thousand engine steps,
@@ -203,9 +204,12 @@ impl<'a> GuardConcatenation<'a> {
     }
 
     /// A loop's weight if it is pure (checked before its children are rewritten).
+    /// A loop with no length in the source (made by a transform) has no weight to go by: it
+    /// ticks every turn.
     fn pure_weight(&self, s: &Statement<'a>) -> Option<u32> {
         use oxc::span::GetSpan;
-        self.numeric.pure_loop(s).then(|| s.span().size())
+        let size = s.span().size();
+        (size > 0 && self.numeric.pure_loop(s)).then_some(size)
     }
 
     /// A read of an assignment target that can be evaluated twice without side effects of its

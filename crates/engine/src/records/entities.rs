@@ -52,8 +52,8 @@ pub struct GetEntity {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetEntities {
-    /// Entity ids (`ent_…`), 1 to 100.
-    #[schemars(length(min = 1, max = 100))]
+    /// Entity ids (`ent_…`).
+    #[schemars(length(min = 1, max = MAX_GET_MANY))]
     pub ids: Vec<String>,
 }
 
