@@ -48,8 +48,7 @@ fn call(
     );
     let line = Line::of(&response)
         .expect("every response carries its line")
-        .0
-        .clone();
+        .to_string();
     let header = response.headers()[REQUEST_ID_HEADER]
         .to_str()
         .unwrap()

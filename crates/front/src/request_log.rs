@@ -99,7 +99,7 @@ impl RequestLog {
     }
 
     /// Writes the request's line through `tracing` (natively, `--log-format json` makes it
-    /// JSON) and returns it as one JSON object, for adapters without a subscriber to print.
+    /// JSON) and returns it, for adapters without a subscriber to print as one JSON object.
     pub fn emit(&self, method: &str, path: &str, status: u16, duration_ms: i64) -> Line {
         let f = self.facts.lock().map(|f| f.clone()).unwrap_or_default();
         let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
@@ -118,29 +118,50 @@ impl RequestLog {
             cap = %or_dash(&f.cap),
             "request"
         );
-        Line(
-            serde_json::json!({
-                "target": "lore::request",
-                "request_id": self.id,
-                "method": method,
-                "path": path,
-                "status": status,
-                "duration_ms": duration_ms,
-                "org": f.org,
-                "principal": f.principal,
-                "rpc_method": f.rpc_method,
-                "tool": f.tool,
-                "error_code": f.error_code,
-                "cap": f.cap,
-            })
-            .to_string(),
-        )
+        Line {
+            request_id: self.id.clone(),
+            method: method.to_string(),
+            path: path.to_string(),
+            status,
+            duration_ms,
+            facts: f,
+        }
     }
 }
 
-/// A request's log line as JSON, left in the response's extensions by `Lore::serve`.
+/// A request's log line, left in the response's extensions by `Lore::serve`: the hosts that
+/// print it (Workers, Spin) write it as JSON (`Display`); natively `tracing` writes it, and
+/// the JSON is never made.
 #[derive(Debug, Clone)]
-pub struct Line(pub String);
+pub struct Line {
+    request_id: String,
+    method: String,
+    path: String,
+    status: u16,
+    duration_ms: i64,
+    facts: Facts,
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let f = &self.facts;
+        let json = serde_json::json!({
+            "target": "lore::request",
+            "request_id": self.request_id,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+            "org": f.org,
+            "principal": f.principal,
+            "rpc_method": f.rpc_method,
+            "tool": f.tool,
+            "error_code": f.error_code,
+            "cap": f.cap,
+        });
+        write!(out, "{json}")
+    }
+}
 
 impl Line {
     /// The line `Lore::serve` left on `response`, if any.

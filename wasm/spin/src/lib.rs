@@ -170,7 +170,7 @@ async fn handle(request: Request) -> Reply {
     let response = lore.handle(request).await;
     // The request's structured log line: Spin keeps a component's standard output as its log.
     if let Some(line) = lore_front::request_log::Line::of(&response) {
-        println!("{}", line.0);
+        println!("{line}");
     }
     // The instance ends with this request and its memory with it: taking the instance's caches
     // apart first would only delay the answer.

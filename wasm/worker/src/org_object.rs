@@ -506,6 +506,6 @@ fn hand_over(state: &Rc<State>, after: &AfterAnswer) {
 /// The request's structured log line, for `wrangler tail` and Workers Logs.
 pub(crate) fn log(response: &http::Response<Vec<u8>>) {
     if let Some(line) = lore_front::request_log::Line::of(response) {
-        worker::console_log!("{}", line.0);
+        worker::console_log!("{line}");
     }
 }
