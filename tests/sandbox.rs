@@ -127,6 +127,34 @@ fn the_module_form_and_the_dollar_alias_work() {
 }
 
 #[test]
+fn numeric_loops_count_their_turns_in_every_place_a_loop_can_be() {
+    let h = harness();
+    // At a module's top level, in a class's static block, in a generator, nested and labelled:
+    // each finds its counter, and all compute what they would without it.
+    for (source, expected) in [
+        (
+            "let s = 0;\nfor (let i = 0; i < 100000; i++) s += i;\nexport default async () => s;",
+            json!(4_999_950_000_i64),
+        ),
+        (
+            "class C { static n = 0; static { let t = 0; for (let i = 0; i < 20000; i++) t += 2; C.n = t; } }\nreturn C.n;",
+            json!(40_000),
+        ),
+        (
+            "function* g() { let t = 0; while (t < 30000) t++; yield t; }\nreturn g().next().value;",
+            json!(30_000),
+        ),
+        (
+            "let t = 0; a: for (let i = 0; i < 300; i++) { for (let j = 0; j < 300; j++) { if (j > i) continue a; t += 1; } }\nreturn t;",
+            json!(45_150),
+        ),
+    ] {
+        let r = query(&h, source);
+        assert_eq!(ok(&r)["result"], expected, "{source}");
+    }
+}
+
+#[test]
 fn a_run_writes_reads_its_own_writes_and_commits_once() {
     let h = harness();
     let r = run(
