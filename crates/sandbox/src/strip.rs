@@ -128,22 +128,21 @@ impl<'a> GuardConcatenation<'a> {
         Statement::new_expression_statement(span, self.tick(span), &self.ast)
     }
 
-    /// Puts a tick first in a loop's body, making the body a block if it is not one.
-    fn tick_loop_body(&self, body: &mut Statement<'a>) {
+    /// Puts `first` at the top of a loop's body, making the body a block if it is not one.
+    fn put_first(&self, body: &mut Statement<'a>, first: Statement<'a>) {
         use oxc::span::GetSpan;
-        let span = body.span();
         if let Statement::BlockStatement(block) = body {
-            block.body.insert(0, self.tick_statement(span));
+            block.body.insert(0, first);
             return;
         }
+        let span = body.span();
         let inner = body.take_in(&self.ast);
-        let statements =
-            oxc::allocator::Vec::from_iter_in([self.tick_statement(span), inner], &self.ast);
+        let statements = oxc::allocator::Vec::from_iter_in([first, inner], &self.ast);
         *body = Statement::new_block_statement(span, statements, &self.ast);
     }
 
     /// Puts a counted tick first in a pure loop's body (see [`COUNTER`]): `weight` is the
-    /// loop's length in the source.
+    /// loop's length in the source (more than zero: [`Self::pure_weight`]).
     fn count_loop_body(&self, body: &mut Statement<'a>, weight: u32) {
         use oxc::ast::ast::NumberBase;
         use oxc::span::GetSpan;
@@ -152,7 +151,7 @@ impl<'a> GuardConcatenation<'a> {
             || AssignmentTarget::new_assignment_target_identifier(span, COUNTER, &self.ast);
         let weight = Expression::new_numeric_literal(
             span,
-            weight.max(1).into(),
+            weight.into(),
             None,
             NumberBase::Decimal,
             &self.ast,
@@ -181,13 +180,7 @@ impl<'a> GuardConcatenation<'a> {
         );
         let refill = Statement::new_expression_statement(span, refill, &self.ast);
         let check = Statement::new_if_statement(span, test, refill, None, &self.ast);
-        if let Statement::BlockStatement(block) = body {
-            block.body.insert(0, check);
-            return;
-        }
-        let inner = body.take_in(&self.ast);
-        let statements = oxc::allocator::Vec::from_iter_in([check, inner], &self.ast);
-        *body = Statement::new_block_statement(span, statements, &self.ast);
+        self.put_first(body, check);
     }
 
     /// Ticks a loop's body: a counted tick for a pure loop, else a tick every turn.
@@ -199,7 +192,11 @@ impl<'a> GuardConcatenation<'a> {
                 }
                 self.count_loop_body(body, w);
             }
-            None => self.tick_loop_body(body),
+            None => {
+                use oxc::span::GetSpan;
+                let tick = self.tick_statement(body.span());
+                self.put_first(body, tick);
+            }
         }
     }
 
@@ -281,18 +278,11 @@ impl<'a> VisitMut<'a> for GuardConcatenation<'a> {
             Statement::WhileStatement(w) => self.tick_loop(weight, &mut w.body),
             Statement::DoWhileStatement(w) => self.tick_loop(weight, &mut w.body),
             Statement::ForStatement(f) => self.tick_loop(weight, &mut f.body),
+            // Never pure: each turn binds a value the loop did not compute.
+            Statement::ForInStatement(f) => self.tick_loop(weight, &mut f.body),
+            Statement::ForOfStatement(f) => self.tick_loop(weight, &mut f.body),
             _ => {}
         }
-    }
-
-    fn visit_for_in_statement(&mut self, it: &mut oxc::ast::ast::ForInStatement<'a>) {
-        walk_mut::walk_for_in_statement(self, it);
-        self.tick_loop_body(&mut it.body);
-    }
-
-    fn visit_for_of_statement(&mut self, it: &mut oxc::ast::ast::ForOfStatement<'a>) {
-        walk_mut::walk_for_of_statement(self, it);
-        self.tick_loop_body(&mut it.body);
     }
 
     fn visit_expression(&mut self, expr: &mut Expression<'a>) {
