@@ -34,25 +34,16 @@ impl ToolResult {
         }
     }
 
-    /// The result of the 2026-07-28 era as JSON bytes: what [`ToolResult::into_value`] and
-    /// `Exchange::finish_result` make (`resultType` and the server's info in `_meta`), with the
-    /// value serialized once. `server_info` is the server's info, serialized.
-    pub fn bytes(self, server_info: &[u8]) -> Vec<u8> {
+    /// A tool's value as the 2026-07-28 era's result in JSON bytes: what
+    /// [`ToolResult::into_value`] and `Exchange::finish_result` make (`resultType` and the
+    /// server's info in `_meta`), with the value serialized once. `server_info` is the server's
+    /// info, serialized. `None` for a [`ToolResult::Whole`] result, which has no value to
+    /// serialize once: it goes through `finish_result` as it is.
+    pub fn bytes(&self, server_info: &[u8]) -> Option<Vec<u8>> {
         let (value, untrusted) = match self {
             Self::Success(v) => (v, false),
             Self::Untrusted(v) => (v, true),
-            Self::Whole(_) => {
-                let mut value = self.into_value();
-                if let Some(obj) = value.as_object_mut() {
-                    obj.entry("resultType").or_insert(json!("complete"));
-                    let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-                    if let Some(meta) = meta.as_object_mut() {
-                        let info = serde_json::from_slice(server_info).unwrap_or(Value::Null);
-                        meta.insert(SERVER_INFO.into(), info);
-                    }
-                }
-                return serde_json::to_vec(&value).expect("a JSON value serializes");
-            }
+            Self::Whole(_) => return None,
         };
         let text = value.to_string();
         let mut out = Vec::with_capacity(2 * text.len() + server_info.len() + 320);
@@ -60,7 +51,8 @@ impl ToolResult {
         if untrusted {
             out.extend_from_slice(br#""lore/untrusted_content":true,"#);
         }
-        out.extend_from_slice(br#""io.modelcontextprotocol/serverInfo":"#);
+        write_string(&mut out, SERVER_INFO);
+        out.push(b':');
         out.extend_from_slice(server_info);
         out.extend_from_slice(br#"},"content":["#);
         if untrusted {
@@ -75,7 +67,7 @@ impl ToolResult {
         );
         out.extend_from_slice(text.as_bytes());
         out.push(b'}');
-        out
+        Some(out)
     }
 }
 
@@ -139,7 +131,6 @@ mod tests {
             "results": [{ "id": "m1", "text": "a \"quoted\"\nline\u{1}, é, </script>", "score": 0.5 }],
             "next": null,
         });
-        let error = tool_error(&LoreError::invalid("query", "bad query"));
         for (result, expected) in [
             (
                 ToolResult::Success(value.clone()),
@@ -149,11 +140,13 @@ mod tests {
                 ToolResult::Untrusted(value.clone()),
                 untrusted_rows(value.clone()),
             ),
-            (ToolResult::Whole(error.clone()), error),
         ] {
-            let bytes = result.bytes(&info_bytes);
+            let bytes = result.bytes(&info_bytes).unwrap();
             let parsed: Value = serde_json::from_slice(&bytes).unwrap();
             assert_eq!(parsed, finished(expected, &info));
         }
+        // A whole result (an error) is marked as a JSON tree, by `finish_result`.
+        let error = tool_error(&LoreError::invalid("query", "bad query"));
+        assert_eq!(ToolResult::Whole(error).bytes(&info_bytes), None);
     }
 }

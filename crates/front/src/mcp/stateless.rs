@@ -170,17 +170,18 @@ pub async fn handle(
             return Reply::raw_result(&id, &super::methods::tools_list_bytes(&ex));
         }
         "tools/list" => Ok(super::methods::tools_list(&ex)),
-        // Nothing to stream before it: the result is written to bytes, its value serialized once.
-        "tools/call" if ex.progress_token.is_none() => {
-            match super::methods::call_tool(&ex, &params).await {
-                Ok(result) if !ex.has_notifications() => {
-                    return Reply::raw_result(&id, &result.bytes(lore.server_info_bytes()));
-                }
-                Ok(result) => Ok(ex.finish_result(result.into_value(), false)),
-                Err(e) => Err(e),
+        "tools/call" => {
+            let result = super::methods::call_tool(&ex, &params).await;
+            // Nothing to stream before it: a tool's value is written to bytes, serialized once.
+            if let Ok(r) = &result
+                && ex.progress_token.is_none()
+                && !ex.has_notifications()
+                && let Some(bytes) = r.bytes(lore.server_info_bytes())
+            {
+                return Reply::raw_result(&id, &bytes);
             }
+            result.map(|r| ex.finish_result(r.into_value(), false))
         }
-        "tools/call" => super::methods::tools_call(&ex, &params).await,
         _ => {
             #[cfg(feature = "conformance-fixtures")]
             if let Some(r) = super::fixtures::dispatch(&ex, &method, &params).await {
