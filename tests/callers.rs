@@ -185,3 +185,55 @@ fn callers_are_kept_per_token() {
     let (status, _) = list(&t.lore, "lore_not-a-real-token");
     assert_eq!(status, 401);
 }
+
+fn search(lore: &Lore, token: &str, query: &str) -> Value {
+    let (status, body) = post(
+        lore,
+        token,
+        "/mcp",
+        "tools/call",
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "search_memory", "arguments": {"query": query}, "_meta": meta()}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(body["result"]["isError"], true, "{body}");
+    body["result"]["structuredContent"]["results"].clone()
+}
+
+/// A warm `search_memory` repeated over an unchanged index reads the org's auth stamp and its
+/// memory event sequence number and nothing else (its answer is the text kept from the first);
+/// a memory saved through the other instance moves the number, and the next search finds it.
+#[test]
+fn a_warm_repeated_search_reads_the_stamp_and_the_sequence_alone() {
+    let t = two();
+    assert_eq!(
+        save(&t.lore, &t.owner, "the heron nests by the weir").0,
+        200
+    );
+    let first = search(&t.lore, &t.owner, "heron weir");
+    assert_eq!(first.as_array().map(Vec::len), Some(1), "{first}");
+    for _ in 0..3 {
+        let (before, _, _) = t.counted.counts();
+        assert_eq!(search(&t.lore, &t.owner, "heron weir"), first);
+        let (after, _, _) = t.counted.counts();
+        assert_eq!(
+            after - before,
+            2,
+            "two reads: the auth stamp, the sequence number"
+        );
+    }
+    assert_eq!(
+        save(&t.other, &t.owner, "a second heron by the weir").0,
+        200
+    );
+    let (before, _, _) = t.counted.counts();
+    let second = search(&t.lore, &t.owner, "heron weir");
+    let (after, _, _) = t.counted.counts();
+    assert_eq!(second.as_array().map(Vec::len), Some(2), "{second}");
+    assert!(
+        after - before > 2,
+        "the new event is read: {}",
+        after - before
+    );
+    assert_eq!(search(&t.lore, &t.owner, "heron weir"), second);
+}

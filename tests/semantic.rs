@@ -13,9 +13,10 @@ use serde_json::json;
 
 use common::{Harness, ids};
 use lore_base::ports::{Embedder, Ports, Storage};
+use lore_base::reply::Reply;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin;
-use lore_engine::memory::Ranking;
+use lore_engine::memory::{Ranking, SearchInput};
 use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
@@ -274,4 +275,68 @@ fn a_long_memory_is_found_by_the_window_that_answers_the_question() {
         [long_id, short_id]
     );
     assert_eq!(cold.embedder.texts.get(), 1, "only the query is embedded");
+}
+
+/// A search repeated over an unchanged index is answered with the text its first answer was
+/// kept as; a memory saved elsewhere or a superseding one makes a new answer, which then answers
+/// in turn, and a ranking made while the embedder fails is not kept.
+#[test]
+fn a_repeated_search_answers_with_its_kept_text_until_the_index_changes() {
+    let storage = Rc::new(MemoryStorage::new());
+    let n = node(&storage, "test-model", 48);
+    let owner = n.h.owner.clone();
+    n.h.save(&owner, memories(0, 10));
+    let mut headers = http::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {owner}").parse().unwrap());
+    let caller = block_on(n.h.lore.authenticate(&headers, Some("acme")))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let engine = &n.h.lore.engine;
+    let reply = |query: &str| {
+        let input: SearchInput = serde_json::from_value(json!({ "query": query })).unwrap();
+        block_on(engine.memory.search(&engine.ports, &caller, input)).unwrap()
+    };
+    let search = |query: &str| match reply(query) {
+        Reply::Text(text) => text,
+        Reply::Tree(v) => panic!("a loaded search keeps its answer: {v}"),
+    };
+    let first = search("topic3 area3");
+    assert!(Rc::ptr_eq(&first, &search("topic3 area3")), "the kept text");
+    assert!(
+        !Rc::ptr_eq(&first, &search("topic4 area4")),
+        "another query's own"
+    );
+
+    // Saved through another instance: the next search reads it and answers anew.
+    let other = node(&storage, "test-model", 48);
+    other
+        .h
+        .save(&owner, json!({"content": "note 99 about topic3 and area3"}));
+    let second = search("topic3 area3");
+    assert!(second.json().contains("note 99"), "{}", second.json());
+    assert!(Rc::ptr_eq(&second, &search("topic3 area3")));
+
+    // Superseded: the older memory says so in the next answer.
+    let old = ids(&n.h.search(&owner, json!({"query": "note 99"})))[0].clone();
+    n.h.save(
+        &owner,
+        json!({"content": "note 100 about topic3 and area3", "supersedes_event_id": old}),
+    );
+    let third = search("topic3 area3");
+    assert!(third.json().contains("note 100"), "{}", third.json());
+    assert!(!third.json().contains("note 99 "), "hidden once superseded");
+
+    // While the embedder fails, a ranking without the query's vector is not kept; once the
+    // index has the new memory's vector, the answer ranks by it and is kept.
+    n.embedder.fail.set(true);
+    n.h.save(
+        &owner,
+        json!({"content": "note 101 about topic3 and area3"}),
+    );
+    assert!(matches!(reply("topic3 area3"), Reply::Tree(_)));
+    n.embedder.fail.set(false);
+    n.clock.0.set(n.clock.0.get() + 31_000);
+    let with_vector = search("topic3 area3");
+    assert!(with_vector.json().contains("note 101"));
+    assert!(Rc::ptr_eq(&with_vector, &search("topic3 area3")));
 }

@@ -1,7 +1,8 @@
 //! lore's base layer, below the front and the org engine: identifier types, the storage key
 //! layout, the records of identity and membership, errors with their stable codes, the ports
 //! (the only ways lore reaches the world), the storage contract with its in-memory backend,
-//! rate-limit buckets, and JSON Schema. Nothing here knows a request, a tool or a platform.
+//! rate-limit buckets, JSON Schema, and replies (a JSON tree, or text kept serialized). Nothing
+//! here knows a request, a tool or a platform.
 
 pub mod cache;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod keys;
 pub mod model;
 pub mod ports;
 pub mod ratelimit;
+pub mod reply;
 pub mod schema;
 pub mod storage;
 pub mod time;

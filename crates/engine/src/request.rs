@@ -18,6 +18,7 @@ use crate::tools::{self, Access, Surface, ToolCall, ToolSpec};
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
 use lore_base::model::{Profile, Tier};
+use lore_base::reply::{Reply, Text};
 
 /// Where a request comes from, which decides the tools it reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,15 @@ impl Engine {
     /// scope, validates the arguments against the tool's schema, runs it, and counts it in the
     /// org's usage. A tool error is `Err`; the front decides how its transport shows it.
     pub async fn call(&self, request: OrgRequest<'_>) -> Result<Value, LoreError> {
+        self.reply(request)
+            .await?
+            .into_value()
+            .map_err(LoreError::from)
+    }
+
+    /// [`Engine::call`], answered as the tool made it: a JSON tree, or text a cache kept
+    /// serialized (which a transport writes out as it is).
+    pub async fn reply(&self, request: OrgRequest<'_>) -> Result<Reply, LoreError> {
         let OrgRequest {
             caller,
             tool: name,
@@ -113,7 +123,7 @@ impl Engine {
             }
             Target::Method => sdk::call(self, caller, name, args, Tier::Admin)
                 .await
-                .and_then(|json| Ok(serde_json::from_str(json.get())?)),
+                .map(|json| Reply::Text(Text::raw(json))),
         };
         // The usage counters meter agents and API clients; the web app's own page reads are
         // not theirs (its writes are audited as actions with source `app`).
@@ -166,7 +176,7 @@ impl Engine {
         method: String,
         source: &str,
         started: i64,
-        outcome: &Result<Value, LoreError>,
+        outcome: &Result<Reply, LoreError>,
     ) {
         let refused = matches!(
             outcome,

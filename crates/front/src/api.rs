@@ -231,10 +231,14 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
     };
     let outcome = lore
         .engine
-        .call(OrgRequest::new(&caller, name, args, Reach::Rest))
+        .reply(OrgRequest::new(&caller, name, args, Reach::Rest))
         .await;
     match outcome {
-        Ok(value) => ok(&value),
+        Ok(reply) => respond(
+            200,
+            "application/json",
+            reply.json().into_owned().into_bytes(),
+        ),
         Err(e) => {
             if let Some(log) = crate::request_log::RequestLog::of(request) {
                 log.error(&e);

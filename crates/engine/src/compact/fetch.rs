@@ -323,7 +323,8 @@ async fn memory_list(engine: &Engine, caller: &Caller) -> Result<Page, LoreError
             caller,
             catalog::memory_query("", LIST_MEMORIES),
         )
-        .await?;
+        .await?
+        .into_value()?;
     let items: Vec<Value> = found["results"]
         .as_array()
         .cloned()

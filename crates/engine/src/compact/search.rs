@@ -227,7 +227,8 @@ pub async fn search(
     let memories = engine
         .memory
         .search(&engine.ports, caller, catalog::memory_query(query, depth))
-        .await?;
+        .await?
+        .into_value()?;
     let mut memory_ranking = Vec::new();
     let hits = memories["results"].as_array().cloned().unwrap_or_default();
     for hit in hits {

@@ -10,11 +10,14 @@ use super::fusion::{Hit, depth_for, fuse, ranked_order, rounded};
 use super::inputs::{SearchInput, input_time};
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
-use super::service::{MemoryService, RECENT_RANKINGS, RankedUnder, Ranking};
+use super::service::{
+    KEPT_ANSWER_BYTES, KeptRanking, MemoryService, RECENT_RANKINGS, RankedUnder, Ranking,
+};
 use super::vector::{Exact, LOADED_RERANK_PER_RESULT, candidates};
 use lore_base::error::Result;
-use lore_base::ids::parse_record_id;
+use lore_base::ids::{OrgId, parse_record_id};
 use lore_base::ports::Ports;
+use lore_base::reply::{Reply, Text};
 use lore_base::time::format_time;
 use lore_directory::Caller;
 
@@ -196,7 +199,7 @@ impl MemoryService {
         input: &SearchInput,
         times: Times,
         limit: usize,
-    ) -> Result<Vec<Hit>> {
+    ) -> Result<Loaded> {
         self.refresh(ports, caller).await?;
         // The same search over the same index state ranks the same: answered from this
         // instance's recent rankings while no event, vector or reload has changed the index.
@@ -211,22 +214,64 @@ impl MemoryService {
             format!("{input:?}|{limit}|{:?}", self.ranking.get()),
         );
         if let Some(state) = state
-            && let Some((under, hits)) = self.rankings.borrow().get(&key)
-            && *under == state
+            && let Some(kept) = self.rankings.borrow().get(&key)
+            && kept.under == state
         {
-            return Ok(hits.clone());
+            return Ok(Loaded {
+                hits: kept.hits.clone(),
+                answer: kept.answer.clone(),
+                keep: Some((key, state)),
+            });
         }
         let (hits, complete) = self.rank_loaded(ports, caller, input, times, limit).await?;
-        if let Some(state) = state
-            && complete
-        {
-            let mut rankings = self.rankings.borrow_mut();
-            if rankings.len() >= RECENT_RANKINGS {
-                rankings.clear();
+        let keep = match state {
+            Some(state) if complete => {
+                let mut rankings = self.rankings.borrow_mut();
+                if rankings.len() >= RECENT_RANKINGS {
+                    rankings.clear();
+                    self.answer_bytes.set(0);
+                }
+                let kept = KeptRanking {
+                    under: state,
+                    hits: hits.clone(),
+                    answer: None,
+                };
+                if let Some(old) = rankings.insert(key.clone(), kept) {
+                    let cost = old.answer.map_or(0, |a| answer_cost(&a));
+                    self.answer_bytes
+                        .set(self.answer_bytes.get().saturating_sub(cost));
+                }
+                Some((key, state))
             }
-            rankings.insert(key, (state, hits.clone()));
+            _ => None,
+        };
+        Ok(Loaded {
+            hits,
+            answer: None,
+            keep,
+        })
+    }
+
+    /// Keeps `answer` with the ranking it was made from, while that ranking is still kept under
+    /// the same index state; past [`KEPT_ANSWER_BYTES`] the rankings start over.
+    fn keep_answer(&self, (key, under): RankingKey, answer: &Rc<Text>) {
+        let cost = answer_cost(answer);
+        if cost > KEPT_ANSWER_BYTES / 64 {
+            return;
         }
-        Ok(hits)
+        let mut rankings = self.rankings.borrow_mut();
+        if self.answer_bytes.get() + cost > KEPT_ANSWER_BYTES {
+            rankings.clear();
+            self.answer_bytes.set(0);
+            return;
+        }
+        if let Some(kept) = rankings
+            .get_mut(&key)
+            .filter(|k| k.under == under && k.answer.is_none())
+        {
+            kept.answer = Some(answer.clone());
+            self.answer_bytes.set(self.answer_bytes.get() + cost);
+        }
     }
 
     /// The ranking of [`Self::search_loaded`], and whether it is complete (the query's vector
@@ -289,13 +334,14 @@ impl MemoryService {
         Ok((hits, complete))
     }
 
-    /// Ranked memories of the caller's org.
+    /// Ranked memories of the caller's org. A search repeated over the same index state is
+    /// answered with the text its first answer was serialized to.
     pub async fn search(
         &self,
         ports: &Ports,
         caller: &Caller,
         input: SearchInput,
-    ) -> Result<Value> {
+    ) -> Result<Reply> {
         let times = Times {
             since_ms: input_time(&input.since, "since")?,
             until_ms: input_time(&input.until, "until")?,
@@ -317,15 +363,21 @@ impl MemoryService {
         } else {
             None
         };
-        let hits = match probed {
-            Some(hits) => hits,
+        let (hits, keep) = match probed {
+            Some(hits) => (hits, None),
             None => {
-                self.search_loaded(ports, caller, &input, times, limit)
-                    .await?
+                let loaded = self
+                    .search_loaded(ports, caller, &input, times, limit)
+                    .await?;
+                if let Some(answer) = loaded.answer {
+                    return Ok(Reply::Text(answer));
+                }
+                (loaded.hits, loaded.keep)
             }
         };
         let ids: Vec<&str> = hits.iter().map(|(id, _, _)| id.as_str()).collect();
         let events = self.read_events(ports, caller, &ids).await?;
+        let every_event = events.iter().all(Option::is_some);
         let mut results = Vec::with_capacity(hits.len());
         for ((_, score, superseded_by), e) in hits.into_iter().zip(events) {
             let Some(e) = e else {
@@ -338,8 +390,31 @@ impl MemoryService {
             }
             results.push(v);
         }
-        Ok(json!({ "results": results }))
+        let value = json!({ "results": results });
+        Ok(match keep {
+            Some(keep) if every_event => {
+                let answer = Text::of(&value);
+                self.keep_answer(keep, &answer);
+                Reply::Text(answer)
+            }
+            _ => Reply::Tree(value),
+        })
     }
+}
+
+/// Where a ranking is kept: its key, and the index state it was made under.
+type RankingKey = ((OrgId, String), RankedUnder);
+
+/// A loaded search's hits; the answer kept with them, if one was; where to keep one.
+struct Loaded {
+    hits: Vec<Hit>,
+    answer: Option<Rc<Text>>,
+    keep: Option<RankingKey>,
+}
+
+/// What a kept answer holds: its text and the same quoted.
+fn answer_cost(answer: &Text) -> usize {
+    2 * answer.json().len()
 }
 
 impl MemoryService {

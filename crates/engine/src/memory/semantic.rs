@@ -179,6 +179,11 @@ impl Semantic {
 
     /// Documents of `keyword` that have no vector yet, oldest first.
     pub fn missing(&self, keyword: &KeywordIndex) -> Vec<u32> {
+        // Every search refreshes the index: when every document has its vectors, that is
+        // known without looking at each.
+        if self.len() >= keyword.len() {
+            return Vec::new();
+        }
         (0..keyword.len() as u32)
             .filter(|&d| !self.has(d))
             .collect()

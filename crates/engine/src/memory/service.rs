@@ -4,12 +4,14 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use super::cache::EventCache;
 use super::keyword::{KeywordIndex, Tokenizer};
 use super::segments::Persisted;
 use super::semantic::Semantic;
 use lore_base::ids::OrgId;
+use lore_base::reply::Text;
 
 /// Orgs whose index one core instance keeps in memory; the least recently used goes first.
 pub(super) const MAX_CACHED_ORGS: usize = 256;
@@ -38,11 +40,19 @@ pub(super) struct RankedUnder {
     pub(super) vectors: usize,
 }
 
-/// A kept ranking: the state it was made under and its hits.
-pub(super) type KeptRanking = (RankedUnder, Vec<super::fusion::Hit>);
+/// A kept ranking: the state it was made under, its hits, and the answer made from them once
+/// it was (events never change, so the same hits answer alike).
+pub(super) struct KeptRanking {
+    pub(super) under: RankedUnder,
+    pub(super) hits: Vec<super::fusion::Hit>,
+    pub(super) answer: Option<Rc<Text>>,
+}
 
 /// Rankings one instance keeps (`search.rs`); past it they start over.
 pub(super) const RECENT_RANKINGS: usize = 1_024;
+/// Bytes of kept answers (serialized and quoted) one instance holds; past it the rankings
+/// start over.
+pub(super) const KEPT_ANSWER_BYTES: usize = 8 << 20;
 
 /// Vectors this instance embedded when saving, kept until its next refresh indexes them
 /// (counting each window of a long memory: at most about 6 MB at 384 dimensions).
@@ -79,6 +89,8 @@ pub struct MemoryService {
     /// Recent loaded rankings by org and search arguments, with the index state they were made
     /// under (`search.rs`).
     pub(super) rankings: RefCell<HashMap<(OrgId, String), KeptRanking>>,
+    /// Bytes of the answers `rankings` keeps.
+    pub(super) answer_bytes: Cell<usize>,
     /// Per org (by key root): the sequence number this instance's last batch of events on its
     /// way to storage will write (`save.rs`, `commit_events`).
     pub(super) pending_seq: RefCell<HashMap<String, u64>>,
@@ -101,6 +113,7 @@ impl Default for MemoryService {
             loading: RefCell::default(),
             broken_parts: RefCell::default(),
             rankings: RefCell::default(),
+            answer_bytes: Cell::new(0),
             pending_seq: RefCell::default(),
         }
     }

@@ -147,7 +147,7 @@ pub static METHODS: &[MethodSpec] = &[
     // memory
     method!("memory".search, Read, Try, SearchInput [crate::memory::schemas::search_input] => MemoryResults,
         "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters.",
-        |cx, a| serde_json::from_value(cx.engine.memory.search(&cx.engine.ports, cx.caller, a).await?)?),
+        |cx, a| serde_json::from_value(cx.engine.memory.search(&cx.engine.ports, cx.caller, a).await?.into_value()?)?),
     method!("memory".save, Write, Try, SaveInput [crate::memory::schemas::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",
         |cx, a| serde_json::from_value(cx.engine.save_memory(cx.caller, a).await?)?),

@@ -20,6 +20,7 @@ use crate::instance::Engine;
 use crate::{compact, runs, sdk, sql};
 use lore_base::error::LoreError;
 use lore_base::model::Profile;
+use lore_base::reply::Reply;
 use lore_directory::Caller;
 
 /// Whether a tool only reads or also writes; writes need the `mcp:write` scope.
@@ -69,8 +70,8 @@ impl<'a> ToolCall<'a> {
     }
 }
 
-/// What a tool's handler returns: its result, later.
-pub type Running<'a> = Pin<Box<dyn Future<Output = Result<Value, LoreError>> + 'a>>;
+/// What a tool's handler returns: its result, later (a tree, or text a cache kept).
+pub type Running<'a> = Pin<Box<dyn Future<Output = Result<Reply, LoreError>> + 'a>>;
 /// The code a tool runs.
 pub type Handler = for<'a> fn(&'static ToolSpec, ToolCall<'a>) -> Running<'a>;
 
@@ -106,11 +107,12 @@ pub const SEARCH: &str = "search";
 pub const FETCH: &str = "fetch";
 pub const DO: &str = "do";
 
-/// A tool's handler from an `async fn(&'static ToolSpec, ToolCall) -> Result<Value>`.
+/// A tool's handler from an `async fn(&'static ToolSpec, ToolCall) -> Result<Value>` (or
+/// `Result<Reply>`).
 macro_rules! handler {
     ($f:path) => {{
         fn run<'a>(spec: &'static ToolSpec, call: ToolCall<'a>) -> Running<'a> {
-            Box::pin($f(spec, call))
+            Box::pin(async move { $f(spec, call).await.map(Reply::from) })
         }
         run
     }};
@@ -444,7 +446,7 @@ impl ToolSpec {
     }
 
     /// Validates `call`'s arguments, then runs the tool.
-    pub async fn call(&'static self, call: ToolCall<'_>) -> Result<Value, LoreError> {
+    pub async fn call(&'static self, call: ToolCall<'_>) -> Result<Reply, LoreError> {
         self.validate(&call.args)?;
         self.run(call).await
     }
@@ -480,7 +482,7 @@ async fn save_memory(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, Lor
     c.engine.save_memory(c.caller, parse(c.args)?).await
 }
 
-async fn search_memory(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreError> {
+async fn search_memory(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Reply, LoreError> {
     let engine = c.engine;
     engine
         .memory

@@ -253,7 +253,7 @@ impl<'a> Exchange<'a> {
         let outcome = self
             .lore
             .engine
-            .call(OrgRequest {
+            .reply(OrgRequest {
                 caller: self.caller,
                 tool: name,
                 args,
