@@ -5,8 +5,8 @@
 //! Every batch of new events also bumps the org's event sequence number (with a precondition,
 //! so concurrent batches are ordered by commit) and records `evseq/{n} → event`. A core instance
 //! keeps one keyword index per org and catches up by reading only the sequence entries past the
-//! one it has seen; an unchanged org costs one point read per search. A repeated
-//! search over an unchanged index is answered with the text its first answer was serialized to.
+//! one it has seen; an unchanged org costs one point read per search. A repeated search over an
+//! unchanged index is answered with the text its first answer was serialized to.
 
 mod browse;
 mod cache;

@@ -217,10 +217,12 @@ impl MemoryService {
             && let Some(kept) = self.rankings.borrow().get(&key)
             && kept.under == state
         {
-            return Ok(Loaded {
-                hits: kept.hits.clone(),
-                answer: kept.answer.clone(),
-                keep: Some((key, state)),
+            return Ok(match &kept.answer {
+                Some(answer) => Loaded::Answered(answer.clone()),
+                None => Loaded::Ranked {
+                    hits: kept.hits.clone(),
+                    keep: Some((key, state)),
+                },
             });
         }
         let (hits, complete) = self.rank_loaded(ports, caller, input, times, limit).await?;
@@ -245,11 +247,7 @@ impl MemoryService {
             }
             _ => None,
         };
-        Ok(Loaded {
-            hits,
-            answer: None,
-            keep,
-        })
+        Ok(Loaded::Ranked { hits, keep })
     }
 
     /// Keeps `answer` with the ranking it was made from, while that ranking is still kept under
@@ -366,13 +364,13 @@ impl MemoryService {
         let (hits, keep) = match probed {
             Some(hits) => (hits, None),
             None => {
-                let loaded = self
+                match self
                     .search_loaded(ports, caller, &input, times, limit)
-                    .await?;
-                if let Some(answer) = loaded.answer {
-                    return Ok(Reply::Text(answer));
+                    .await?
+                {
+                    Loaded::Answered(answer) => return Ok(Reply::Text(answer)),
+                    Loaded::Ranked { hits, keep } => (hits, keep),
                 }
-                (loaded.hits, loaded.keep)
             }
         };
         let ids: Vec<&str> = hits.iter().map(|(id, _, _)| id.as_str()).collect();
@@ -405,11 +403,14 @@ impl MemoryService {
 /// Where a ranking is kept: its key, and the index state it was made under.
 type RankingKey = ((OrgId, String), RankedUnder);
 
-/// A loaded search's hits; the answer kept with them, if one was; where to keep one.
-struct Loaded {
-    hits: Vec<Hit>,
-    answer: Option<Rc<Text>>,
-    keep: Option<RankingKey>,
+/// What a loaded search found: the answer kept with its ranking (its hits are not needed
+/// then), or the hits and where to keep the answer made from them.
+enum Loaded {
+    Answered(Rc<Text>),
+    Ranked {
+        hits: Vec<Hit>,
+        keep: Option<RankingKey>,
+    },
 }
 
 /// What a kept answer holds: its text and the same quoted.
