@@ -94,12 +94,12 @@ export LORE_TARGET=${LORE_TARGET:-native}
 if [ "$LORE_TARGET" = spin ]; then
   log "LORE_TARGET=spin"
   cd "$E2E"
-  exec "$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs
+  exec "$NODE" --test --test-force-exit --test-timeout=120000 "$@" ./*.test.mjs
 fi
 if [ "$LORE_TARGET" = worker ]; then
   log "LORE_TARGET=worker LORE_WORKER_BUILD=${LORE_WORKER_BUILD:-build}"
   cd "$E2E"
-  exec "$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs
+  exec "$NODE" --test --test-force-exit --test-timeout=120000 "$@" ./*.test.mjs
 fi
 if [ -z "${LORE_BIN:-}" ]; then
   log "cargo build --bin lore"
@@ -119,6 +119,6 @@ export LORE_E2E_LOGS=${LORE_E2E_LOGS:-$(mktemp -d)}
 : > "$LORE_E2E_LOGS/secrets.txt"
 # Files run in parallel processes, each with its own servers on OS-chosen loopback ports.
 status=0
-"$NODE" --test --test-timeout=120000 "$@" ./*.test.mjs || status=$?
+"$NODE" --test --test-force-exit --test-timeout=120000 "$@" ./*.test.mjs || status=$?
 "$NODE" ./check_logs.mjs "$LORE_E2E_LOGS" || status=$?
 exit "$status"

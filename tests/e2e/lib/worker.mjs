@@ -85,12 +85,30 @@ export async function startWorker(opts = {}) {
       headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
-    const json = await res.json();
-    if (!res.ok) throw new Error(`operator ${action} failed (${res.status}): ${JSON.stringify(json)}`);
+    const text = await res.text();
+    let json;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    if (!res.ok || json === undefined) {
+      throw new Error(`operator ${action} failed (${res.status}): ${text}\nworker stderr (last 4 KB):\n${stderr.slice(-4096)}`);
+    }
     return json;
   }
 
-  const init = opts.operator === false ? {} : await operator('init', { org: 'default' });
+  let init = {};
+  if (opts.operator !== false) {
+    try {
+      init = await operator('init', { org: 'default' });
+    } catch (e) {
+      // A host left running would keep this test process alive (its pipes hold the event loop).
+      child.kill('SIGKILL');
+      await exited;
+      throw e;
+    }
+  }
   const server = {
     target: 'worker',
     child,
