@@ -110,3 +110,23 @@ fn each_request_logs_who_what_and_how_it_ended_without_secrets() {
     assert!(refused["principal"].is_null());
     assert!(!text.contains("notarealtoken"), "{text}");
 }
+
+#[test]
+fn requests_without_an_id_get_distinct_ones_of_sixteen_hex_digits() {
+    let h = harness();
+    let owner = h.owner.clone();
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            let (line, _) = call(&h, &owner, "search", json!({"query": "x"}), None);
+            line["request_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for id in &ids {
+        assert_eq!(id.len(), 16, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    assert!(
+        ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+        "{ids:?}"
+    );
+}

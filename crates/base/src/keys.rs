@@ -73,10 +73,13 @@ pub fn sha256_hex(text: &str) -> String {
 
 /// The SHA-256 of `bytes`, in lowercase hex (stored segments' and snapshots' checksums).
 pub fn sha256_hex_bytes(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    to_hex(&Sha256::digest(bytes))
+}
+
+/// `bytes` as lowercase hexadecimal (every token's hash and request id goes through it, so
+/// it does not format byte by byte).
+pub fn to_hex(bytes: &[u8]) -> String {
+    hex::encode(bytes)
 }
 
 pub const LOCAL_OWNER: &str = "meta/local-owner";

@@ -156,6 +156,6 @@ impl Ports {
     pub fn random_hex(&self, bytes: usize) -> String {
         let mut buf = vec![0u8; bytes];
         self.random.fill(&mut buf);
-        buf.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(&buf)
     }
 }

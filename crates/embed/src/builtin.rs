@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn asset_is_the_recorded_one() {
         let digest = Sha256::digest(ASSET);
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = lore_base::keys::to_hex(&digest);
         assert_eq!(
             hex, ASSET_SHA256,
             "update ASSET_SHA256 and assets/embedder/NOTICE"

@@ -32,6 +32,8 @@ pub struct Lore {
     pub(crate) callers: lore_directory::callers::CallerCache,
     /// The serialized `tools/list` result per profile and era (`mcp::methods`).
     pub(crate) listed: std::cell::RefCell<Vec<(ListKey, Rc<[u8]>)>>,
+    /// Ids for requests that bring none.
+    pub(crate) request_ids: crate::request_log::RequestIds,
 }
 
 impl Lore {
@@ -50,6 +52,7 @@ impl Lore {
             rate_limits: config.rate_limits,
         };
         Self {
+            request_ids: crate::request_log::RequestIds::new(&ports),
             engine: Engine::new(ports, engine_config, instance),
             config,
             limiter: None,

@@ -18,6 +18,33 @@ use lore_directory::Caller;
 /// The response header that carries the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
+/// Ids for the requests that bring none: the instance's random prefix (drawn once) and a
+/// count, so a request asks the platform for no randomness (natively a system call each).
+/// Unique per instance, not secret: an id only ties a log line to a response.
+pub struct RequestIds {
+    prefix: String,
+    next: std::cell::Cell<u32>,
+}
+
+impl RequestIds {
+    pub fn new(ports: &lore_base::ports::Ports) -> Self {
+        Self {
+            prefix: ports.random_hex(4),
+            next: std::cell::Cell::new(0),
+        }
+    }
+
+    /// The next id: 16 hexadecimal digits, as a random one had.
+    pub fn fresh(&self) -> String {
+        let n = self.next.get();
+        self.next.set(n.wrapping_add(1));
+        let mut id = String::with_capacity(16);
+        id.push_str(&self.prefix);
+        id.push_str(&lore_base::keys::to_hex(&n.to_be_bytes()));
+        id
+    }
+}
+
 /// What one request did, noted as it is served.
 #[derive(Debug)]
 pub struct RequestLog {

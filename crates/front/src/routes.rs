@@ -92,8 +92,7 @@ impl Lore {
         out: Option<Rc<dyn crate::mcp::reply::ReplyStream>>,
     ) -> Response<Vec<u8>> {
         let started = self.engine.ports.clock.now_ms();
-        let log =
-            crate::request_log::RequestLog::start(&request, || self.engine.ports.random_hex(8));
+        let log = crate::request_log::RequestLog::start(&request, || self.request_ids.fresh());
         request.extensions_mut().insert(log.clone());
         let method = request.method().to_string();
         let path: String = request.uri().path().chars().take(200).collect();

@@ -57,7 +57,7 @@ pub enum SaveInput {
     One(MemoryInput),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchInput {
     pub query: String,

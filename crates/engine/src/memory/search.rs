@@ -11,11 +11,11 @@ use super::inputs::{SearchInput, input_time};
 use super::keyword::{Filters, KeywordIndex, best_first};
 use super::semantic;
 use super::service::{
-    KEPT_ANSWER_BYTES, KeptRanking, MemoryService, RECENT_RANKINGS, RankedUnder, Ranking,
+    KEPT_ANSWER_BYTES, KeptRanking, MemoryService, RECENT_RANKINGS, RankedUnder, Ranking, SearchKey,
 };
 use super::vector::{Exact, LOADED_RERANK_PER_RESULT, candidates};
 use lore_base::error::Result;
-use lore_base::ids::{OrgId, parse_record_id};
+use lore_base::ids::parse_record_id;
 use lore_base::ports::Ports;
 use lore_base::reply::{Reply, Text};
 use lore_base::time::format_time;
@@ -209,10 +209,12 @@ impl MemoryService {
             seq: c.index.seq,
             vectors: c.semantic.as_ref().map_or(0, |s| s.len()),
         });
-        let key = (
-            org.clone(),
-            format!("{input:?}|{limit}|{:?}", self.ranking.get()),
-        );
+        let key = SearchKey {
+            org: org.clone(),
+            input: input.clone(),
+            limit,
+            ranking: self.ranking.get(),
+        };
         if let Some(state) = state
             && let Some(kept) = self.rankings.borrow().get(&key)
             && kept.under == state
@@ -221,7 +223,7 @@ impl MemoryService {
                 Some(answer) => Loaded::Answered(answer.clone()),
                 None => Loaded::Ranked {
                     hits: kept.hits.clone(),
-                    keep: Some((key, state)),
+                    keep: Some(Box::new((key, state))),
                 },
             });
         }
@@ -243,7 +245,7 @@ impl MemoryService {
                     self.answer_bytes
                         .set(self.answer_bytes.get().saturating_sub(cost));
                 }
-                Some((key, state))
+                Some(Box::new((key, state)))
             }
             _ => None,
         };
@@ -392,7 +394,7 @@ impl MemoryService {
         Ok(match keep {
             Some(keep) if every_event => {
                 let answer = Text::of(&value);
-                self.keep_answer(keep, &answer);
+                self.keep_answer(*keep, &answer);
                 Reply::Text(answer)
             }
             _ => Reply::Tree(value),
@@ -401,7 +403,7 @@ impl MemoryService {
 }
 
 /// Where a ranking is kept: its key, and the index state it was made under.
-type RankingKey = ((OrgId, String), RankedUnder);
+type RankingKey = (SearchKey, RankedUnder);
 
 /// What a loaded search found: the answer kept with its ranking (its hits are not needed
 /// then), or the hits and where to keep the answer made from them.
@@ -409,7 +411,7 @@ enum Loaded {
     Answered(Rc<Text>),
     Ranked {
         hits: Vec<Hit>,
-        keep: Option<RankingKey>,
+        keep: Option<Box<RankingKey>>,
     },
 }
 

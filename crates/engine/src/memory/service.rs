@@ -48,6 +48,16 @@ pub(super) struct KeptRanking {
     pub(super) answer: Option<Rc<Text>>,
 }
 
+/// What a kept ranking is found by: the org, the search's arguments and limit, and the
+/// rankings fused (hashed as they are: no text is formatted to look one up).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) struct SearchKey {
+    pub(super) org: OrgId,
+    pub(super) input: super::inputs::SearchInput,
+    pub(super) limit: usize,
+    pub(super) ranking: Ranking,
+}
+
 /// Rankings one instance keeps (`search.rs`); past it they start over.
 pub(super) const RECENT_RANKINGS: usize = 1_024;
 /// Bytes of kept answers (serialized and quoted) one instance holds; past it the rankings
@@ -88,7 +98,7 @@ pub struct MemoryService {
     pub(super) broken_parts: RefCell<HashSet<String>>,
     /// Recent loaded rankings by org and search arguments, with the index state they were made
     /// under (`search.rs`).
-    pub(super) rankings: RefCell<HashMap<(OrgId, String), KeptRanking>>,
+    pub(super) rankings: RefCell<HashMap<SearchKey, KeptRanking>>,
     /// Bytes of the answers `rankings` keeps.
     pub(super) answer_bytes: Cell<usize>,
     /// Per org (by key root): the sequence number this instance's last batch of events on its
@@ -133,7 +143,7 @@ impl MemoryService {
 
 /// Which rankings `search_memory` fuses. Always `Hybrid` in the product; the retrieval
 /// evaluation switches it to compare each ranking alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Ranking {
     #[default]
     Hybrid,

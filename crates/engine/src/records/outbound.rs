@@ -190,7 +190,7 @@ fn forms(secret: &str) -> Vec<String> {
     }
     out.push(url::form_urlencoded::byte_serialize(bytes).collect());
     if bytes.len() * 2 >= MIN_ENCODED {
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = lore_base::keys::to_hex(bytes);
         out.push(hex.to_ascii_uppercase());
         out.push(hex);
     }

@@ -222,7 +222,7 @@ fn cursor_key(k: &SortKey) -> (SortKey, bool) {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    lore_base::keys::to_hex(bytes)
 }
 
 fn row_digest(row: &[Sql]) -> String {

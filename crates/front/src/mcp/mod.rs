@@ -91,12 +91,16 @@ pub async fn handle(
         .header("allow", "POST, DELETE"),
     };
     // A 403 for a missing scope points at the metadata too, so the client can step up.
-    if let Some(url) = resource_metadata(lore, &request, path_org) {
+    let steps_up = |name: &str, value: &str| {
+        name == "www-authenticate"
+            && value.contains("insufficient_scope")
+            && !value.contains("resource_metadata=")
+    };
+    if reply.headers.iter().any(|(n, v)| steps_up(n, v))
+        && let Some(url) = resource_metadata(lore, &request, path_org)
+    {
         for (name, value) in reply.headers.iter_mut() {
-            if name == "www-authenticate"
-                && value.contains("insufficient_scope")
-                && !value.contains("resource_metadata=")
-            {
+            if steps_up(name, value) {
                 value.push_str(&format!(", resource_metadata=\"{url}\""));
             }
         }
