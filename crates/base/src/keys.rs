@@ -76,8 +76,8 @@ pub fn sha256_hex_bytes(bytes: &[u8]) -> String {
     to_hex(&Sha256::digest(bytes))
 }
 
-/// `bytes` as lowercase hexadecimal (every token's hash and request id goes through it, so
-/// it does not format byte by byte).
+/// `bytes` as lowercase hexadecimal, for crates without their own `hex` dependency (token
+/// hashes and request ids are made on every request, so it does not format byte by byte).
 pub fn to_hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }

@@ -115,10 +115,10 @@ impl Lore {
             .await?
             .and_then(|o| o.rate_limits);
         let limits = self.config.rate_limits.for_org(own);
-        let now = self.engine.ports.clock.now_ms();
         if limits.token_per_minute == 0 && limits.org_per_minute == 0 {
             return Ok(());
         }
+        let now = self.engine.ports.clock.now_ms();
         let token = caller
             .token_id()
             .map_or_else(|| caller.principal().id.clone(), str::to_string);

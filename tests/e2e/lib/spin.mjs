@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 
+import { operatorClient, initOrStop } from './operator.mjs';
 import { REPO_ROOT, tempDir, cleanupDir } from './server.mjs';
 
 const TARGET_DIR = process.env.CARGO_TARGET_DIR || path.join(os.homedir(), '.cache', 'lore-target');
@@ -82,36 +83,8 @@ export async function startSpin(opts = {}) {
   }
   const [, base] = m;
 
-  async function operator(action, body = {}) {
-    const res = await fetch(`${base}/operator/${action}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    if (!res.ok || json === undefined) {
-      throw new Error(`operator ${action} failed (${res.status}): ${text}\nspin host stderr (last 4 KB):\n${stderr.slice(-4096)}`);
-    }
-    return json;
-  }
-
-  let init = {};
-  if (opts.operator !== false) {
-    try {
-      init = await operator('init', { org: 'default' });
-    } catch (e) {
-      // A host left running would keep this test process alive (its pipes hold the event loop).
-      child.kill('SIGKILL');
-      await exited;
-      throw e;
-    }
-  }
+  const operator = operatorClient(base, secret, 'spin host', () => stderr);
+  const init = opts.operator === false ? {} : await initOrStop(operator, child, exited);
   const server = {
     target: 'spin',
     child,

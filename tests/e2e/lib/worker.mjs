@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 
+import { operatorClient, initOrStop } from './operator.mjs';
 import { REPO_ROOT, tempDir, cleanupDir } from './server.mjs';
 
 /** The build served: `build` (the product) unless LORE_WORKER_BUILD names another. */
@@ -79,36 +80,8 @@ export async function startWorker(opts = {}) {
   }
   const [, base, secret] = m;
 
-  async function operator(action, body = {}) {
-    const res = await fetch(`${base}/operator/${action}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    if (!res.ok || json === undefined) {
-      throw new Error(`operator ${action} failed (${res.status}): ${text}\nworker stderr (last 4 KB):\n${stderr.slice(-4096)}`);
-    }
-    return json;
-  }
-
-  let init = {};
-  if (opts.operator !== false) {
-    try {
-      init = await operator('init', { org: 'default' });
-    } catch (e) {
-      // A host left running would keep this test process alive (its pipes hold the event loop).
-      child.kill('SIGKILL');
-      await exited;
-      throw e;
-    }
-  }
+  const operator = operatorClient(base, secret, 'worker', () => stderr);
+  const init = opts.operator === false ? {} : await initOrStop(operator, child, exited);
   const server = {
     target: 'worker',
     child,

@@ -21,6 +21,7 @@ use sqlparser::ast::{Expr, OrderByExpr, Value as Literal};
 
 use super::value::{SortKey, to_json};
 use lore_base::error::{LoreError, Result};
+use lore_base::keys::to_hex;
 
 /// `order_by`: result columns, each optionally followed by `asc`/`desc` and
 /// `nulls first`/`nulls last`, as one comma-separated string or a list.
@@ -199,7 +200,7 @@ pub fn fingerprint(sql: &str, params: &Json, order_by: Option<&OrderBy>) -> Stri
             .unwrap_or_default()
             .as_bytes(),
     );
-    hex(&h.finalize()[..8])
+    to_hex(&h.finalize()[..8])
 }
 
 /// Longest text a cursor keeps of a sort value; a longer one is kept as its prefix.
@@ -221,13 +222,9 @@ fn cursor_key(k: &SortKey) -> (SortKey, bool) {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    lore_base::keys::to_hex(bytes)
-}
-
 fn row_digest(row: &[Sql]) -> String {
     let json = Json::Array(row.iter().map(to_json).collect());
-    hex(&Sha256::digest(json.to_string().as_bytes())[..12])
+    to_hex(&Sha256::digest(json.to_string().as_bytes())[..12])
 }
 
 fn decode(cursor: &str, fingerprint: &str) -> Result<Cursor> {
