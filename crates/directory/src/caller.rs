@@ -8,6 +8,7 @@ use lore_base::ids::OrgId;
 use lore_base::keys::{self, OrgKeys};
 use lore_base::model::{Membership, Principal, Role, Scopes, TokenRecord};
 use lore_base::ports::Ports;
+use lore_base::storage::ReadAhead;
 
 /// The authenticated identity of one request, pinned to one org.
 #[derive(Debug, Clone)]
@@ -22,6 +23,9 @@ pub struct Caller {
     keys: OrgKeys,
     /// The org's auth stamp, read once for the request before any record it vouches for.
     stamp: Option<Vec<u8>>,
+    /// Org keys this request read in the same storage call as its stamp, for the engine's
+    /// first read of each (`with_read_ahead`).
+    read_ahead: ReadAhead,
 }
 
 impl Caller {
@@ -47,6 +51,16 @@ impl Caller {
     /// change): copies of directory records read under it are current for the request.
     pub fn auth_stamp(&self) -> Option<&[u8]> {
         self.stamp.as_deref()
+    }
+    /// This caller for one request, with values of its org's keys read together with the
+    /// org's stamp (`crate::callers`), to be taken by the reads they stand in for.
+    pub fn with_read_ahead(mut self, read_ahead: ReadAhead) -> Self {
+        self.read_ahead = read_ahead;
+        self
+    }
+    /// The value of `key` this request read ahead, once (see [`ReadAhead::take`]).
+    pub fn read_ahead(&self, key: &str) -> Option<Option<Vec<u8>>> {
+        self.read_ahead.take(key)
     }
     /// Whether this credential may reach `org` at all (before membership).
     pub fn token_reaches(&self, org: &OrgId) -> bool {
@@ -156,6 +170,7 @@ pub async fn resolve_caller(
         org,
         keys,
         stamp,
+        read_ahead: ReadAhead::default(),
     })
 }
 
@@ -192,5 +207,6 @@ pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Resu
         org: org.clone(),
         keys,
         stamp,
+        read_ahead: ReadAhead::default(),
     })
 }

@@ -13,7 +13,18 @@ use std::collections::HashMap;
 
 use crate::caller::Caller;
 use lore_base::error::Result;
+use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
+use lore_base::storage::ReadAhead;
+
+/// The value of `key`, one of the caller's org keys: as this request read it ahead with the
+/// org's auth stamp ([`Caller::read_ahead`]), or from storage.
+pub async fn read(ports: &Ports, caller: &Caller, key: &str) -> Result<Option<Vec<u8>>> {
+    match caller.read_ahead(key) {
+        Some(value) => Ok(value),
+        None => Ok(ports.storage.get(key).await?),
+    }
+}
 
 /// Most entries one instance keeps; past it the cache starts over.
 const CAPACITY: usize = 4_096;
@@ -41,22 +52,39 @@ impl CallerCache {
 
     /// The caller resolved before for this token hash and path org, if the org's auth stamp is
     /// still the one it was resolved under and the token has not expired (else it is dropped
-    /// and the caller resolved again). One storage read: the stamp.
+    /// and the caller resolved again). One storage read: the stamp, and with it the keys
+    /// `ahead` names for the caller's org (the request's first reads, which its caller then
+    /// carries: [`Caller::read_ahead`]), in one call.
     pub async fn get(
         &self,
         ports: &Ports,
         hash: &str,
         path_org: Option<&str>,
+        ahead: impl FnOnce(&OrgKeys) -> Vec<String>,
     ) -> Result<Option<Cached>> {
         let key = (hash.to_string(), path_org.map(str::to_string));
-        let Some(cached) = self.entries.borrow().get(&key).cloned() else {
+        let Some(mut cached) = self.entries.borrow().get(&key).cloned() else {
             return Ok(None);
         };
-        let stamp = crate::stamp::read(ports, cached.caller.org()).await?;
+        let ahead = ahead(cached.caller.keys());
+        let (stamp, read_ahead) = if ahead.is_empty() {
+            (crate::stamp::read(ports, cached.caller.org()).await?, None)
+        } else {
+            let mut wanted = Vec::with_capacity(ahead.len() + 1);
+            wanted.push(cached.caller.keys().auth_stamp());
+            wanted.extend(ahead);
+            let mut values = ports.storage.get_many(&wanted).await?.into_iter();
+            let stamp = values.next().flatten();
+            let read: Vec<_> = wanted.into_iter().skip(1).zip(values).collect();
+            (stamp, Some(ReadAhead::new(read)))
+        };
         let expired = crate::tokens::expired(ports, cached.expires_at_ms);
         if expired || stamp.as_deref() != cached.caller.auth_stamp() {
             self.entries.borrow_mut().remove(&key);
             return Ok(None);
+        }
+        if let Some(read_ahead) = read_ahead {
+            cached.caller = cached.caller.with_read_ahead(read_ahead);
         }
         Ok(Some(cached))
     }

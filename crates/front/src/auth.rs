@@ -12,7 +12,7 @@ use lore_engine::records::metrics::Counts;
 use crate::instance::Lore;
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
-use lore_base::keys;
+use lore_base::keys::{self, OrgKeys};
 
 impl Lore {
     /// The caller of a request: a verified bearer token, or the local owner when the server
@@ -22,6 +22,21 @@ impl Lore {
         headers: &http::HeaderMap,
         path_org: Option<&str>,
     ) -> Result<Caller, (LoreError, bool)> {
+        self.authenticate_reading(headers, path_org, |_| Vec::new())
+            .await
+    }
+
+    /// [`Lore::authenticate`], for a request that reads the org keys `first_reads` names
+    /// first. A caller kept from before is checked with one read, which then also reads those
+    /// keys (the caller carries their values for the request: `Caller::read_ahead`);
+    /// `first_reads` is called only then, so a request is looked into only once its token is
+    /// known.
+    pub async fn authenticate_reading(
+        &self,
+        headers: &http::HeaderMap,
+        path_org: Option<&str>,
+        first_reads: impl FnOnce(&OrgKeys) -> Vec<String>,
+    ) -> Result<Caller, (LoreError, bool)> {
         let mut fresh = None;
         let credential = match bearer(headers) {
             Some(token) => {
@@ -30,7 +45,7 @@ impl Lore {
                 let ports = &self.engine.ports;
                 if let Some(cached) = self
                     .callers
-                    .get(ports, &hash, path_org)
+                    .get(ports, &hash, path_org, first_reads)
                     .await
                     .map_err(|e| (e, true))?
                 {

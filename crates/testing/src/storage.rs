@@ -299,6 +299,20 @@ pub async fn get_many_answers_in_key_order(s: &dyn Storage) {
             "gm/n/{i:03}"
         );
     }
+    // Each count of keys on either side of the few-key query (one point read per key), and a
+    // last chunk of one.
+    for n in 1..=lore_base::storage::GET_FEW + 2 {
+        let keys: Vec<String> = (0..n).map(|i| format!("gm/n/{:03}", 248 + i)).collect();
+        let want: Vec<_> = (0..n)
+            .map(|i| (248 + i < 250).then(|| format!("v{}", 248 + i).into_bytes()))
+            .collect();
+        assert_eq!(s.get_many(&keys).await.unwrap(), want, "{n} keys");
+    }
+    let keys: Vec<String> = (0..=lore_base::storage::GET_MANY_CHUNK)
+        .map(|i| format!("gm/n/{i:03}"))
+        .collect();
+    let values = s.get_many(&keys).await.unwrap();
+    assert_eq!(values.last(), Some(&Some(b"v100".to_vec())));
     let bad = vec!["gm/a".to_string(), "has space".to_string()];
     assert!(matches!(
         s.get_many(&bad).await,

@@ -92,10 +92,11 @@ fn unhex(text: &[u8]) -> Option<Vec<u8>> {
     (bad == 0).then_some(out)
 }
 
-/// A shared query (`scan_sql`, `get_many_sql`) reading each value as `hex(v)`.
+/// A shared query (`scan_sql`, `get_many_sql`) reading each value as `hex(v)` (in every
+/// `SELECT` of a `UNION ALL`).
 fn hex_values(sql: &str) -> String {
     debug_assert!(sql.starts_with("SELECT k, v FROM"));
-    sql.replacen("SELECT k, v FROM", "SELECT k, hex(v) FROM", 1)
+    sql.replace("SELECT k, v FROM", "SELECT k, hex(v) FROM")
 }
 
 /// `(key, value)` rows of a query selecting `k, hex(v)`.

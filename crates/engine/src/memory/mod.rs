@@ -29,6 +29,7 @@ mod tail;
 pub mod vector;
 
 pub use inputs::{ListInput, MemoryBatch, MemoryInput, SaveInput, SearchInput};
+pub use refresh::first_reads;
 pub use save::FeedItem;
 pub use search::event_json;
 pub use service::{MemoryService, Ranking};

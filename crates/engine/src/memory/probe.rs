@@ -32,7 +32,7 @@ use super::event::Event;
 use super::fusion::{Hit, depth_for, fuse, ranked_order, rounded};
 use super::inputs::SearchInput;
 use super::keyword::{KeywordIndex, average_len, best_first, idf, term_score};
-use super::refresh::{events_after_at_most, stored_seq};
+use super::refresh::{current_seq, events_after_at_most};
 use super::segments::{self, SEGMENT_EVENTS, SegmentHead, read_parts};
 use super::semantic::{embed_all, model_key};
 use super::service::{MemoryService, Ranking};
@@ -186,7 +186,7 @@ impl MemoryService {
             return Ok(None);
         }
         let keys = caller.keys();
-        let (seq, _) = stored_seq(ports, keys).await?;
+        let seq = current_seq(ports, caller).await?;
         let Ok((manifest, _)) = segments::read_manifest(ports, keys, seq).await? else {
             return Ok(None);
         };

@@ -21,19 +21,34 @@ use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
 use lore_base::storage::Batch;
 
+/// The keys a search reads first on a warm instance: the org's event sequence number, which
+/// says whether the index is current. The front reads them ahead, with the caller's auth stamp.
+pub fn first_reads(keys: &OrgKeys) -> Vec<String> {
+    vec![keys.events_seq()]
+}
+
 /// The org's event sequence number as stored (0 before the first event).
 pub(super) async fn stored_seq(ports: &Ports, keys: &OrgKeys) -> Result<(u64, Option<Vec<u8>>)> {
     let raw = ports.storage.get(&keys.events_seq()).await?;
-    let seq = match &raw {
+    Ok((parse_seq(raw.as_deref())?, raw))
+}
+
+/// [`stored_seq`] as this request read it ahead (`Caller::read_ahead`), or from storage.
+pub(super) async fn current_seq(ports: &Ports, caller: &Caller) -> Result<u64> {
+    let raw = lore_directory::callers::read(ports, caller, &caller.keys().events_seq()).await?;
+    parse_seq(raw.as_deref())
+}
+
+fn parse_seq(raw: Option<&[u8]>) -> Result<u64> {
+    match raw {
         Some(bytes) => std::str::from_utf8(bytes)
             .ok()
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| {
                 lore_base::error::LoreError::Internal("the event sequence number is corrupt".into())
-            })?,
-        None => 0,
-    };
-    Ok((seq, raw))
+            }),
+        None => Ok(0),
+    }
 }
 
 /// The events past sequence number `known`, in commit order, and the last sequence number
@@ -100,7 +115,7 @@ impl MemoryService {
     pub(super) async fn refresh(&self, ports: &Ports, caller: &Caller) -> Result<()> {
         let org = caller.org();
         let keys = caller.keys();
-        let (seq, _) = stored_seq(ports, keys).await?;
+        let seq = current_seq(ports, caller).await?;
         let known = self.indexes.borrow().get(org).map(|c| c.index.seq);
         let mut loaded: Option<segments::Loaded> = None;
         let mut persisted = Persisted::default();

@@ -256,7 +256,7 @@ pub async fn run(
         .iter()
         .any(|n| catalog.find(n).is_some_and(|s| cache.keeps(s)))
     {
-        ports.storage.get(&caller.keys().records_version()).await?
+        lore_directory::callers::read(ports, caller, &caller.keys().records_version()).await?
     } else {
         None
     };

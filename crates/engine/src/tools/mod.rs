@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::instance::Engine;
 use crate::{compact, runs, sdk, sql};
 use lore_base::error::LoreError;
+use lore_base::keys::OrgKeys;
 use lore_base::model::Profile;
 use lore_base::reply::Reply;
 use lore_directory::Caller;
@@ -95,6 +96,19 @@ pub struct ToolSpec {
     input_schema: Option<fn() -> Value>,
     output_schema: Option<fn() -> Value>,
     run: Handler,
+}
+
+/// The org keys a call of `tool` reads first on a warm instance, which the front reads ahead
+/// in the same storage call as the caller's auth stamp (`Caller::read_ahead`): one read
+/// transaction where there would be two. Only a tool that writes nothing before those reads
+/// names any: `search_memory` the org's event sequence number (is the index current?),
+/// `query_sql` its records version (are the cached tables?).
+pub fn first_reads(tool: &str, keys: &OrgKeys) -> Vec<String> {
+    match tool {
+        SEARCH_MEMORY => crate::memory::first_reads(keys),
+        QUERY_SQL => vec![keys.records_version()],
+        _ => Vec::new(),
+    }
 }
 
 pub const SAVE_MEMORY: &str = "save_memory";

@@ -30,6 +30,7 @@ use crate::request_log::RequestLog;
 use endpoint::Endpoint;
 use jsonrpc::RpcError;
 use lore_base::error::LoreError;
+use lore_base::keys::OrgKeys;
 use lore_directory::Caller;
 use reply::Reply;
 use versions::{LEGACY_VERSIONS, META_PROTOCOL_VERSION, VERSION_2026, unsupported_version};
@@ -115,13 +116,15 @@ pub async fn handle(
     }
 }
 
-/// The caller of this request, with failures mapped to 401/403.
+/// The caller of this request, with failures mapped to 401/403. `first_reads`: the org keys
+/// the request reads first, read with the auth stamp of a caller kept from before.
 async fn authenticate(
     lore: &Lore,
     request: &Request<Vec<u8>>,
     path_org: Option<&str>,
+    first_reads: impl FnOnce(&OrgKeys) -> Vec<String>,
 ) -> Result<Caller, RpcError> {
-    lore.authenticate(request.headers(), path_org)
+    lore.authenticate_reading(request.headers(), path_org, first_reads)
         .await
         .map_err(|(e, token_was_sent)| match e {
             LoreError::Unauthorized(m) => unauthorized(
@@ -203,7 +206,20 @@ async fn post(
     if request.body().len() > lore.config.max_body_bytes {
         return Reply::error(&too_large(lore.config.max_body_bytes), None);
     }
-    let caller = match authenticate(lore, request, path_org).await {
+    // The body is parsed once: here, when the token's caller is kept from before (a tool call
+    // then has the keys it reads first read with the caller's auth stamp), else below.
+    let body = std::cell::OnceCell::new();
+    let first_reads = |keys: &OrgKeys| {
+        if !content_type_ok(request) {
+            return Vec::new();
+        }
+        body.get_or_init(|| serde_json::from_slice::<Value>(request.body()))
+            .as_ref()
+            .ok()
+            .and_then(called_tool)
+            .map_or_else(Vec::new, |tool| lore_engine::tools::first_reads(tool, keys))
+    };
+    let caller = match authenticate(lore, request, path_org, first_reads).await {
         Ok(c) => c,
         Err(e) => return Reply::error(&e, None),
     };
@@ -226,7 +242,10 @@ async fn post(
         Ok(s) => s,
         Err(e) => return Reply::error(&e, None),
     };
-    let value: Value = match serde_json::from_slice(request.body()) {
+    let parsed = body
+        .into_inner()
+        .unwrap_or_else(|| serde_json::from_slice(request.body()));
+    let value: Value = match parsed {
         Ok(v) => v,
         Err(e) => {
             let e = RpcError::new(
@@ -272,6 +291,14 @@ async fn post(
     legacy::handle(lore, &caller, &endpoint, headers, message, sse_ok, stream).await
 }
 
+/// The tool a single JSON-RPC `tools/call` message calls.
+fn called_tool(message: &Value) -> Option<&str> {
+    if message.get("method")?.as_str()? != "tools/call" {
+        return None;
+    }
+    message.get("params")?.get("name")?.as_str()
+}
+
 pub fn too_large(limit: usize) -> RpcError {
     RpcError::new(
         jsonrpc::INVALID_REQUEST,
@@ -289,7 +316,7 @@ async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>)
     let session = headers::get(headers, headers::SESSION_ID);
     match (session, version) {
         (Some(id), v) if v.is_none_or(|v| LEGACY_VERSIONS.contains(&v)) => {
-            let caller = match authenticate(lore, request, path_org).await {
+            let caller = match authenticate(lore, request, path_org, |_| Vec::new()).await {
                 Ok(c) => c,
                 Err(e) => return Reply::error(&e, None),
             };
