@@ -37,23 +37,37 @@ static ALLOCATOR: lore_meter::Metered<mimalloc::MiMalloc> = lore_meter::Metered(
 
 fn main() {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let log = init_logging(cli.log_format);
     if let Err(e) = run(cli.command) {
+        drop(log);
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Log lines go to stderr from a thread of their own: a request only formats its line and
+/// hands it over, and the thread writes what has queued up in one write (flushed whenever the
+/// queue is empty, so an idle server's lines appear at once). Nothing is dropped: a full queue
+/// makes the logger wait. The returned guard writes out what is left when dropped (at the end
+/// of `main`, after a server has drained). Colours only on a terminal, unless `NO_COLOR`.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("lore-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(ansi)
+        .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+    guard
 }
 
 /// A core instance over the database at `db`. Commands that never embed (init, orgs, tokens)
