@@ -263,8 +263,9 @@ pub const GET_MANY_CHUNK: usize = 100;
 
 /// Up to this many keys, [`get_many_sql`] is one point read per key joined by `UNION ALL`:
 /// SQLite answers `IN (…)` through a temporary b-tree of the keys, which costs more than the
-/// reads themselves when they are few.
-pub const GET_FEW: usize = 8;
+/// reads themselves when they are few. workerd's SQLite (D1, a Durable Object's storage)
+/// refuses a compound `SELECT` of more than 5 terms.
+pub const GET_FEW: usize = 4;
 
 /// The query of a [`Storage::get_many`] chunk of `n` keys on the SQL backends (`?1` … `?n`):
 /// one statement, so one read transaction, whatever `n`.
