@@ -41,6 +41,7 @@ use serde_json::Value as Json;
 use sqlparser::ast::Statement;
 
 use lore_base::error::{LoreError, Result};
+use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
 use lore_directory::Caller;
 
@@ -205,6 +206,13 @@ pub async fn query(
         next_cursor: page.next_cursor,
         truncated: page.truncated,
     })
+}
+
+/// The keys a query reads first on a warm instance: the org's records version, which says
+/// whether the tables this instance keeps are current. The front reads them ahead, with the
+/// caller's auth stamp.
+pub fn first_reads(keys: &OrgKeys) -> Vec<String> {
+    vec![keys.records_version()]
 }
 
 /// Checks that `sql` is one read-only query, without running it (metric definitions).

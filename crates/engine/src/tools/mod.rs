@@ -106,7 +106,7 @@ pub struct ToolSpec {
 pub fn first_reads(tool: &str, keys: &OrgKeys) -> Vec<String> {
     match tool {
         SEARCH_MEMORY => crate::memory::first_reads(keys),
-        QUERY_SQL => vec![keys.records_version()],
+        QUERY_SQL => sql::first_reads(keys),
         _ => Vec::new(),
     }
 }
