@@ -12,6 +12,10 @@
 //!   so a lone writer commits as before, and many concurrent writers share each fsync.
 //! - A group of relaxed batches only ([`Batch::relaxed`]) commits without the fsync.
 //!
+//! - Around each group's transaction the writer bumps the file's change counters of every key the
+//!   group writes (`lore_changes`: begun before, ended after), so that every process's kept reads
+//!   of those keys (`kept`) are read again.
+//!
 //! Worker threads keep their own connections for reads; only commits cross to the writer.
 
 use std::collections::HashMap;
@@ -22,6 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use lore_base::storage::{Batch, Check, StorageError, Write};
+use lore_changes::Changes;
 
 /// Most batches one transaction takes (a bound on how long the first of them waits).
 const MAX_GROUP: usize = 256;
@@ -33,6 +38,9 @@ type Reply = tokio::sync::oneshot::Sender<Result<(), StorageError>>;
 pub struct Writer {
     jobs: Mutex<Option<Sender<(Batch, Reply)>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The file's change counters, which every commit bumps; `None` when the counters file could
+    /// not be opened (then no connection keeps values: every read goes to the database).
+    pub changes: Option<Arc<Changes>>,
 }
 
 impl Drop for Writer {
@@ -60,10 +68,13 @@ fn backend(e: rusqlite::Error) -> StorageError {
 
 impl Writer {
     /// The writer of the database at `path` (canonical), started with the connection `open`
-    /// makes unless this process has one already. `full` is the `synchronous` level of a durable
-    /// commit (the connection's own); a group of relaxed batches commits with `NORMAL`.
+    /// makes unless this process has one already, with the change counters of the file at
+    /// `changes` (opened with it; `None` on failure, said in the log). `full` is the
+    /// `synchronous` level of a durable commit (the connection's own); a group of relaxed
+    /// batches commits with `NORMAL`.
     pub fn for_path(
         path: &Path,
+        changes: &Path,
         full: &'static str,
         open: impl FnOnce() -> Result<Connection, StorageError>,
     ) -> Result<Arc<Writer>, StorageError> {
@@ -77,14 +88,23 @@ impl Writer {
             return Ok(writer);
         }
         let conn = open()?;
+        let changes = match Changes::open(changes) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no change counters: every read goes to the database");
+                None
+            }
+        };
         let (tx, rx) = channel();
+        let counters = changes.clone();
         let thread = std::thread::Builder::new()
             .name("lore-writer".into())
-            .spawn(move || write_loop(&conn, &rx, full))
+            .spawn(move || write_loop(&conn, &rx, full, counters.as_deref()))
             .map_err(|e| StorageError::Backend(format!("cannot start the writer thread: {e}")))?;
         let writer = Arc::new(Writer {
             jobs: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
+            changes,
         });
         writers.insert(path.to_path_buf(), Arc::downgrade(&writer));
         Ok(writer)
@@ -107,7 +127,12 @@ impl Writer {
 }
 
 /// The writer thread: takes the batches waiting, commits them as one group, answers each.
-fn write_loop(conn: &Connection, jobs: &Receiver<(Batch, Reply)>, full: &str) {
+fn write_loop(
+    conn: &Connection,
+    jobs: &Receiver<(Batch, Reply)>,
+    full: &str,
+    changes: Option<&Changes>,
+) {
     let mut synchronous_full = true;
     while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
@@ -129,7 +154,15 @@ fn write_loop(conn: &Connection, jobs: &Receiver<(Batch, Reply)>, full: &str) {
             }
             synchronous_full = durable;
         }
+        // Begun before the transaction, ended after it returns and before anyone is answered: a
+        // reader that kept a value of these keys reads it again from now on, and a requester
+        // sees its own write at its next read.
+        let writing = changes.map(|c| {
+            let keys = group.iter().flat_map(|(b, _)| b.writes.iter());
+            c.begin(keys.map(|w| w.key().as_bytes()))
+        });
         let outcomes = commit_group(conn, group.iter().map(|(b, _)| b));
+        drop(writing);
         for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
             // A requester that went away (its request was cancelled) still had its batch
             // committed, as a commit running when a request is dropped would have.

@@ -10,6 +10,7 @@
 pub mod backup;
 pub mod client;
 pub mod group_commit;
+pub mod kept;
 pub mod login;
 pub mod model;
 pub mod ports;

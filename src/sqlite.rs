@@ -3,6 +3,10 @@
 //! which commits the batches of every thread, many in one transaction when they arrive together
 //! (`group_commit`).
 //!
+//! Reads of small values are kept per connection and answered again without a read transaction
+//! while the file's change counters say nobody has written their keys since (`kept`), whichever
+//! process wrote them. The counters live beside the database in `<file>-changes`.
+//!
 //! Durability: `journal_mode=WAL` with `synchronous=FULL` ([`configure`]). Every commit appends
 //! its pages to the WAL and fsyncs the WAL before `COMMIT` returns, so a write is on disk before
 //! the request that made it is answered: it survives `kill -9` (the WAL is replayed at the next
@@ -10,6 +14,7 @@
 //! against a process kill (the OS holds the written pages), but the last commits could vanish
 //! in a power cut.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -19,11 +24,13 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::group_commit::{Writer, commit_group};
+use crate::kept::Kept;
 use lore_base::storage::{
     Batch, GET_MANY_CHUNK, SCAN_BACK_SQL, SQL_SCHEMA, ScanPage, Storage, StorageError,
     get_many_sql, in_key_order, page_from_rows, scan_back_bounds, scan_bounds, scan_sql,
     validate_key,
 };
+use lore_changes::Changes;
 
 /// The journal mode every lore connection runs in (stored in the file once set).
 pub const JOURNAL_MODE: &str = "WAL";
@@ -48,6 +55,10 @@ pub struct SqliteStorage {
     conn: Rc<Connection>,
     /// `None` for a private in-memory database, which commits on its own connection.
     writer: Option<Arc<Writer>>,
+    /// Small values read, answered again while their keys are unchanged.
+    kept: Kept,
+    /// Statements this connection ran to read (tests count them).
+    reads: Cell<u64>,
 }
 
 fn backend(e: rusqlite::Error) -> StorageError {
@@ -76,6 +87,7 @@ impl SqliteStorage {
         upper: &str,
         limit: usize,
     ) -> Result<ScanPage, StorageError> {
+        self.reads.set(self.reads.get() + 1);
         let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
         let rows = stmt
@@ -91,36 +103,42 @@ impl SqliteStorage {
     /// Opens (creating if needed) the database file and applies the schema.
     pub fn open(path: &Path) -> Result<Self, StorageError> {
         let conn = connect(path)?;
-        // The writer is per file, whatever path names it.
+        // The writer and the change counters are per file, whatever path names it.
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let writer = Writer::for_path(&canonical, SYNCHRONOUS, || connect(path))?;
-        Ok(Self {
-            conn: Rc::new(conn),
-            writer: Some(writer),
-        })
+        let writer = Writer::for_path(&canonical, &changes_path(&canonical), SYNCHRONOUS, || {
+            connect(path)
+        })?;
+        Ok(Self::new(conn, Some(writer)))
     }
 
     /// A private in-memory database, for tests.
     pub fn open_in_memory() -> Result<Self, StorageError> {
         let conn = set_up(Connection::open_in_memory().map_err(backend)?)?;
-        Ok(Self {
+        Ok(Self::new(conn, None))
+    }
+
+    fn new(conn: Connection, writer: Option<Arc<Writer>>) -> Self {
+        Self {
             conn: Rc::new(conn),
-            writer: None,
-        })
+            writer,
+            kept: Kept::default(),
+            reads: Cell::new(0),
+        }
     }
 
-    /// `PRAGMA integrity_check`, `"ok"` when the file is sound.
-    pub fn integrity_check(&self) -> Result<String, StorageError> {
-        self.conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .map_err(backend)
+    /// How many statements this connection has run to read: kept values are answered without.
+    pub fn reads(&self) -> u64 {
+        self.reads.get()
     }
-}
 
-#[async_trait(?Send)]
-impl Storage for SqliteStorage {
-    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
-        validate_key(key)?;
+    /// The file's change counters, when this connection may keep values.
+    fn changes(&self) -> Option<&Changes> {
+        self.writer.as_ref()?.changes.as_deref()
+    }
+
+    /// One key from the database.
+    fn read_one(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        self.reads.set(self.reads.get() + 1);
         let mut stmt = self
             .conn
             .prepare_cached("SELECT v FROM lore_kv WHERE k = ?1")
@@ -130,12 +148,11 @@ impl Storage for SqliteStorage {
             .map_err(backend)
     }
 
-    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+    /// Keys from the database, one statement per [`GET_MANY_CHUNK`] of them.
+    fn read_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
         let mut rows = Vec::new();
         for chunk in keys.chunks(GET_MANY_CHUNK) {
-            for key in chunk {
-                validate_key(key)?;
-            }
+            self.reads.set(self.reads.get() + 1);
             let mut stmt = self
                 .conn
                 .prepare_cached(&get_many_sql(chunk.len()))
@@ -150,6 +167,56 @@ impl Storage for SqliteStorage {
             rows.extend(found);
         }
         Ok(in_key_order(keys, rows))
+    }
+
+    /// `PRAGMA integrity_check`, `"ok"` when the file is sound.
+    pub fn integrity_check(&self) -> Result<String, StorageError> {
+        self.conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(backend)
+    }
+}
+
+#[async_trait(?Send)]
+impl Storage for SqliteStorage {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        validate_key(key)?;
+        let Some(changes) = self.changes() else {
+            return self.read_one(key);
+        };
+        if let Some(value) = self.kept.get(changes, key) {
+            return Ok(value);
+        }
+        let reading = Kept::before_read(changes, key);
+        let value = self.read_one(key)?;
+        self.kept.keep(reading, key, &value);
+        Ok(value)
+    }
+
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        for key in keys {
+            validate_key(key)?;
+        }
+        let Some(changes) = self.changes() else {
+            return self.read_many(keys);
+        };
+        let mut out: Vec<Option<Option<Vec<u8>>>> =
+            keys.iter().map(|k| self.kept.get(changes, k)).collect();
+        let missing: Vec<usize> = (0..keys.len()).filter(|i| out[*i].is_none()).collect();
+        if missing.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
+        }
+        let readings: Vec<_> = missing
+            .iter()
+            .map(|i| Kept::before_read(changes, &keys[*i]))
+            .collect();
+        let unread: Vec<String> = missing.iter().map(|i| keys[*i].clone()).collect();
+        let values = self.read_many(&unread)?;
+        for ((i, reading), value) in missing.into_iter().zip(readings).zip(values) {
+            self.kept.keep(reading, &keys[i], &value);
+            out[i] = Some(value);
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 
     async fn scan(
@@ -194,6 +261,13 @@ impl Storage for SqliteStorage {
         }
         result
     }
+}
+
+/// The change counters' file of the database at `db`: `<db>-changes`, beside SQLite's `-wal`.
+pub fn changes_path(db: &Path) -> std::path::PathBuf {
+    let mut path = db.as_os_str().to_owned();
+    path.push("-changes");
+    path.into()
 }
 
 #[cfg(test)]
@@ -288,6 +362,87 @@ mod tests {
             Some(b"v".to_vec())
         );
         assert_eq!(s.integrity_check().unwrap(), "ok");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A kept value is answered without a statement until its key is written: by this
+    /// connection, by another one of the process, or by another process (a second mapping of
+    /// the counters and a connection of its own stand for one here; `tests/processes.rs` runs
+    /// real ones).
+    #[test]
+    fn kept_values_are_read_again_after_any_write_of_their_key() {
+        use futures_executor::block_on;
+        use lore_base::storage::Storage;
+        use rusqlite::Connection;
+        let dir = std::env::temp_dir().join(format!("lore-sqlite-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kept.db");
+        let s = super::SqliteStorage::open(&path).unwrap();
+        block_on(s.put("o/a/stamp", b"1".to_vec())).unwrap();
+        let keys = ["o/a/stamp".to_string(), "o/a/absent".to_string()];
+        assert_eq!(
+            block_on(s.get_many(&keys)).unwrap(),
+            [Some(b"1".to_vec()), None]
+        );
+        let before = s.reads();
+        for _ in 0..3 {
+            assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"1".to_vec()));
+            assert_eq!(block_on(s.get("o/a/absent")).unwrap(), None);
+            assert_eq!(
+                block_on(s.get_many(&keys)).unwrap(),
+                [Some(b"1".to_vec()), None]
+            );
+        }
+        assert_eq!(
+            s.reads(),
+            before,
+            "kept values, absent keys too, need no statement"
+        );
+
+        // This connection writes: its next read sees it.
+        block_on(s.put("o/a/stamp", b"2".to_vec())).unwrap();
+        assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"2".to_vec()));
+        assert_eq!(s.reads(), before + 1);
+        // A write of another key leaves the kept value alone.
+        block_on(s.put("o/a/other", b"x".to_vec())).unwrap();
+        assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"2".to_vec()));
+        assert_eq!(s.reads(), before + 1);
+
+        // Another connection of this process (another worker thread's).
+        let t = super::SqliteStorage::open(&path).unwrap();
+        block_on(t.put("o/a/absent", b"now".to_vec())).unwrap();
+        assert_eq!(
+            block_on(s.get_many(&keys)).unwrap(),
+            [Some(b"2".to_vec()), Some(b"now".to_vec())]
+        );
+        assert_eq!(s.reads(), before + 2, "only the written key is read");
+
+        // Another process: its own counters mapping and connection, writing by the protocol.
+        let other =
+            lore_changes::Changes::open(&super::changes_path(&path.canonicalize().unwrap()))
+                .unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let writing = other.begin([b"o/a/stamp".as_slice()]);
+        // While the write is under way the value is read, and not kept.
+        assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"2".to_vec()));
+        conn.execute("UPDATE lore_kv SET v = X'33' WHERE k = 'o/a/stamp'", [])
+            .unwrap();
+        assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"3".to_vec()));
+        drop(writing);
+        let reads = s.reads();
+        assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"3".to_vec()));
+        assert_eq!(block_on(s.get("o/a/stamp")).unwrap(), Some(b"3".to_vec()));
+        assert_eq!(s.reads(), reads + 1, "kept again once the write has ended");
+
+        // Large values are never kept.
+        let big = vec![7u8; super::super::kept::KEEP_BYTES + 1];
+        block_on(s.put("o/a/big", big.clone())).unwrap();
+        let reads = s.reads();
+        assert_eq!(block_on(s.get("o/a/big")).unwrap(), Some(big.clone()));
+        assert_eq!(block_on(s.get("o/a/big")).unwrap(), Some(big));
+        assert_eq!(s.reads(), reads + 2);
+        drop((s, t, conn));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

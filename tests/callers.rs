@@ -283,3 +283,49 @@ fn a_warm_repeated_query_reads_the_stamp_and_the_records_version_together() {
         "the other instance's record is seen: {second}"
     );
 }
+
+/// Natively, the one read of a warm repeated search is answered from the values the
+/// connection keeps (`src/kept.rs`): no SQLite statement at all, until a write of the org's
+/// sequence number through another connection (another worker thread; another process is
+/// `tests/processes.rs`) makes the next search read it, and find the new memory.
+#[test]
+fn natively_a_warm_repeated_search_runs_no_statement() {
+    use lore::sqlite::SqliteStorage;
+    let dir = std::env::temp_dir().join(format!("lore-callers-native-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("lore.db");
+    let store = Rc::new(SqliteStorage::open(&db).unwrap());
+    let lore = Lore::new(step_ports(store.clone(), 7), Config::default());
+    let other = Lore::new(
+        step_ports(Rc::new(SqliteStorage::open(&db).unwrap()), 7),
+        Config::default(),
+    );
+    let owner = match block_on(admin::init(other.ports(), "default")).unwrap() {
+        InitOutcome::Created(t) => t.token,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(save(&lore, &owner, "the heron nests by the weir").0, 200);
+    let first = search(&lore, &owner, "heron weir");
+    search(&lore, &owner, "heron weir");
+    for _ in 0..3 {
+        let before = store.reads();
+        assert_eq!(search(&lore, &owner, "heron weir"), first);
+        assert_eq!(
+            store.reads(),
+            before,
+            "a warm repeated search runs no statement"
+        );
+    }
+    assert_eq!(save(&other, &owner, "a second heron by the weir").0, 200);
+    let before = store.reads();
+    let second = search(&lore, &owner, "heron weir");
+    assert!(store.reads() > before, "the moved sequence number is read");
+    assert_eq!(second.as_array().map(Vec::len), Some(2), "{second}");
+    search(&lore, &owner, "heron weir");
+    let before = store.reads();
+    assert_eq!(search(&lore, &owner, "heron weir"), second);
+    assert_eq!(store.reads(), before);
+    drop((lore, other, store));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

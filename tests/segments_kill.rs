@@ -9,10 +9,11 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command};
 
 use serde_json::{Value, json};
+
+mod common;
 
 struct Dir(PathBuf);
 
@@ -31,58 +32,19 @@ struct Server {
 
 impl Server {
     fn start(db: &Path) -> Self {
-        // The server's output goes to a file (read until it names its address), so that
-        // nothing has to keep draining a pipe.
-        let log_path = db.with_extension(format!("log{}", std::process::id()));
-        let log = std::fs::File::create(&log_path).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_lore"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .env("RUST_LOG", "warn")
-            .env("LORE_RATE_TOKEN_PER_MINUTE", "0")
-            .env("LORE_RATE_ORG_PER_MINUTE", "0")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("lore serve starts");
-        let (mut addr, mut token) = (None, None);
-        for _ in 0..6000 {
-            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            for line in text.lines() {
-                if let Some(rest) = line.split("lore listening on http://").nth(1) {
-                    addr = rest.split('/').next().map(str::to_string);
-                }
-                if line.starts_with("  lore_") {
-                    token = Some(line.trim().to_string());
-                }
-            }
-            if addr.is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let addr = addr.unwrap_or_else(|| {
-            panic!(
-                "lore serve did not start: {}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            )
-        });
+        let (child, url, log) = common::start_lore_binary(db, &[("RUST_LOG", "warn")]);
+        let addr = url.trim_start_matches("http://").split('/').next();
+        let addr = addr.expect("an address").to_string();
+        let token = log
+            .lines()
+            .find(|line| line.starts_with("  lore_"))
+            .map(|line| line.trim().to_string());
         Server { child, addr, token }
     }
 
     /// One `tools/call`; the tool's structured result (panics on a protocol or tool error).
     fn call(&self, token: &str, tool: &str, arguments: Value) -> Value {
-        let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {
-                "name": tool, "arguments": arguments,
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {}
-                }
-            }
-        })
-        .to_string();
+        let body = common::tool_call_body(tool, arguments).to_string();
         let mut stream = TcpStream::connect(&self.addr).expect("connect");
         let request = format!(
             "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\

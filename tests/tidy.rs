@@ -102,6 +102,7 @@ fn no_file_grows_past_a_reviewable_size() {
 const LAYERS: &[(&str, u8)] = &[
     ("lore-meter", 0),
     ("lore-jsregex", 0),
+    ("lore-changes", 0),
     ("lore-base", 1),
     ("lore-embed", 2),
     ("lore-directory", 2),
@@ -137,6 +138,7 @@ const PLATFORM_CRATES: &[&str] = &[
     "mimalloc",
     "clap",
     "tracing-subscriber",
+    "lore-changes",
 ];
 
 fn metadata() -> serde_json::Value {
@@ -628,6 +630,7 @@ fn circles(
 const CRATE_DIRS: &[&str] = &[
     "crates/meter/src",
     "crates/jsregex/src",
+    "crates/changes/src",
     "crates/base/src",
     "crates/embed/src",
     "crates/directory/src",

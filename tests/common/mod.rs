@@ -227,3 +227,56 @@ pub fn ids(results: &[Value]) -> Vec<String> {
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// The real `lore serve` on `db`, on a free loopback port with rate limits off and `env` set,
+/// its log in a file beside the database. Returns the process, the MCP URL and the log's text
+/// when it started (panics with the log if it does not).
+pub fn start_lore_binary(
+    db: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, String, String) {
+    // The output goes to a file, read until it names the address, so that nothing has to keep
+    // draining a pipe.
+    let log = db.with_extension(format!("log{}", std::process::id()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lore"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .env("LORE_RATE_TOKEN_PER_MINUTE", "0")
+        .env("LORE_RATE_ORG_PER_MINUTE", "0")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("lore serve starts");
+    for _ in 0..6000 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let url = text
+            .split("lore listening on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next());
+        if let Some(url) = url {
+            return (child, url.to_string(), text);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!(
+        "lore serve did not start: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    )
+}
+
+/// The body of a stateless (2026-07-28) `tools/call`.
+pub fn tool_call_body(tool: &str, arguments: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": tool, "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": V26,
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+}
