@@ -15,26 +15,8 @@ use lore::backup::{backup, doctor, restore};
 use lore::sqlite::SqliteStorage;
 use lore_base::storage::{Batch, Storage};
 
-/// A fresh directory under the system temp dir, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("lore-backup-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 /// Writes `n` pairs `a/{i}`, `b/{i}`, each pair in one batch.
 fn write_pairs(store: &SqliteStorage, from: usize, n: usize) {

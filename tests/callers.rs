@@ -15,6 +15,8 @@ use lore_front::{Config, Lore};
 use lore_testing::faulty::FaultyStorage;
 use lore_testing::ports::step_ports;
 
+mod common;
+
 const V26: &str = "2026-07-28";
 
 struct Two {
@@ -291,9 +293,7 @@ fn a_warm_repeated_query_reads_the_stamp_and_the_records_version_together() {
 #[test]
 fn natively_a_warm_repeated_search_runs_no_statement() {
     use lore::sqlite::SqliteStorage;
-    let dir = std::env::temp_dir().join(format!("lore-callers-native-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Dir::new("callers-native");
     let db = dir.join("lore.db");
     let store = Rc::new(SqliteStorage::open(&db).unwrap());
     let lore = Lore::new(step_ports(store.clone(), 7), Config::default());
@@ -326,6 +326,4 @@ fn natively_a_warm_repeated_search_runs_no_statement() {
     let before = store.reads();
     assert_eq!(search(&lore, &owner, "heron weir"), second);
     assert_eq!(store.reads(), before);
-    drop((lore, other, store));
-    std::fs::remove_dir_all(&dir).unwrap();
 }

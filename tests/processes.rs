@@ -4,20 +4,12 @@
 //! CLI is found by the server's next search; a token revoked by the CLI is refused at the
 //! server's next request; a token the CLI issues works at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 
 use serde_json::{Value, json};
 
 mod common;
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The CLI, as another process, on the test's database; its JSON output.
 fn cli(db: &Path, args: &[&str]) -> Value {
@@ -95,10 +87,8 @@ impl Serving {
 
 #[test]
 fn writes_by_another_process_hold_at_the_servers_next_request() {
-    let dir = Dir(std::env::temp_dir().join(format!("lore-processes-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let db = dir.0.join("lore.db");
+    let dir = common::Dir::new("processes");
+    let db = dir.join("lore.db");
     let owner = cli(&db, &["init", "--json"])["token"]
         .as_str()
         .expect("an owner token")

@@ -8,20 +8,12 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 
 use serde_json::{Value, json};
 
 mod common;
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct Server {
     child: Child,
@@ -94,9 +86,8 @@ fn dechunk(mut body: &str) -> String {
 
 #[test]
 fn every_acknowledged_memory_is_found_after_kill_9_between_events_and_segments() {
-    let dir = Dir(std::env::temp_dir().join(format!("lore-segkill-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let db = dir.0.join("lore.db");
+    let dir = common::Dir::new("segkill");
+    let db = dir.join("lore.db");
     let mut token = None;
     let mut acknowledged: Vec<(String, usize)> = Vec::new();
     let mut n = 0;

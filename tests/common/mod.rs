@@ -280,3 +280,26 @@ pub fn tool_call_body(tool: &str, arguments: Value) -> Value {
         }
     })
 }
+
+/// A fresh directory under the system temp dir (`lore-test-{name}-{pid}`), removed when dropped,
+/// also when the test fails.
+pub struct Dir(pub std::path::PathBuf);
+
+impl Dir {
+    pub fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("lore-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
