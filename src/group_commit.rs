@@ -68,13 +68,12 @@ fn backend(e: rusqlite::Error) -> StorageError {
 
 impl Writer {
     /// The writer of the database at `path` (canonical), started with the connection `open`
-    /// makes unless this process has one already, with the change counters of the file at
-    /// `changes` (opened with it; `None` on failure, said in the log). `full` is the
+    /// makes unless this process has one already, with the file's change counters
+    /// ([`changes_path`], opened with it; `None` on failure, said in the log). `full` is the
     /// `synchronous` level of a durable commit (the connection's own); a group of relaxed
     /// batches commits with `NORMAL`.
     pub fn for_path(
         path: &Path,
-        changes: &Path,
         full: &'static str,
         open: impl FnOnce() -> Result<Connection, StorageError>,
     ) -> Result<Arc<Writer>, StorageError> {
@@ -88,7 +87,7 @@ impl Writer {
             return Ok(writer);
         }
         let conn = open()?;
-        let changes = match Changes::open(changes) {
+        let changes = match Changes::open(&changes_path(path)) {
             Ok(c) => Some(Arc::new(c)),
             Err(e) => {
                 tracing::warn!(error = %e, "no change counters: every read goes to the database");
@@ -124,6 +123,13 @@ impl Writer {
             .await
             .map_err(|_| StorageError::Backend("the writer thread dropped a commit".into()))?
     }
+}
+
+/// The change counters' file of the database at `db`: `<db>-changes`, beside SQLite's `-wal`.
+pub fn changes_path(db: &Path) -> PathBuf {
+    let mut path = db.as_os_str().to_owned();
+    path.push("-changes");
+    path.into()
 }
 
 /// The writer thread: takes the batches waiting, commits them as one group, answers each.

@@ -23,6 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+pub use crate::group_commit::changes_path;
 use crate::group_commit::{Writer, commit_group};
 use crate::kept::Kept;
 use lore_base::storage::{
@@ -105,9 +106,7 @@ impl SqliteStorage {
         let conn = connect(path)?;
         // The writer and the change counters are per file, whatever path names it.
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let writer = Writer::for_path(&canonical, &changes_path(&canonical), SYNCHRONOUS, || {
-            connect(path)
-        })?;
+        let writer = Writer::for_path(&canonical, SYNCHRONOUS, || connect(path))?;
         Ok(Self::new(conn, Some(writer)))
     }
 
@@ -261,13 +260,6 @@ impl Storage for SqliteStorage {
         }
         result
     }
-}
-
-/// The change counters' file of the database at `db`: `<db>-changes`, beside SQLite's `-wal`.
-pub fn changes_path(db: &Path) -> std::path::PathBuf {
-    let mut path = db.as_os_str().to_owned();
-    path.push("-changes");
-    path.into()
 }
 
 #[cfg(test)]
