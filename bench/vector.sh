@@ -23,7 +23,7 @@
 #
 # BENCH_SMOKE=1 (bench/lib.sh): no build: the debug builds the test command makes
 # (`cargo build -p lore-vector-bench` and the same with `--lib --target wasm32-unknown-unknown`);
-# 1,000 vectors, 20 queries, filters at 2,000, no threshold suite (its sizes are fixed, up to
+# 300 vectors, 20 queries, filters at 2,000, no threshold suite (its sizes are fixed, up to
 # 32,000); fails unless lore's recall@10 at ef 512 is at least 0.5 everywhere.
 set -euo pipefail
 
@@ -31,7 +31,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 # shellcheck source=bench/lib.sh
 source "$HERE/lib.sh"
-if smoke; then SIZES=${SIZES:-1000} QUERIES=${QUERIES:-20} WASM_QUERIES=${WASM_QUERIES:-20}; fi
+if smoke; then SIZES=${SIZES:-300} QUERIES=${QUERIES:-20} WASM_QUERIES=${WASM_QUERIES:-20}; fi
 SIZES=${SIZES:-"10000 100000"}
 QUERIES=${QUERIES:-500}
 WASM_QUERIES=${WASM_QUERIES:-300}
