@@ -223,8 +223,10 @@ fn list(conn: &Connection, org: &str, args: List) -> rusqlite::Result<Option<Vec
     let after = format!("{prefix}{}", args.cursor.as_deref().unwrap_or(""));
     // Every key under the prefix sorts below the prefix with its trailing '/' bumped to '0'.
     let end = format!("{}0", &prefix[..prefix.len() - 1]);
+    // `+?3`, as lore's scans: a bare `LIMIT ?3` makes SQLite plan the statement again at
+    // every run (lore_base::storage::scan_sql).
     let mut stmt = conn
-        .prepare_cached("SELECT k, v FROM lore_kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3")?;
+        .prepare_cached("SELECT k, v FROM lore_kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT +?3")?;
     let mut rows = stmt.query(params![after, end, limit as i64 + 1])?;
     let mut out = Vec::with_capacity(64 * 1024);
     out.extend_from_slice(b"{\"items\":[");

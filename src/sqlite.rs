@@ -316,6 +316,40 @@ mod tests {
         );
     }
 
+    /// Regression: with `LIMIT ?3` SQLite planned the scan's statement again at every run (a
+    /// bound `LIMIT` parameter is read as a constant at planning time, so binding it expires
+    /// the plan). Scans of every shape, with different bounds and limits, through the cached
+    /// statements must never be re-prepared.
+    #[test]
+    fn scans_are_planned_once() {
+        use lore_base::storage::{Batch, Storage};
+        use rusqlite::StatementStatus;
+        let store = super::SqliteStorage::open_in_memory().unwrap();
+        let mut batch = Batch::default();
+        for i in 0..20 {
+            batch.put(format!("p/{i:02}"), vec![1]);
+        }
+        futures_executor::block_on(store.commit(batch)).unwrap();
+        for limit in [1, 5, 3, 50] {
+            futures_executor::block_on(async {
+                store.scan("p/", None, limit).await.unwrap();
+                store.scan("p/", Some("p/03"), limit).await.unwrap();
+                store.scan_back("p/", None, limit).await.unwrap();
+                store.scan_back("q/", Some("q/9"), limit).await.unwrap();
+            });
+        }
+        let sqls = [
+            lore_base::storage::scan_sql(false),
+            lore_base::storage::scan_sql(true),
+            lore_base::storage::SCAN_BACK_SQL,
+        ];
+        for sql in sqls {
+            let stmt = store.conn.prepare_cached(sql).unwrap();
+            assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0, "{sql}");
+            assert!(stmt.get_status(StatementStatus::Run) >= 4, "{sql}");
+        }
+    }
+
     /// The settings the durability promise rests on (ARCHITECTURE.md, "Durability"): WAL,
     /// stored in the file, and `synchronous=FULL` on the connection that writes.
     #[test]
