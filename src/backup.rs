@@ -19,7 +19,7 @@ use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 
-use crate::sqlite::{JOURNAL_MODE, SYNCHRONOUS, SYNCHRONOUS_FULL, configure};
+use crate::sqlite::{JOURNAL_MODE, SYNCHRONOUS, SYNCHRONOUS_FULL, configure, side_files};
 
 /// The schema version this build reads and writes (`lore_meta.schema_version`).
 pub const SCHEMA_VERSION: &str = "1";
@@ -351,10 +351,8 @@ fn retire(db: &Path) -> anyhow::Result<()> {
         }
     }
     drop(conn);
-    for suffix in ["-wal", "-shm"] {
-        let mut p = db.to_path_buf().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
+    for side in side_files(db) {
+        let _ = std::fs::remove_file(side);
     }
     Ok(())
 }

@@ -127,8 +127,13 @@ impl Writer {
 
 /// The change counters' file of the database at `db`: `<db>-changes`, beside SQLite's `-wal`.
 pub fn changes_path(db: &Path) -> PathBuf {
+    beside(db, "-changes")
+}
+
+/// `<db><suffix>`: a file SQLite or lore keeps beside the database at `db`.
+pub fn beside(db: &Path, suffix: &str) -> PathBuf {
     let mut path = db.as_os_str().to_owned();
-    path.push("-changes");
+    path.push(suffix);
     path.into()
 }
 

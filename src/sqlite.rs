@@ -15,7 +15,7 @@
 //! in a power cut.
 
 use std::cell::Cell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::group_commit::beside;
 pub use crate::group_commit::changes_path;
 use crate::group_commit::{Writer, commit_group};
 use crate::kept::Kept;
@@ -40,6 +41,14 @@ pub const JOURNAL_MODE: &str = "WAL";
 pub const SYNCHRONOUS: &str = "FULL";
 /// `PRAGMA synchronous` reads back FULL as 2.
 pub const SYNCHRONOUS_FULL: i64 = 2;
+
+/// The files kept beside the database at `db`: SQLite's WAL and shared memory (`-wal`, `-shm`)
+/// and the change counters (`-changes`). Once every connection to `db` has closed cleanly none
+/// holds data (SQLite checkpoints the WAL into the file at the last close), so a database is
+/// moved, replaced or removed with them.
+pub fn side_files(db: &Path) -> [PathBuf; 3] {
+    ["-wal", "-shm", "-changes"].map(|suffix| beside(db, suffix))
+}
 
 /// The settings every connection to a lore database gets: a 10 s busy timeout (one writer at a
 /// time; the others wait), WAL, and `synchronous=FULL`.

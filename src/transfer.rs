@@ -15,6 +15,7 @@ use lore_base::storage::Batch;
 use lore_directory::transfer::{self, MAX_PAGE, Page};
 
 use crate::ports::{EmbedderChoice, UreqClient, native_ports};
+use crate::sqlite::{changes_path, side_files};
 
 /// Where an org is read from or written to.
 pub enum Side {
@@ -157,28 +158,33 @@ pub async fn export(side: &Side, org: &str, file: &Path, force: bool) -> anyhow:
         if !force {
             bail!("{} exists; pass --force to replace it", file.display());
         }
-        for path in [
-            file.to_path_buf(),
-            file.with_extension("db-wal"),
-            file.with_extension("db-shm"),
-        ] {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(e).with_context(|| format!("cannot remove {}", path.display()));
-                }
-                _ => {}
-            }
+        for path in std::iter::once(file.to_path_buf()).chain(side_files(file)) {
+            remove_if_present(&path)?;
         }
     }
     let out = local(file)?;
-    each_page(side, &org, async |entries, _| {
+    let moved = each_page(side, &org, async |entries, _| {
         let mut batch = Batch::new();
         for (key, value) in entries {
             batch.put(key, value);
         }
         Ok(out.storage.commit(batch).await?)
     })
-    .await
+    .await?;
+    // An export is one file to move: closing it checkpoints the WAL into it (SQLite removes
+    // `-wal` and `-shm`), and its change counters serve only processes sharing a live database.
+    drop(out);
+    remove_if_present(&changes_path(file))?;
+    Ok(moved)
+}
+
+fn remove_if_present(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", path.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `lore org import`: writes `org` from the lore database `file` (an export, a backup) into

@@ -5,6 +5,7 @@
 // importing it again is refused.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 
 import { startServer, createOrg, raw2026, lore, loreJson, tempDir, cleanupDir } from './lib/server.mjs';
@@ -37,9 +38,14 @@ test('an org exported to a file restores natively and imports whole into a fresh
     const exported = await loreJson(['org', 'export', 'travel', file, ...side(first), '--json']);
     assert.equal(exported.org, 'travel');
     assert.ok(exported.entries > 5, JSON.stringify(exported));
+    // One file to move: no WAL, shared memory or change counters left beside it.
+    assert.deepEqual(await readdir(dir), ['travel.db']);
     const again = await lore(['org', 'export', 'travel', file, ...side(first)]);
     assert.notEqual(again.code, 0, 'an existing file is not replaced without --force');
     assert.match(again.stderr, /--force/);
+    const forced = await lore(['org', 'export', 'travel', file, ...side(first), '--force']);
+    assert.equal(forced.code, 0, forced.stderr + forced.stdout);
+    assert.deepEqual(await readdir(dir), ['travel.db']);
 
     // The file is a lore database: `lore restore` takes it, and `lore serve` on it answers the
     // org's own token.
