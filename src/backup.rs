@@ -19,6 +19,7 @@ use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 
+use crate::group_commit::beside;
 use crate::sqlite::{JOURNAL_MODE, SYNCHRONOUS, SYNCHRONOUS_FULL, configure, side_files};
 
 /// The schema version this build reads and writes (`lore_meta.schema_version`).
@@ -217,9 +218,7 @@ impl Drop for Temp {
     fn drop(&mut self) {
         if !self.kept {
             for suffix in ["", "-journal", "-wal", "-shm"] {
-                let mut p = self.path.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
+                let _ = std::fs::remove_file(beside(&self.path, suffix));
             }
         }
     }
