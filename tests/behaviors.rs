@@ -489,3 +489,204 @@ fn with_a_background_port_reactions_run_after_the_answer() {
     assert_eq!(ticket_names(&h), vec!["later"]);
     assert_eq!(actions(&h, "behavior")[0]["status"], "ok");
 }
+
+/// The role `principal` holds in acme now.
+fn role_of(h: &Harness, principal: &str) -> String {
+    let members = ok(&run(h, &h.owner, "return await client.members.list({})"));
+    members
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["principal_id"] == principal)
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// The principal id a token acts as: the principal of the Action its own script run records.
+fn principal_of(h: &Harness, token: &str) -> String {
+    ok(&h.call(token, "run_sdk", json!({"code": "return 'whoami'"})));
+    let acts = ok(&run(
+        h,
+        &h.owner,
+        "return (await client.actions.list({limit: 1, newest_first: true})).items.map((a: any) => a.principal)",
+    ));
+    acts[0].as_str().unwrap().to_string()
+}
+
+/// What an admin's code tries once it runs with an owner's rights: make the admin an owner,
+/// and mint an owner-level token for it.
+fn escalation(admin_id: &str) -> String {
+    format!(
+        "let made = 'no';\ntry {{ await client.members.update({{principal_id: '{admin_id}', role: 'owner'}}); made = 'owner'; }} catch (e) {{ made = e.code; }}\nreturn made;"
+    )
+}
+
+#[test]
+fn an_admins_edit_of_an_owners_behavior_runs_with_the_admins_rights() {
+    let h = harness();
+    let admin = token(&h, Role::Admin);
+    let admin_id = principal_of(&h, &admin);
+    ok(&behavior(
+        &h,
+        &h.owner,
+        "owners",
+        &["observation"],
+        "await client.entities.create({type: 'ticket', name: 'owner code'}); return 1",
+    ));
+    // The admin replaces the code: the behavior runs as the least of its shapers, the admin.
+    let updated = ok(&h.call(
+        &admin,
+        "run_sdk",
+        json!({"code": "return await client.behaviors.update(ctx.args)",
+               "args": {"name": "owners", "code": escalation(&admin_id)}}),
+    ));
+    assert_eq!(updated["changed_by"], json!([admin_id]), "{updated}");
+    h.save(&h.owner, json!({"content": "x", "kind": "observation"}));
+    let acts = actions(&h, "behavior");
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(acts[0]["principal"], json!(admin_id), "{}", acts[0]);
+    assert_eq!(
+        role_of(&h, &admin_id),
+        "admin",
+        "the admin did not become owner"
+    );
+    // Another shape: the admin only changes the trigger of an owner's behavior whose code would
+    // make the admin an owner; what fires it is the admin's doing, so it runs as the admin.
+    ok(&behavior(
+        &h,
+        &h.owner,
+        "dormant",
+        &["never"],
+        &escalation(&admin_id),
+    ));
+    ok(&h.call(
+        &admin,
+        "run_sdk",
+        json!({"code": "return await client.behaviors.update(ctx.args)",
+               "args": {"name": "dormant", "trigger": {"event_kinds": ["decision"]}}}),
+    ));
+    h.save(&h.owner, json!({"content": "y", "kind": "decision"}));
+    assert_eq!(role_of(&h, &admin_id), "admin");
+    let acts = actions(&h, "behavior");
+    assert_eq!(acts.last().unwrap()["principal"], json!(admin_id));
+}
+
+#[test]
+fn an_operation_runs_with_the_least_role_of_its_caller_and_its_shapers() {
+    let h = harness();
+    let admin = token(&h, Role::Admin);
+    let admin_id = principal_of(&h, &admin);
+    // An admin's operation, called by the owner, runs with the admin's rights.
+    ok(&h.call(
+        &admin,
+        "run_sdk",
+        json!({"code": "return await client.operations.create(ctx.args)",
+               "args": {"name": "promote", "kind": "script", "access": "read", "code": escalation(&admin_id)}}),
+    ));
+    let (status, body) = rest(&h, &h.owner, "operations.run", json!({"name": "promote"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!("needs_admin"), "{body}");
+    assert_eq!(role_of(&h, &admin_id), "admin");
+    // The owner's operation, edited by the admin: the same.
+    operation(
+        &h,
+        json!({"name": "tidy", "kind": "script", "access": "read", "code": "return 'tidy'"}),
+    );
+    ok(&h.call(
+        &admin,
+        "run_sdk",
+        json!({"code": "return await client.operations.update(ctx.args)",
+               "args": {"name": "tidy", "body": {"kind": "script", "code": escalation(&admin_id)}}}),
+    ));
+    let (_, body) = rest(&h, &h.owner, "operations.run", json!({"name": "tidy"}));
+    assert_eq!(body, json!("needs_admin"), "{body}");
+    // As a Noun verb from the owner's own script, too.
+    operation(
+        &h,
+        json!({"name": "bump", "kind": "script", "access": "write", "entity_type": "ticket", "code": "return 'bump'"}),
+    );
+    ok(&h.call(
+        &admin,
+        "run_sdk",
+        json!({"code": "return await client.operations.update(ctx.args)",
+               "args": {"name": "bump", "body": {"kind": "script", "code": escalation(&admin_id)}}}),
+    ));
+    assert_eq!(
+        ok(&run(&h, &h.owner, "return await client.Ticket.bump({})")),
+        "needs_admin"
+    );
+    assert_eq!(role_of(&h, &admin_id), "admin");
+    // Once a shaper leaves the org, the operation runs for no one.
+    ok(&run(
+        &h,
+        &h.owner,
+        &format!("return await client.members.remove({{principal_id: '{admin_id}'}})"),
+    ));
+    let (status, body) = rest(&h, &h.owner, "operations.run", json!({"name": "tidy"}));
+    assert_eq!(status, 403, "{body}");
+}
+
+#[test]
+fn an_admin_acts_on_no_one_above_its_role() {
+    let h = harness();
+    let admin = token(&h, Role::Admin);
+    let admin_id = principal_of(&h, &admin);
+    let owner_id = principal_of(&h, &h.owner);
+    let tokens = ok(&run(&h, &h.owner, "return await client.tokens.list({})"));
+    let owner_token = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["principal"] == owner_id)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (method, args) in [
+        ("tokens.revoke", json!({"id": owner_token})),
+        (
+            "members.update",
+            json!({"principal_id": owner_id, "role": "viewer"}),
+        ),
+        (
+            "members.update",
+            json!({"principal_id": admin_id, "role": "owner"}),
+        ),
+        ("members.remove", json!({"principal_id": owner_id})),
+        ("tokens.create", json!({"principal_id": owner_id})),
+        (
+            "members.invite",
+            json!({"identity": "github:mallory", "role": "owner"}),
+        ),
+    ] {
+        let (status, body) = rest(&h, &admin, method, args.clone());
+        assert_eq!(status, 403, "{method} {args}: {body}");
+    }
+    // The owner's token still works; an admin still acts on its peers and below.
+    assert_eq!(
+        h.status(&h.owner, "search_memory", json!({"query": "x"})),
+        200
+    );
+    let peer = token(&h, Role::Admin);
+    let peer_id = principal_of(&h, &peer);
+    let (status, body) = rest(
+        &h,
+        &admin,
+        "members.update",
+        json!({"principal_id": peer_id, "role": "member"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    // An owner invite withdrawn by an admin: refused too.
+    ok(&run(
+        &h,
+        &h.owner,
+        "return await client.members.invite({identity: 'github:carol', role: 'owner'})",
+    ));
+    let (status, body) = rest(
+        &h,
+        &admin,
+        "members.uninvite",
+        json!({"identity": "github:carol"}),
+    );
+    assert_eq!(status, 403, "{body}");
+}

@@ -336,6 +336,13 @@ pub async fn revoke_token(ports: &Ports, org_name: &str, token_id: &str) -> Resu
         .record::<TokenRecord>(&key)
         .await?
         .ok_or_else(|| LoreError::not_found(format!("token {token_id}")))?;
+    // The org's index names only the org's own tokens: an entry that points elsewhere (an
+    // imported or damaged one) revokes nothing.
+    if record.id != token_id || !record.orgs.contains(&org) {
+        return Err(LoreError::not_found(format!(
+            "token {token_id} in org {org}"
+        )));
+    }
     let mut batch = Batch::new();
     if record.revoked_at_ms.is_none() {
         record.revoked_at_ms = Some(ports.clock.now_ms());

@@ -69,6 +69,25 @@ impl Caller {
             .is_none_or(|orgs| orgs.contains(org))
     }
 
+    /// Whether this caller may act on a principal who holds `role` in its org (change or
+    /// remove their membership, issue or revoke their tokens and grants, withdraw their
+    /// invite) or hand `role` out: only at or below its own role. Every people operation
+    /// passes here with the role of the principal it touches, so no one makes an action happen
+    /// with more authority than their own (an admin cannot revoke an owner's token or make
+    /// anyone an owner).
+    pub fn may_act_on(&self, role: Role, what: &str) -> Result<()> {
+        if role > self.role {
+            return Err(LoreError::NeedsAdmin(format!(
+                "{what} touches the {} role, above yours ({} of {}); ask an {}",
+                role.as_str(),
+                self.role.as_str(),
+                self.org,
+                role.as_str()
+            )));
+        }
+        Ok(())
+    }
+
     /// Role check for writes (the token's scopes are checked at the transport, which answers
     /// 403 `insufficient_scope`; this is the second gate).
     pub fn require_write(&self, action: &str) -> Result<()> {
@@ -174,32 +193,28 @@ pub async fn resolve_caller(
     })
 }
 
-/// The owner of a behavior, for its reaction: `principal` as a member of `org` now, with the
-/// role its membership has now and both scopes (a reaction has no token; the role decides).
-/// Fails when the principal is gone or no longer a member.
-pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Result<Caller> {
+/// `principal` as a member of `org` now: the role its membership has now and both scopes (code
+/// that runs on someone's behalf has no token; the role decides). Fails when the principal is
+/// gone or no longer a member. For operator work on an org (as its owner) and, through
+/// [`least_of`], for stored code.
+pub async fn member_now(ports: &Ports, org: &OrgId, principal: &str) -> Result<Caller> {
     let principal: Principal = ports
         .record(&keys::principal(principal))
         .await?
-        .ok_or_else(|| LoreError::Forbidden(format!("the owner {principal} no longer exists")))?;
-    let credential = Credential {
-        principal,
-        token: None,
-        stamp: None,
-    };
+        .ok_or_else(|| LoreError::Forbidden(format!("{principal} no longer exists")))?;
     let stamp = crate::stamp::read(ports, org).await?;
     let keys = OrgKeys::new(org);
     let membership: Membership = ports
-        .record(&keys.member(&credential.principal.id))
+        .record(&keys.member(&principal.id))
         .await?
         .ok_or_else(|| {
             LoreError::Forbidden(format!(
-                "the owner {} is no longer a member of org {org}",
-                credential.principal.id
+                "{} is no longer a member of org {org}",
+                principal.id
             ))
         })?;
     Ok(Caller {
-        principal: credential.principal,
+        principal,
         role: membership.role,
         scopes: Scopes::ALL,
         token_orgs: Some(vec![org.clone()]),
@@ -209,4 +224,49 @@ pub async fn behavior_owner(ports: &Ports, org: &OrgId, principal: &str) -> Resu
         stamp,
         read_ahead: ReadAhead::default(),
     })
+}
+
+/// Of the principals who shaped stored code (`shapers`, oldest first: who created it, then
+/// each who changed it), the one with the least role in `org` now (the latest of equals), with
+/// that role: read in one storage call. No principal can make code run with more authority than
+/// its own, so stored code runs with this. Fails when any of them is no longer a member (their
+/// code has no one's authority).
+pub async fn least_shaper(
+    ports: &Ports,
+    org: &OrgId,
+    shapers: &[String],
+) -> Result<(String, Role)> {
+    let keys = OrgKeys::new(org);
+    let wanted: Vec<String> = shapers.iter().map(|p| keys.member(p)).collect();
+    let mut least: Option<(String, Role)> = None;
+    for (principal, stored) in shapers.iter().zip(ports.storage.get_many(&wanted).await?) {
+        let Some(bytes) = stored else {
+            return Err(LoreError::Forbidden(format!(
+                "it was shaped by {principal}, who is no longer a member of org {org} and can lend it no authority; delete it and create it again"
+            )));
+        };
+        let m: Membership = serde_json::from_slice(&bytes)?;
+        if least.as_ref().is_none_or(|(_, role)| m.role <= *role) {
+            least = Some((principal.clone(), m.role));
+        }
+    }
+    least.ok_or_else(|| LoreError::Internal("stored code with no principal who shaped it".into()))
+}
+
+/// The caller stored code with no caller of its own (a behavior) runs as: the least privileged
+/// of its shapers ([`least_shaper`]), as a member of `org` now.
+pub async fn least_of(ports: &Ports, org: &OrgId, shapers: &[String]) -> Result<Caller> {
+    let (principal, _) = least_shaper(ports, org, shapers).await?;
+    member_now(ports, org, &principal).await
+}
+
+impl Caller {
+    /// This caller with at most `role`: never more than it has (least authority). A script
+    /// operation runs with the least of its caller's role and its shapers' ([`least_shaper`]).
+    pub fn narrowed(&self, role: Role) -> Caller {
+        let mut narrowed = self.clone();
+        narrowed.role = narrowed.role.min(role);
+        narrowed.read_ahead = ReadAhead::default();
+        narrowed
+    }
 }

@@ -91,15 +91,6 @@ pub fn parse_identity(identity: &str) -> Result<String> {
     }
 }
 
-fn check_role(caller: &Caller, role: Role) -> Result<()> {
-    if role == Role::Owner && caller.role() != Role::Owner {
-        return Err(LoreError::NeedsAdmin(
-            "only an owner can invite an owner".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Adds `principal` to `org` with `role` unless already a member; returns whether it did.
 async fn add_member(ports: &Ports, org: &OrgId, principal: &str, role: Role) -> Result<bool> {
     let key = OrgKeys::new(org).member(principal);
@@ -124,7 +115,7 @@ async fn add_member(ports: &Ports, org: &OrgId, principal: &str, role: Role) -> 
 pub async fn invite(ports: &Ports, caller: &Caller, args: InviteArgs) -> Result<InviteOutcome> {
     let identity = parse_identity(&args.identity)?;
     let role = Role::parse(args.role.as_deref().unwrap_or("member"))?;
-    check_role(caller, role)?;
+    caller.may_act_on(role, "this invite")?;
     let known = ports.storage.get(&keys::known_identity(&identity)).await?;
     if let Some(principal) = known.map(|b| String::from_utf8_lossy(&b).into_owned()) {
         if !add_member(ports, caller.org(), &principal, role).await? {
@@ -178,9 +169,11 @@ pub async fn cancel(
 ) -> Result<lore_base::model::Done> {
     let identity = parse_identity(&args.identity)?;
     let key = caller.keys().invite(&identity);
-    if ports.storage.get(&key).await?.is_none() {
+    let Some(stored) = ports.storage.get(&key).await? else {
         return Err(LoreError::not_found(format!("invite of {identity}")));
-    }
+    };
+    let invite: Invite = serde_json::from_slice(&stored)?;
+    caller.may_act_on(Role::parse(&invite.role)?, "withdrawing this invite")?;
     let mut batch = Batch::new();
     batch
         .delete(key)

@@ -139,9 +139,7 @@ impl Lore {
         let mut out = Vec::with_capacity(orgs.len());
         for org in orgs {
             let report =
-                match lore_directory::caller::behavior_owner(self.ports(), &org.id, &org.owner)
-                    .await
-                {
+                match lore_directory::caller::member_now(self.ports(), &org.id, &org.owner).await {
                     Ok(caller) if reindex => self.engine.reindex_memory(&caller).await,
                     Ok(caller) => self.engine.memory_health(&caller).await,
                     Err(e) => Err(e),

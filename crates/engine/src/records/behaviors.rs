@@ -1,5 +1,6 @@
 //! Behaviors: a trigger (event kinds, a feed, or a schedule) and a reaction script that runs in
-//! the sandbox with the behavior owner's permissions. Stored and validated here, with each
+//! the sandbox with the authority of the least privileged principal who shaped it (created or
+//! changed it: [`Behavior::shapers`], `lore_directory::caller::least_of`). Stored and validated here, with each
 //! schedule's next run ([`Due`]); `runs::reactions` and `runs::schedules` run them.
 
 use schemars::JsonSchema;
@@ -35,8 +36,13 @@ pub struct Behavior {
     /// The reaction script (TypeScript; the triggering event is `ctx.args.event`).
     pub code: String,
     pub enabled: bool,
-    /// The principal whose permissions the reaction runs with.
+    /// The principal who created it.
     pub owner: String,
+    /// Every principal who changed it since, oldest first (each once). The reaction runs with
+    /// the least role among the owner and these, as they are now: an admin who edits an
+    /// owner's behavior makes it run as an admin, never the admin's code as the owner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_by: Vec<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -127,6 +133,24 @@ pub async fn list(ports: &Ports, caller: &Caller) -> Result<Vec<Behavior>> {
     super::all(ports, &caller.keys().all_named("beh")).await
 }
 
+impl Behavior {
+    /// The principals who shaped it: its owner, then each who changed it.
+    pub fn shapers(&self) -> Vec<String> {
+        let mut all = vec![self.owner.clone()];
+        all.extend(self.changed_by.iter().cloned());
+        all
+    }
+}
+
+/// Notes that `principal` changed stored code whose creator is `owner` and whose editors so
+/// far are `changed_by`: it is added once, at the end (the latest of equals runs it).
+pub fn shaped_by(owner: &str, changed_by: &mut Vec<String>, principal: &str) {
+    changed_by.retain(|p| p != principal);
+    if owner != principal {
+        changed_by.push(principal.to_string());
+    }
+}
+
 /// When a behavior's schedule next runs, kept beside it (`o/{org}/sched/{name}`) while it is
 /// enabled and has a schedule. A run claims its due time by replacing this record under a
 /// precondition, so each due time fires once, whichever instance or process gets there first.
@@ -195,6 +219,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateBehavior) -> Res
         code: args.code,
         enabled: args.enabled.unwrap_or(true),
         owner: caller.principal().id.clone(),
+        changed_by: Vec::new(),
         created_at: now.clone(),
         updated_at: now,
     };
@@ -224,6 +249,7 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateBehavior) -> Res
     if let Some(e) = args.enabled {
         b.enabled = e;
     }
+    shaped_by(&b.owner, &mut b.changed_by, &caller.principal().id);
     b.updated_at = now_text(ports);
     let key = caller.keys().named("beh", &b.name);
     let mut batch = Batch::new();

@@ -53,7 +53,13 @@ pub struct Operation {
     pub access: Tier,
     /// How it is dispatched when a script does not choose.
     pub mode: Mode,
+    /// The principal who created it.
     pub author: String,
+    /// Every principal who changed it since, oldest first (each once). A script operation
+    /// runs with the least role among its caller, its author and these, as they are now
+    /// (`lore_directory::caller::least_of`): an admin's edit never runs with an owner's rights.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_by: Vec<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -279,6 +285,7 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateOperation) -> Re
         access: args.access.unwrap_or(Tier::Write),
         mode: args.mode.unwrap_or(Mode::Try),
         author: caller.principal().id.clone(),
+        changed_by: Vec::new(),
         created_at: now.clone(),
         updated_at: now,
     };
@@ -309,6 +316,7 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateOperation) -> Re
     if let Some(m) = args.mode {
         op.mode = m;
     }
+    super::behaviors::shaped_by(&op.author, &mut op.changed_by, &caller.principal().id);
     op.updated_at = now_text(ports);
     let key = caller.keys().named("op", &op.name);
     super::replace(ports, &key, &old, &op).await?;
@@ -344,6 +352,15 @@ fn query_string(args: &Map<String, Value>) -> String {
         }
     }
     out
+}
+
+impl Operation {
+    /// The principals who shaped it: its author, then each who changed it.
+    pub fn shapers(&self) -> Vec<String> {
+        let mut all = vec![self.author.clone()];
+        all.extend(self.changed_by.iter().cloned());
+        all
+    }
 }
 
 /// Checks arguments against the operation's `args_schema`; the error names the field.

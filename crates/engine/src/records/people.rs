@@ -184,15 +184,16 @@ pub async fn get_agent(ports: &Ports, caller: &Caller, id: &str) -> Result<Membe
     Ok(info)
 }
 
-/// Only an owner may hand out or take away the owner role, or touch an owner.
-fn check_grant(caller: &Caller, from: Option<Role>, to: Option<Role>) -> Result<()> {
-    let touches_owner = from == Some(Role::Owner) || to == Some(Role::Owner);
-    if touches_owner && caller.role() != Role::Owner {
-        return Err(LoreError::NeedsAdmin(
-            "only an owner can grant, change or remove the owner role".into(),
-        ));
-    }
-    Ok(())
+/// A membership the caller may change: its principal's role is at most the caller's
+/// (`Caller::may_act_on`). The operations that change, remove or issue credentials for a
+/// member take one, and [`subordinate`] is the only way to get one.
+struct Subordinate(Membership);
+
+/// `id`'s membership, if the caller may act on it (`what` names the action for the error).
+async fn subordinate(ports: &Ports, caller: &Caller, id: &str, what: &str) -> Result<Subordinate> {
+    let m = membership(ports, caller, id).await?;
+    caller.may_act_on(m.role, &format!("{what} of {id}"))?;
+    Ok(Subordinate(m))
 }
 
 async fn owners(ports: &Ports, caller: &Caller) -> Result<usize> {
@@ -211,6 +212,7 @@ pub async fn create_agent(ports: &Ports, caller: &Caller, args: CreateAgent) -> 
             "agents cannot be owners; use admin at most",
         ));
     }
+    caller.may_act_on(role, "an agent's role")?;
     let now = ports.clock.now_ms();
     let principal = Principal {
         id: format!("agt_{}", new_ulid(ports)),
@@ -235,6 +237,21 @@ pub async fn create_agent(ports: &Ports, caller: &Caller, args: CreateAgent) -> 
     member_info(ports, m).await
 }
 
+/// Checks that the caller may end credentials of `principal` in this org: a member only at or
+/// below the caller's role; one who is no longer a member holds no authority here to protect.
+async fn acts_on_credentials_of(
+    ports: &Ports,
+    caller: &Caller,
+    principal: &str,
+    what: &str,
+) -> Result<()> {
+    let m: Option<Membership> = ports.record(&caller.keys().member(principal)).await?;
+    match m {
+        Some(m) => caller.may_act_on(m.role, &format!("{what} of {principal}")),
+        None => Ok(()),
+    }
+}
+
 /// Revokes every token of `principal` that reaches this org.
 async fn revoke_tokens_of(ports: &Ports, caller: &Caller, principal: &str) -> Result<()> {
     for t in admin::list_tokens(ports, caller.org().as_str()).await? {
@@ -245,7 +262,8 @@ async fn revoke_tokens_of(ports: &Ports, caller: &Caller, principal: &str) -> Re
     Ok(())
 }
 
-async fn remove(ports: &Ports, caller: &Caller, m: &Membership) -> Result<()> {
+async fn remove(ports: &Ports, caller: &Caller, m: &Subordinate) -> Result<()> {
+    let Subordinate(m) = m;
     let mut batch = Batch::new();
     batch
         .require_equals(caller.keys().member(&m.principal), to_bytes(m))
@@ -258,15 +276,14 @@ async fn remove(ports: &Ports, caller: &Caller, m: &Membership) -> Result<()> {
 
 pub async fn delete_agent(ports: &Ports, caller: &Caller, id: &str) -> Result<Done> {
     get_agent(ports, caller, id).await?;
-    let m = membership(ports, caller, id).await?;
-    check_grant(caller, Some(m.role), None)?;
+    let m = subordinate(ports, caller, id, "removing the agent").await?;
     remove(ports, caller, &m).await?;
     Ok(Done { ok: true })
 }
 
 pub async fn add_member(ports: &Ports, caller: &Caller, args: SetRole) -> Result<Member> {
     let role = parse_role("role", &args.role)?;
-    check_grant(caller, None, Some(role))?;
+    caller.may_act_on(role, "this membership")?;
     let id = &args.principal_id;
     if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
     {
@@ -313,8 +330,9 @@ pub async fn add_member(ports: &Ports, caller: &Caller, args: SetRole) -> Result
 
 pub async fn update_member(ports: &Ports, caller: &Caller, args: SetRole) -> Result<Member> {
     let role = parse_role("role", &args.role)?;
-    let old = membership(ports, caller, &args.principal_id).await?;
-    check_grant(caller, Some(old.role), Some(role))?;
+    caller.may_act_on(role, "this membership")?;
+    let Subordinate(old) =
+        subordinate(ports, caller, &args.principal_id, "changing the role").await?;
     if old.role == Role::Owner && role != Role::Owner && owners(ports, caller).await? == 1 {
         return Err(LoreError::Conflict(
             "this is the org's last owner; make someone else owner first".into(),
@@ -335,9 +353,8 @@ pub async fn update_member(ports: &Ports, caller: &Caller, args: SetRole) -> Res
 }
 
 pub async fn remove_member(ports: &Ports, caller: &Caller, args: ByPrincipal) -> Result<Done> {
-    let m = membership(ports, caller, &args.principal_id).await?;
-    check_grant(caller, Some(m.role), None)?;
-    if m.role == Role::Owner && owners(ports, caller).await? == 1 {
+    let m = subordinate(ports, caller, &args.principal_id, "removing the membership").await?;
+    if m.0.role == Role::Owner && owners(ports, caller).await? == 1 {
         return Err(LoreError::Conflict(
             "this is the org's last owner; make someone else owner first".into(),
         ));
@@ -358,8 +375,7 @@ pub async fn create_token(
     let principal = args
         .principal_id
         .unwrap_or_else(|| caller.principal().id.clone());
-    let m = membership(ports, caller, &principal).await?;
-    check_grant(caller, Some(m.role), None)?;
+    let Subordinate(m) = subordinate(ports, caller, &principal, "a token").await?;
     // Admins issue tokens for themselves and for agents, never to act as another user.
     if principal != caller.principal().id && !principal.starts_with("agt_") {
         return Err(LoreError::Forbidden(
@@ -386,18 +402,18 @@ pub async fn create_token(
 }
 
 pub async fn revoke_token(ports: &Ports, caller: &Caller, args: RevokeToken) -> Result<Done> {
-    let entry: Option<TokenIndexEntry> = ports
+    let not_found = || LoreError::not_found(format!("token {} in org {}", args.id, caller.org()));
+    let entry: TokenIndexEntry = ports
         .record(&caller.keys().token(&args.id))
         .await
         .ok()
-        .flatten();
-    if entry.is_none() {
-        return Err(LoreError::not_found(format!(
-            "token {} in org {}",
-            args.id,
-            caller.org()
-        )));
-    }
+        .flatten()
+        .ok_or_else(not_found)?;
+    let token: lore_base::model::TokenRecord = ports
+        .record(&keys::token_by_hash(&entry.hash))
+        .await?
+        .ok_or_else(not_found)?;
+    acts_on_credentials_of(ports, caller, &token.principal, "revoking a token").await?;
     admin::revoke_token(ports, caller.org().as_str(), &args.id).await?;
     Ok(Done { ok: true })
 }
@@ -452,6 +468,7 @@ pub async fn revoke_grant(ports: &Ports, caller: &Caller, id: &str) -> Result<Do
     };
     match grant {
         Some(g) if g.org == *caller.org() => {
+            acts_on_credentials_of(ports, caller, &g.principal, "revoking an OAuth grant").await?;
             let reason = format!("revoked by {}", caller.principal().id);
             lore_directory::grants::revoke(ports, id, &reason).await?;
             Ok(Done { ok: true })

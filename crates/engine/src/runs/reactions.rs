@@ -119,9 +119,10 @@ async fn react_one(
     run_behavior(engine, org, keys, behavior, origin, args).await;
 }
 
-/// Runs `behavior`'s script as its owner (their permissions as they are now), with `args`
-/// as `ctx.args`, at the depth `origin` gives: a reaction's, or a scheduled run's. Its outcome
-/// is its Action; an owner who can no longer run it is an `error` Action.
+/// Runs `behavior`'s script with the authority of the least privileged principal who shaped it
+/// (as they are now), with `args` as `ctx.args`, at the depth `origin` gives: a reaction's, or
+/// a scheduled run's. Its outcome is its Action; one whose shapers can no longer lend it
+/// authority is an `error` Action.
 pub(super) async fn run_behavior(
     engine: &Engine,
     org: &OrgId,
@@ -131,10 +132,10 @@ pub(super) async fn run_behavior(
     args: Value,
 ) {
     let caller =
-        match lore_directory::caller::behavior_owner(&engine.ports, org, &behavior.owner).await {
+        match lore_directory::caller::least_of(&engine.ports, org, &behavior.shapers()).await {
             Ok(c) => c,
             Err(e) => {
-                let message = format!("behavior {} cannot run as its owner: {e}", behavior.name);
+                let message = format!("behavior {} cannot run: {e}", behavior.name);
                 record_skipped(engine, keys, behavior, origin, "error", e.code(), message).await;
                 return;
             }
