@@ -231,12 +231,20 @@ pub(crate) enum OrgCommand {
         json: bool,
     },
     /// Import an org from a lore database file (an export or a backup) into --db, or into a
-    /// server through its operator routes (--url); the org must be new there.
+    /// server through its operator routes (--url); the org must be new there. The file is not
+    /// trusted: it creates only that org's data, and principals the server does not have yet;
+    /// its tokens and passwords are left out (issue tokens anew with `lore token create`)
+    /// unless --carry-credentials.
     Import {
         file: PathBuf,
         org: String,
         #[command(flatten)]
         side: SideArgs,
+        /// Carry the file's API tokens (narrowed to this org) and local sign-in passwords, for
+        /// principals this import creates; never replaces any the server has. Only for a file
+        /// you made yourself.
+        #[arg(long)]
+        carry_credentials: bool,
         #[arg(long)]
         json: bool,
     },

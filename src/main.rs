@@ -122,6 +122,15 @@ fn moved(moved: lore::transfer::Moved, json: bool) {
             moved.entries,
             moved.pages
         );
+        if let Some(kept) = moved.principals_kept.filter(|n| *n > 0) {
+            outln!("{kept} principals were already here and were kept as they are");
+        }
+        if let Some(left) = moved.credentials_left.filter(|n| *n > 0) {
+            outln!(
+                "{left} tokens and passwords were not carried: issue tokens anew with `lore token create --org {}`, and people sign in again (or import with --carry-credentials, for a file you made)",
+                moved.org
+            );
+        }
     }
 }
 
@@ -386,11 +395,20 @@ fn run(command: Command) -> anyhow::Result<()> {
                     file,
                     org,
                     side,
+                    carry_credentials,
                     json,
                 },
         } => {
             let side = Side::from_args(side.db, side.url, side.operator_secret)?;
-            moved(block_on(lore::transfer::import(&side, &file, &org))?, json);
+            let credentials = if carry_credentials {
+                lore_directory::transfer::Credentials::Carry
+            } else {
+                lore_directory::transfer::Credentials::IssueAnew
+            };
+            moved(
+                block_on(lore::transfer::import(&side, &file, &org, credentials))?,
+                json,
+            );
             Ok(())
         }
         Command::Org {

@@ -58,6 +58,12 @@ pub struct Moved {
     pub org: String,
     pub entries: usize,
     pub pages: usize,
+    /// An import: principals the file holds that the target already had (kept as they are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principals_kept: Option<usize>,
+    /// An import: tokens and passwords in the file that were not carried (issue them anew).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials_left: Option<usize>,
 }
 
 async fn operator(base: &str, secret: &str, action: &str, args: Value) -> anyhow::Result<Value> {
@@ -136,6 +142,8 @@ async fn each_page(
         org: org.to_string(),
         entries: 0,
         pages: 0,
+        principals_kept: None,
+        credentials_left: None,
     };
     let source = Source::open(side)?;
     let mut after = None;
@@ -188,18 +196,27 @@ fn remove_if_present(path: &Path) -> anyhow::Result<()> {
 }
 
 /// `lore org import`: writes `org` from the lore database `file` (an export, a backup) into
-/// `side`, where it must be new.
-pub async fn import(side: &Side, file: &Path, org: &str) -> anyhow::Result<Moved> {
+/// `side`, where it must be new. The file is not trusted (`transfer::import_page`): its tokens
+/// and passwords are carried only with `credentials` `Carry`.
+pub async fn import(
+    side: &Side,
+    file: &Path,
+    org: &str,
+    credentials: transfer::Credentials,
+) -> anyhow::Result<Moved> {
     let org = OrgId::parse(org)?;
     if !file.exists() {
         bail!("{} does not exist", file.display());
     }
     let from = Side::Db(file.to_path_buf());
     let target = Source::open(side)?;
-    each_page(&from, &org, async |entries, first| {
+    let (mut kept, mut left) = (0, 0);
+    let mut moved = each_page(&from, &org, async |entries, first| {
         match &target {
             Source::Local(ports) => {
-                transfer::import_page(ports, &org, entries, first).await?;
+                let done = transfer::import_page(ports, &org, entries, first, credentials).await?;
+                kept += done.kept;
+                left += done.credentials_left;
             }
             Source::Remote { base, secret } => {
                 let b64 = base64::engine::general_purpose::STANDARD;
@@ -207,18 +224,28 @@ pub async fn import(side: &Side, file: &Path, org: &str) -> anyhow::Result<Moved
                     .into_iter()
                     .map(|(k, v)| (k, b64.encode(v)))
                     .collect();
-                operator(
+                let done = operator(
                     base,
                     secret,
                     "org-import",
-                    json!({ "org": org.as_str(), "entries": entries, "first": first }),
+                    json!({
+                        "org": org.as_str(),
+                        "entries": entries,
+                        "first": first,
+                        "carry_credentials": credentials == transfer::Credentials::Carry,
+                    }),
                 )
                 .await?;
+                kept += done["kept"].as_u64().unwrap_or(0) as usize;
+                left += done["credentials_left"].as_u64().unwrap_or(0) as usize;
             }
         }
         Ok(())
     })
-    .await
+    .await?;
+    moved.principals_kept = Some(kept);
+    moved.credentials_left = Some(left);
+    Ok(moved)
 }
 
 /// `lore org move-in`: on a Workers deployment made before org objects, copies `org`'s rows
@@ -229,6 +256,8 @@ pub async fn move_in(base: &str, secret: &str, org: &str) -> anyhow::Result<Move
         org: org.to_string(),
         entries: 0,
         pages: 0,
+        principals_kept: None,
+        credentials_left: None,
     };
     let mut after: Option<String> = None;
     loop {

@@ -1,7 +1,9 @@
 //! Moving an org between servers (`lore_directory::transfer`): an export read in pages and
-//! imported into another server brings the whole org (memories, records, members, tokens); an
-//! import never lands on an org the server has; and a move-in copies an org's rows from the
-//! store it used to live in (a Workers deployment's D1 before org objects) into its own.
+//! imported into another server brings the whole org (memories, records, members; tokens only
+//! when the operator carries them); an import never lands on an org the server has, and a
+//! forged file creates nothing outside its org (no token for another org, no password or
+//! principal replaced); and a move-in copies an org's rows from the store it used to live in
+//! (a Workers deployment's D1 before org objects) into its own.
 
 mod common;
 
@@ -72,10 +74,17 @@ fn export(ports: &Ports, org: &OrgId, limit: usize) -> Vec<Vec<(String, Vec<u8>)
     }
 }
 
-/// Imports every page of an export, the first as the first.
+/// Imports every page of an export, the first as the first, carrying its credentials.
 fn import(ports: &Ports, org: &OrgId, pages: &[Vec<(String, Vec<u8>)>]) {
     for (i, page) in pages.iter().enumerate() {
-        block_on(transfer::import_page(ports, org, page.clone(), i == 0)).unwrap();
+        block_on(transfer::import_page(
+            ports,
+            org,
+            page.clone(),
+            i == 0,
+            transfer::Credentials::Carry,
+        ))
+        .unwrap();
     }
 }
 
@@ -129,6 +138,7 @@ fn an_org_exported_in_pages_imports_into_a_new_server_whole_and_only_once() {
         &acme,
         pages[0].clone(),
         true,
+        transfer::Credentials::Carry,
     ));
     assert_eq!(again.unwrap_err().code(), "conflict");
     // A key that is not one of acme's export is refused, and nothing of the page is written.
@@ -142,8 +152,14 @@ fn an_org_exported_in_pages_imports_into_a_new_server_whole_and_only_once() {
     ] {
         let mut page = pages[0].clone();
         page.push((stray.to_string(), b"{}".to_vec()));
-        let refused =
-            block_on(transfer::import_page(c.lore.ports(), &acme, page, true)).unwrap_err();
+        let refused = block_on(transfer::import_page(
+            c.lore.ports(),
+            &acme,
+            page,
+            true,
+            transfer::Credentials::Carry,
+        ))
+        .unwrap_err();
         assert_eq!(refused.code(), "invalid_argument", "{stray}");
     }
     assert!(
@@ -151,6 +167,227 @@ fn an_org_exported_in_pages_imports_into_a_new_server_whole_and_only_once() {
             .unwrap()
             .is_none()
     );
+}
+
+/// The token (`lore_…` secret) `h` holds as its owner, and that owner's principal id.
+fn owner_principal(h: &Harness) -> String {
+    let r = h.api("default", &h.owner, "members.list", json!({}));
+    r.json.as_array().unwrap()[0]["principal_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn an_import_leaves_credentials_unless_carried_and_carries_none_for_another_org() {
+    let (a, member) = source();
+    let acme = OrgId::parse("acme").unwrap();
+    let pages = export(a.lore.ports(), &acme, 1_000);
+    // Issued anew by default: the org's data arrives, its tokens and passwords do not.
+    let b = Harness::on(ports(Rc::new(MemoryStorage::new()), 8), "default");
+    let mut left = 0;
+    for (i, page) in pages.iter().enumerate() {
+        let done = block_on(transfer::import_page(
+            b.lore.ports(),
+            &acme,
+            page.clone(),
+            i == 0,
+            transfer::Credentials::IssueAnew,
+        ))
+        .unwrap();
+        left += done.credentials_left;
+    }
+    assert!(
+        left >= 2,
+        "the owner's and the member's tokens are left: {left}"
+    );
+    let (status, _) = b.rpc("/mcp/acme", &member, "tools/list", json!({}));
+    assert_eq!(status, 401, "a token not carried does not work");
+    let (status, reply) = b.rpc(
+        "/mcp/acme",
+        &b.owner,
+        "tools/call",
+        json!({"name": "search_memory", "arguments": {"query": "heron"}}),
+    );
+    assert_eq!(
+        status, 403,
+        "the importing server's owner is no member of acme: {reply}"
+    );
+}
+
+#[test]
+fn a_forged_import_file_creates_nothing_outside_its_org() {
+    // The victim server: its own org and owner, with a sign-in password.
+    let victim = Harness::on(ports(Rc::new(MemoryStorage::new()), 9), "default");
+    let owner_id = owner_principal(&victim);
+    let password_key = lore_base::keys::password(&owner_id);
+    let password_before = block_on(victim.lore.ports().storage.get(&password_key)).unwrap();
+    let principal_before = block_on(
+        victim
+            .lore
+            .ports()
+            .storage
+            .get(&lore_base::keys::principal(&owner_id)),
+    )
+    .unwrap();
+    let default = OrgId::parse("default").unwrap();
+    let acme = OrgId::parse("acme").unwrap();
+    let token = |id: &str, principal: &str, orgs: Vec<OrgId>| {
+        serde_json::to_vec(&lore_base::model::TokenRecord {
+            id: id.into(),
+            principal: principal.into(),
+            orgs,
+            scopes: Scopes::ALL,
+            created_at_ms: 0,
+            expires_at_ms: None,
+            revoked_at_ms: None,
+            label: None,
+            audience: None,
+            client_id: None,
+            grant: None,
+        })
+        .unwrap()
+    };
+    let forged_secret = "lore_forged_secret_that_the_attacker_knows";
+    let forged_hash = lore_base::keys::sha256_hex(forged_secret);
+    let org_record = json!({"id": "acme", "created_at_ms": 0, "owner": "usr_mallory"});
+    let mallory = json!({"id": "usr_mallory", "kind": "user", "name": "m", "created_at_ms": 0});
+    let page = |extra: Vec<(String, Vec<u8>)>| {
+        let mut page = vec![
+            (
+                "org/acme".to_string(),
+                serde_json::to_vec(&org_record).unwrap(),
+            ),
+            (
+                "principal/usr_mallory".to_string(),
+                serde_json::to_vec(&mallory).unwrap(),
+            ),
+            (
+                "o/acme/member/usr_mallory".to_string(),
+                serde_json::to_vec(
+                    &json!({"principal": "usr_mallory", "role": "owner", "created_at_ms": 0}),
+                )
+                .unwrap(),
+            ),
+        ];
+        page.extend(extra);
+        page
+    };
+    // Each forged entry, carried or not, writes nothing that reaches past the org.
+    type Entries = Vec<(String, Vec<u8>)>;
+    let shapes: Vec<(&str, Entries)> = vec![
+        // A token for the victim org, and one for acme and the victim org at once.
+        (
+            "a token for another org",
+            vec![(
+                format!("auth/token/{forged_hash}"),
+                token("tok_forged", "usr_mallory", vec![default.clone()]),
+            )],
+        ),
+        (
+            "a token for the victim's owner",
+            vec![(
+                format!("auth/token/{forged_hash}"),
+                token("tok_forged", &owner_id, vec![acme.clone()]),
+            )],
+        ),
+        (
+            "the victim owner's password",
+            vec![(
+                password_key.clone(),
+                b"{\"hash\":\"$argon2id$forged\"}".to_vec(),
+            )],
+        ),
+        (
+            "the victim owner's principal",
+            vec![(
+                lore_base::keys::principal(&owner_id),
+                serde_json::to_vec(
+                    &json!({"id": owner_id, "kind": "user", "name": "pwned", "created_at_ms": 0}),
+                )
+                .unwrap(),
+            )],
+        ),
+        (
+            "an index entry that points at another org's token",
+            vec![(
+                "o/acme/token/tok_owner".to_string(),
+                serde_json::to_vec(&json!({"hash": lore_base::keys::sha256_hex(&victim.owner)}))
+                    .unwrap(),
+            )],
+        ),
+    ];
+    for (what, extra) in shapes {
+        for credentials in [
+            transfer::Credentials::IssueAnew,
+            transfer::Credentials::Carry,
+        ] {
+            let store = victim.lore.ports();
+            // A fresh copy of the org each time: remove what an earlier shape imported.
+            for (key, _) in block_on(store.storage.scan_all("o/acme/")).unwrap() {
+                block_on(store.storage.delete(&key)).unwrap();
+            }
+            block_on(store.storage.delete("org/acme")).unwrap();
+            block_on(store.storage.delete("principal/usr_mallory")).unwrap();
+            let _ = block_on(transfer::import_page(
+                store,
+                &acme,
+                page(extra.clone()),
+                true,
+                credentials,
+            ));
+            let (status, _) = victim.rpc("/mcp/default", forged_secret, "tools/list", json!({}));
+            assert_eq!(
+                status, 401,
+                "{what} ({credentials:?}): the forged token reaches no org"
+            );
+            let (status, _) = victim.rpc("/mcp/acme", forged_secret, "tools/list", json!({}));
+            assert_eq!(status, 401, "{what} ({credentials:?}): nor acme");
+            assert_eq!(
+                block_on(store.storage.get(&password_key)).unwrap(),
+                password_before,
+                "{what} ({credentials:?}): the owner's password is unchanged"
+            );
+            assert_eq!(
+                block_on(store.storage.get(&lore_base::keys::principal(&owner_id))).unwrap(),
+                principal_before,
+                "{what} ({credentials:?}): the owner's principal is unchanged"
+            );
+            // acme's token index holds only what this import rebuilt from tokens it carried.
+            assert!(
+                block_on(store.storage.get("o/acme/token/tok_owner"))
+                    .unwrap()
+                    .is_none(),
+                "{what} ({credentials:?})"
+            );
+            assert_eq!(
+                victim.status(&victim.owner, "search_memory", json!({"query": "x"})),
+                200
+            );
+        }
+    }
+    // An org record for another org, and an agent of another org, are refused outright.
+    for (key, value) in [
+        (
+            "org/acme",
+            json!({"id": "default", "created_at_ms": 0, "owner": "usr_mallory"}),
+        ),
+        (
+            "principal/agt_x",
+            json!({"id": "agt_x", "kind": "agent", "name": "x", "created_at_ms": 0, "org": "default"}),
+        ),
+    ] {
+        let c = Harness::on(ports(Rc::new(MemoryStorage::new()), 10), "default");
+        let refused = block_on(transfer::import_page(
+            c.lore.ports(),
+            &acme,
+            vec![(key.to_string(), serde_json::to_vec(&value).unwrap())],
+            true,
+            transfer::Credentials::Carry,
+        ))
+        .unwrap_err();
+        assert_eq!(refused.code(), "invalid_argument", "{key}");
+    }
 }
 
 #[test]

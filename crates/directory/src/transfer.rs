@@ -7,12 +7,13 @@
 //! and local sign-in passwords, its tokens, and its pending invites. What belongs to a server
 //! rather than an org stays: OAuth clients and grants (a token issued through a grant is left
 //! out; its client signs in again), upstream identities (a person who signs in with GitHub or
-//! OIDC on the new server is linked again by an invite), and the local owner.
+//! OIDC on the new server is linked again by an invite), and the local owner. An import trusts
+//! none of it: see [`import_page`].
 
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::OrgId;
 use lore_base::keys::{self, OrgKeys};
-use lore_base::model::{Membership, TokenIndexEntry, TokenRecord};
+use lore_base::model::{Membership, Org, Principal, PrincipalKind, TokenIndexEntry, TokenRecord};
 use lore_base::ports::Ports;
 use lore_base::storage::{Batch, ScanPage, Storage};
 
@@ -115,17 +116,134 @@ async fn directory_entries(ports: &Ports, org: &OrgId) -> Result<Vec<(String, Ve
     Ok(out)
 }
 
+/// Whether an import carries the credentials an export holds (its tokens and local sign-in
+/// passwords) or leaves them, so that they are issued anew on this server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Credentials {
+    /// Tokens and passwords are left out (the default): the org's people sign in again and its
+    /// agents get new tokens (`lore token create`).
+    #[default]
+    IssueAnew,
+    /// The operator vouches for this file: a token is carried if it reaches the imported org
+    /// (and only it, from then on) and belongs to a principal this import creates; a password
+    /// only for a user this import creates. Neither ever replaces one already here.
+    Carry,
+}
+
+/// What one page of an import did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Keys written.
+    pub written: usize,
+    /// Principals the file holds that this server already has, kept as they are here.
+    pub kept: usize,
+    /// Tokens and passwords the file holds that were not carried.
+    pub credentials_left: usize,
+}
+
+/// What an entry of an import is, by what it names and holds (not by the shape of its key
+/// alone): each kind has its own rule in [`import_page`].
+enum Entry {
+    /// A key of the org's own store.
+    OrgData,
+    /// Kept from the org's store only as this server rebuilds it (the token index, from the
+    /// tokens carried; the auth stamp, renewed; legacy MCP sessions, never carried).
+    Derived,
+    OrgRecord,
+    Principal(Principal),
+    /// `member-of/{principal}/{org}` and `invite/{hash}/{org}`: marks of the org's own.
+    Mark,
+    Password {
+        principal: String,
+    },
+    Token(TokenRecord),
+}
+
+fn refused(key: &str, org: &OrgId, why: &str) -> LoreError {
+    LoreError::invalid(
+        "entries",
+        format!("{key:?} cannot be imported into org {org}: {why}"),
+    )
+}
+
+/// What `key` (holding `value`) is in an import of `org`, or why it cannot be one.
+fn classify(org: &OrgId, key: &str, value: &[u8]) -> Result<Entry> {
+    let own = OrgKeys::new(org);
+    if keys::org_of_key(key) == Some(org.as_str()) {
+        let derived = [own.tokens(), own.auth_stamp(), own.session("")];
+        return Ok(if derived.iter().any(|p| key.starts_with(p.as_str())) {
+            Entry::Derived
+        } else {
+            Entry::OrgData
+        });
+    }
+    let parse_err = |what: &str| refused(key, org, &format!("its value is not {what}"));
+    if key == keys::org(org) {
+        let record: Org = serde_json::from_slice(value).map_err(|_| parse_err("an org record"))?;
+        if record.id != *org {
+            return Err(refused(key, org, "the record names another org"));
+        }
+        return Ok(Entry::OrgRecord);
+    }
+    let single = |rest: &str| !rest.is_empty() && !rest.contains('/');
+    if let Some(id) = key.strip_prefix("principal/").filter(|id| single(id)) {
+        let p: Principal = serde_json::from_slice(value).map_err(|_| parse_err("a principal"))?;
+        if p.id != id {
+            return Err(refused(key, org, "the record names another principal"));
+        }
+        if p.kind == PrincipalKind::Agent && p.org.as_ref() != Some(org) {
+            return Err(refused(
+                key,
+                org,
+                "an agent belongs to its own org, and this one to another",
+            ));
+        }
+        return Ok(Entry::Principal(p));
+    }
+    for mark in ["member-of/", "invite/"] {
+        if let Some((first, last)) = key.strip_prefix(mark).and_then(|r| r.split_once('/'))
+            && single(first)
+            && last == org.as_str()
+        {
+            return Ok(Entry::Mark);
+        }
+    }
+    if let Some(id) = key.strip_prefix("auth/password/").filter(|id| single(id)) {
+        return Ok(Entry::Password {
+            principal: id.to_string(),
+        });
+    }
+    if key.strip_prefix("auth/token/").is_some_and(single) {
+        let t: TokenRecord = serde_json::from_slice(value).map_err(|_| parse_err("a token"))?;
+        return Ok(Entry::Token(t));
+    }
+    Err(refused(
+        key,
+        org,
+        "it is not a key an export of an org holds",
+    ))
+}
+
 /// Writes one page of an export of `org` into this server. The first page (`first`) is
 /// refused unless the org is new here (no record, nothing in its store): an import never
-/// mixes two copies of an org. Every key must be one an export of `org` holds; principals
-/// already here are kept (they are never rewritten). The org's auth stamp is renewed, so no
-/// copy of its record or credentials read before stays trusted.
+/// mixes two copies of an org.
+///
+/// An import file is not trusted: it creates only the imported org's data. Every entry is
+/// classified by what it names and holds ([`classify`]): the org's store and records naming
+/// `org`; principals only where this server has none of that id (existing ones are never
+/// rewritten; an agent only of this org); marks of this org. Credentials are issued anew
+/// unless the operator says [`Credentials::Carry`] for the file, and even then a token is
+/// carried only if it reaches `org` (narrowed to it), belongs to a principal this page creates
+/// and replaces none here, and a password only for a user this page creates. The org's token
+/// index is rebuilt from the tokens carried, and its auth stamp renewed, so no copy of its
+/// record or credentials read before stays trusted.
 pub async fn import_page(
     ports: &Ports,
     org: &OrgId,
     entries: Vec<(String, Vec<u8>)>,
     first: bool,
-) -> Result<usize> {
+    credentials: Credentials,
+) -> Result<Imported> {
     if size(&entries) > MAX_IMPORT_BYTES {
         return Err(LoreError::invalid(
             "entries",
@@ -137,40 +255,98 @@ pub async fn import_page(
     if first {
         require_new(ports, org).await?;
     }
-    for (key, _) in &entries {
-        if !belongs_to(key, org) {
-            return Err(LoreError::invalid(
-                "entries",
-                format!("{key:?} is not a key of an export of org {org}"),
-            ));
-        }
-    }
-    let principals: Vec<String> = entries
-        .iter()
-        .filter(|(k, _)| k.starts_with("principal/"))
-        .map(|(k, _)| k.clone())
-        .collect();
-    let present = ports.storage.get_many(&principals).await?;
-    let kept: Vec<&String> = principals
-        .iter()
-        .zip(present)
-        .filter(|(_, v)| v.is_some())
-        .map(|(k, _)| k)
-        .collect();
-    let mut batch = Batch::new();
-    let mut written = 0;
+    let mut classified = Vec::with_capacity(entries.len());
     for (key, value) in entries {
-        if kept.contains(&&key) {
-            continue;
+        let entry = classify(org, &key, &value)?;
+        classified.push((key, value, entry));
+    }
+    // Principals this page would create: those this server does not have yet.
+    let principal_keys: Vec<String> = classified
+        .iter()
+        .filter(|(_, _, e)| matches!(e, Entry::Principal(_)))
+        .map(|(k, _, _)| k.clone())
+        .collect();
+    let present = ports.storage.get_many(&principal_keys).await?;
+    let created: Vec<&Principal> = classified
+        .iter()
+        .filter_map(|(_, _, e)| match e {
+            Entry::Principal(p) => Some(p),
+            _ => None,
+        })
+        .zip(&present)
+        .filter(|(_, here)| here.is_none())
+        .map(|(p, _)| p)
+        .collect();
+    let mut outcome = Imported::default();
+    let creates = |id: &str, user_only: bool| {
+        created
+            .iter()
+            .any(|p| p.id == id && (!user_only || p.kind == PrincipalKind::User))
+    };
+    let mut batch = Batch::new();
+    for (key, value, entry) in &classified {
+        match entry {
+            Entry::OrgData | Entry::OrgRecord | Entry::Mark => {
+                batch.put(key.clone(), value.clone());
+                outcome.written += 1;
+            }
+            Entry::Derived => {}
+            Entry::Principal(p) => {
+                if creates(&p.id, false) {
+                    batch
+                        .require_absent(key.clone())
+                        .put(key.clone(), value.clone());
+                    outcome.written += 1;
+                } else {
+                    outcome.kept += 1;
+                }
+            }
+            Entry::Password { principal } => {
+                if credentials == Credentials::Carry && creates(principal, true) {
+                    batch
+                        .require_absent(key.clone())
+                        .put(key.clone(), value.clone());
+                    outcome.written += 1;
+                } else {
+                    outcome.credentials_left += 1;
+                }
+            }
+            Entry::Token(t) => {
+                let carried = credentials == Credentials::Carry
+                    && t.orgs.contains(org)
+                    && t.grant.is_none()
+                    && creates(&t.principal, false);
+                if !carried {
+                    outcome.credentials_left += 1;
+                    continue;
+                }
+                let hash = key.strip_prefix("auth/token/").unwrap_or_default();
+                let mut narrowed = t.clone();
+                narrowed.orgs = vec![org.clone()];
+                batch
+                    .require_absent(key.clone())
+                    .put(key.clone(), serde_json::to_vec(&narrowed)?)
+                    .require_absent(OrgKeys::new(org).token(&t.id))
+                    .put(
+                        OrgKeys::new(org).token(&t.id),
+                        serde_json::to_vec(&TokenIndexEntry {
+                            hash: hash.to_string(),
+                        })?,
+                    );
+                outcome.written += 1;
+            }
         }
-        batch.put(key, value);
-        written += 1;
     }
     crate::stamp::renew(ports, &mut batch, [org]);
     let scheduled = index_schedules(ports, &mut batch, org);
-    ports.storage.commit(batch).await?;
+    ports.storage.commit(batch).await.map_err(|e| match e {
+        lore_base::storage::StorageError::Conflict { .. } => LoreError::Conflict(
+            "the import would replace a principal, token or password this server already has; nothing of this page was written".into(),
+        ),
+        other => other.into(),
+    })?;
     wake_scheduled(ports, org, scheduled);
-    Ok(written)
+    Ok(outcome)
 }
 
 /// Adds the org to the index of orgs with schedules when `batch` writes one of its
@@ -207,33 +383,6 @@ async fn require_new(ports: &Ports, org: &OrgId) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Whether `key` is one an export of `org` may hold.
-fn belongs_to(key: &str, org: &OrgId) -> bool {
-    let org = org.as_str();
-    let own = |rest: &str| {
-        rest.rsplit_once('/')
-            .is_some_and(|(_, last)| last == org && !rest.is_empty())
-    };
-    if keys::org_of_key(key) == Some(org) {
-        return true;
-    }
-    if let Some(rest) = key.strip_prefix("org/") {
-        return rest == org;
-    }
-    if let Some(rest) = key.strip_prefix("member-of/") {
-        return own(rest) && rest.matches('/').count() == 1;
-    }
-    if let Some(rest) = key.strip_prefix("invite/") {
-        return own(rest) && rest.matches('/').count() == 1;
-    }
-    ["principal/", "auth/password/", "auth/token/"]
-        .iter()
-        .any(|p| {
-            key.strip_prefix(p)
-                .is_some_and(|id| !id.is_empty() && !id.contains('/'))
-        })
 }
 
 /// Copies one page of `org`'s keys from `from` (a store the org no longer lives in) into its

@@ -305,6 +305,10 @@ struct TransferArgs {
     /// `org-import`: the first page (refused unless the org is new here).
     #[serde(default)]
     first: bool,
+    /// `org-import`: carry the file's tokens and passwords (`transfer::Credentials::Carry`)
+    /// instead of leaving them to be issued anew.
+    #[serde(default)]
+    carry_credentials: bool,
 }
 
 /// `org-export`, `org-import` and `org-move-in` (`lore_directory::transfer`), a page per
@@ -341,8 +345,19 @@ async fn transfer(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, LoreE
                 })?;
                 entries.push((key, value));
             }
-            let written = transfer::import_page(lore.ports(), &org, entries, args.first).await?;
-            Ok(json!({ "org": org.as_str(), "written": written }))
+            let credentials = if args.carry_credentials {
+                transfer::Credentials::Carry
+            } else {
+                transfer::Credentials::IssueAnew
+            };
+            let done =
+                transfer::import_page(lore.ports(), &org, entries, args.first, credentials).await?;
+            Ok(json!({
+                "org": org.as_str(),
+                "written": done.written,
+                "kept": done.kept,
+                "credentials_left": done.credentials_left,
+            }))
         }
         _ => {
             let Some(former) = &lore.former_store else {
