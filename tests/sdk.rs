@@ -849,8 +849,12 @@ fn connection_calls_stay_under_the_base_path_and_encoded_credentials_come_back_r
             "operations.run",
             json!({"name": "item", "args": {"id": id}}),
         );
-        assert_eq!(r.status, 400, "{id}: {}", r.text);
-        assert!(r.text.contains(". or .."), "{id}: {}", r.text);
+        assert_eq!(
+            (r.status, r.json()["error"]["field"].clone()),
+            (400, json!("path")),
+            "{id}: {}",
+            r.text
+        );
     }
     assert!(echo.seen.borrow().is_empty(), "nothing left lore");
     // Paths under the base go out as written, with the credential.
@@ -912,6 +916,167 @@ fn connection_calls_stay_under_the_base_path_and_encoded_credentials_come_back_r
             .is_ok_and(|d| String::from_utf8_lossy(&d).contains(secret))),
         "base64 of a text around the secret: {text}"
     );
+}
+
+/// An upstream that answers with `shape(the header value it was sent)`.
+struct Shaped {
+    shape: fn(&str) -> Vec<u8>,
+    sent_to: std::cell::RefCell<Vec<String>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl lore_base::ports::HttpClient for Shaped {
+    async fn send(
+        &self,
+        request: lore_base::ports::OutboundRequest,
+    ) -> Result<lore_base::ports::OutboundResponse, lore_base::ports::PortError> {
+        let credential = request
+            .headers
+            .iter()
+            .find(|(k, _)| k == "authorization" || k == "x-api-key")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        self.sent_to.borrow_mut().push(request.url.clone());
+        Ok(lore_base::ports::OutboundResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: (self.shape)(&credential),
+        })
+    }
+}
+
+fn shaped_harness(shape: fn(&str) -> Vec<u8>) -> (Harness, Rc<Shaped>) {
+    let upstream = Rc::new(Shaped {
+        shape,
+        sent_to: Default::default(),
+    });
+    let mut h = Harness::new();
+    h.lore.engine.ports.http = Some(upstream.clone());
+    (h, upstream)
+}
+
+const SHAPED_SECRET: &str = "sk_live_9c1f4e7a2b8d3f60c5e1";
+
+#[test]
+fn a_connections_credential_goes_only_where_it_was_stored_for() {
+    let (h, upstream) = shaped_harness(|_| b"{}".to_vec());
+    h.ok(
+        "connections.create",
+        json!({"name": "billing", "base_url": "https://billing.example.com", "secret": SHAPED_SECRET}),
+    );
+    // An edit that moves the base URL, or changes how the secret is sent, must give it again.
+    for change in [
+        json!({"base_url": "https://collector.example.net"}),
+        json!({"base_url": "https://billing.example.com/other"}),
+        json!({"auth": "header", "auth_header": "X-Api-Key"}),
+        json!({"auth": "none"}),
+    ] {
+        let mut args = change.clone();
+        args["name"] = json!("billing");
+        let r = h.api(&h.owner, "connections.update", args);
+        assert_eq!(
+            (r.status, r.json()["error"]["field"].clone()),
+            (400, json!("secret")),
+            "{change}: {}",
+            r.text
+        );
+    }
+    // The record is unchanged, and calls still go where the credential was stored for.
+    h.ok(
+        "connections.call",
+        json!({"name": "billing", "path": "/invoices"}),
+    );
+    assert_eq!(
+        upstream.sent_to.borrow().last().unwrap(),
+        "https://billing.example.com/invoices"
+    );
+    // With the secret given again, the connection may move.
+    let moved = h.ok(
+        "connections.update",
+        json!({"name": "billing", "base_url": "https://billing2.example.com", "secret": "sk_other_value_123456"}),
+    );
+    assert_eq!(moved["base_url"], "https://billing2.example.com");
+    // A description alone needs nothing.
+    h.ok(
+        "connections.update",
+        json!({"name": "billing", "description": "the billing API"}),
+    );
+    h.ok("connections.call", json!({"name": "billing", "path": "/x"}));
+    assert_eq!(
+        upstream.sent_to.borrow().last().unwrap(),
+        "https://billing2.example.com/x"
+    );
+}
+
+#[test]
+fn an_echo_cut_at_the_size_limit_shows_no_part_of_the_credential() {
+    // The header value reflected so that the 1 MiB cut falls inside it, at every offset a
+    // padded echo could choose.
+    static BEFORE_CUT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    for before in [1usize, 4, 9, 20, 27, 33] {
+        BEFORE_CUT.store(before, std::sync::atomic::Ordering::Relaxed);
+        let (h, _) = shaped_harness(|credential| {
+            let before = BEFORE_CUT.load(std::sync::atomic::Ordering::Relaxed);
+            let mut body = vec![b'x'; (1 << 20) - before];
+            body.extend_from_slice(credential.as_bytes());
+            body.extend(std::iter::repeat_n(b'y', 1000));
+            body
+        });
+        h.ok(
+            "connections.create",
+            json!({"name": "echo", "base_url": "https://echo.example.com", "secret": SHAPED_SECRET}),
+        );
+        let out = h.ok("connections.call", json!({"name": "echo", "path": "/"}));
+        let text = out["body"].as_str().unwrap();
+        assert_eq!(out["truncated"], true);
+        assert!(!text.contains("sk_l"), "{}", &text[text.len() - 40..]);
+        assert!(!text.contains("9c1f"), "the secret's middle");
+        assert_eq!(out["may_hold_credential"], true);
+    }
+}
+
+#[test]
+fn a_credential_spelled_out_comes_back_redacted_and_marked() {
+    for shape in [
+        // A list of its characters.
+        (|c: &str| {
+            serde_json::to_vec(&json!({"chars": c.chars().map(String::from).collect::<Vec<_>>()}))
+                .unwrap()
+        }) as fn(&str) -> Vec<u8>,
+        // Spaced out, upper-cased.
+        |c: &str| {
+            c.to_ascii_uppercase()
+                .chars()
+                .flat_map(|ch| [ch, ' '])
+                .collect::<String>()
+                .into_bytes()
+        },
+        // UTF-16 little-endian, as raw bytes.
+        |c: &str| c.encode_utf16().flat_map(u16::to_le_bytes).collect(),
+    ] {
+        let (h, _) = shaped_harness(shape);
+        h.ok(
+            "connections.create",
+            json!({"name": "echo", "base_url": "https://echo.example.com", "secret": SHAPED_SECRET}),
+        );
+        let out = h.ok("connections.call", json!({"name": "echo", "path": "/"}));
+        let letters: String = out["body"]
+            .to_string()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        assert!(!letters.contains("9c1f4e7a2b8d"), "{out}");
+        assert_eq!(out["may_hold_credential"], true, "{out}");
+    }
+    // An upstream that answers without the credential is not marked.
+    let (h, _) = shaped_harness(|_| b"{\"ok\":true}".to_vec());
+    h.ok(
+        "connections.create",
+        json!({"name": "quiet", "base_url": "https://quiet.example.com", "secret": SHAPED_SECRET}),
+    );
+    let out = h.ok("connections.call", json!({"name": "quiet", "path": "/"}));
+    assert_eq!(out.get("may_hold_credential"), None, "{out}");
 }
 
 #[test]

@@ -172,6 +172,8 @@ interface Connection {
 interface CallResult {
   /** The JSON body, or the body's text as a string (a body that is not JSON, was cut, or nests deeper than lore stores values). */
   body: unknown;
+  /** Set when the answer may hold the connection's credential in a form lore does not recognise: the upstream echoed the request (lore's request id came back) or lore redacted the credential from it. Redaction knows the credential as written, in percent-, base64-, hex- and JSON-escaped forms, and spelled out with separators (a list of characters); a secret split up, transformed or re-encoded otherwise is not recognised. */
+  may_hold_credential?: boolean;
   status: number;
   /** Whether the body was cut at 1 MiB. */
   truncated: boolean;
@@ -182,7 +184,10 @@ type Operation = {
   access: "read" | "write" | "admin";
   /** JSON Schema of the arguments. */
   args_schema: unknown;
+  /** The principal who created it. */
   author: string;
+  /** Every principal who changed it since, oldest first (each once). A script operation runs with the least role among its caller, its author and these, as they are now (`lore_directory::caller::least_of`): an admin's edit never runs with an owner's rights. */
+  changed_by?: string[];
   /** The script. */
   code: string;
   created_at: string;
@@ -199,7 +204,10 @@ type Operation = {
   access: "read" | "write" | "admin";
   /** JSON Schema of the arguments. */
   args_schema: unknown;
+  /** The principal who created it. */
   author: string;
+  /** Every principal who changed it since, oldest first (each once). A script operation runs with the least role among its caller, its author and these, as they are now (`lore_directory::caller::least_of`): an admin's edit never runs with an owner's rights. */
+  changed_by?: string[];
   connection: string;
   created_at: string;
   description: string;
@@ -217,13 +225,15 @@ type Operation = {
 };
 
 interface Behavior {
+  /** Every principal who changed it since, oldest first (each once). The reaction runs with the least role among the owner and these, as they are now: an admin who edits an owner's behavior makes it run as an admin, never the admin's code as the owner. */
+  changed_by?: string[];
   /** The reaction script (TypeScript; the triggering event is `ctx.args.event`). */
   code: string;
   created_at: string;
   description: string;
   enabled: boolean;
   name: string;
-  /** The principal whose permissions the reaction runs with. */
+  /** The principal who created it. */
   owner: string;
   /** When a behavior fires. At least one of the fields is set. */
   trigger: {

@@ -1,6 +1,9 @@
 //! Connections: external HTTP services the org's operations and feeds call. A connection's
 //! credential is write-only: it is stored apart from the record (`secret/conn/{name}`), read
 //! only here to sign an outbound request, and scrubbed from anything a response echoes back.
+//! It is bound to where it may go ([`StoredCredential`]): the base URL and the way it was
+//! stored to be sent; changing either needs the secret again, so no one who may edit a
+//! connection can send a credential they never saw somewhere else.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,6 +110,48 @@ pub struct CallResult {
     pub body: Value,
     /// Whether the body was cut at 1 MiB.
     pub truncated: bool,
+    /// Set when the answer may hold the connection's credential in a form lore does not
+    /// recognise: the upstream echoed the request (lore's request id came back) or lore
+    /// redacted the credential from it. Redaction knows the credential as written, in
+    /// percent-, base64-, hex- and JSON-escaped forms, and spelled out with separators (a
+    /// list of characters); a secret split up, transformed or re-encoded otherwise is not
+    /// recognised.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_hold_credential: bool,
+}
+
+/// A connection's credential as stored: the secret and what it was stored for. A call sends
+/// it only while the connection still points where it did; an update that moves the base URL
+/// or changes how it is sent must give the secret again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredCredential {
+    secret: String,
+    base_url: String,
+    auth: AuthScheme,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    auth_header: Option<String>,
+}
+
+impl StoredCredential {
+    fn for_record(secret: String, record: &Connection) -> Self {
+        Self {
+            secret,
+            base_url: record.base_url.clone(),
+            auth: record.auth,
+            auth_header: record.auth_header.as_ref().map(|h| h.to_ascii_lowercase()),
+        }
+    }
+
+    /// Whether it was stored for `record` as it is now.
+    fn fits(&self, record: &Connection) -> bool {
+        self.base_url == record.base_url
+            && self.auth == record.auth
+            && self.auth_header == record.auth_header.as_ref().map(|h| h.to_ascii_lowercase())
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
 }
 
 /// Splits `scheme://host[:port]/…` into the scheme and the host (lowercase, without port).
@@ -214,7 +259,10 @@ pub async fn create(ports: &Ports, caller: &Caller, args: CreateConnection) -> R
     let mut batch = Batch::new();
     batch.require_absent(&key).put(&key, to_bytes(&record));
     if let Some(secret) = args.secret {
-        batch.put(keys.secret("conn", &record.name), secret.into_bytes());
+        batch.put(
+            keys.secret("conn", &record.name),
+            StoredCredential::for_record(secret, &record).bytes(),
+        );
     }
     super::commit_new(ports, batch, || format!("connection {:?}", record.name)).await?;
     Ok(record)
@@ -252,10 +300,26 @@ pub async fn update(ports: &Ports, caller: &Caller, args: UpdateConnection) -> R
     check_auth(record.auth, record.auth_header.as_deref())?;
     let keys = caller.keys();
     let mut batch = Batch::new();
-    if let Some(secret) = args.secret {
-        check_secret(&secret)?;
-        record.has_secret = true;
-        batch.put(keys.secret("conn", &record.name), secret.into_bytes());
+    let secret_key = keys.secret("conn", &record.name);
+    match args.secret {
+        Some(secret) => {
+            check_secret(&secret)?;
+            record.has_secret = true;
+            batch.put(
+                &secret_key,
+                StoredCredential::for_record(secret, &record).bytes(),
+            );
+        }
+        None if old.has_secret => {
+            let moved = StoredCredential::for_record(String::new(), &old);
+            if !moved.fits(&record) {
+                return Err(LoreError::invalid(
+                    "secret",
+                    "the stored credential is bound to the connection's base_url, auth and auth_header: give the secret again to change them",
+                ));
+            }
+        }
+        None => {}
     }
     record.updated_at = now_text(ports);
     let key = keys.named("conn", &record.name);
@@ -277,6 +341,26 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done
         .delete(keys.secret("conn", &old.name));
     ports.storage.commit(batch).await?;
     Ok(Done { ok: true })
+}
+
+/// The credential stored for `conn`, if it may be sent to `conn` as it is now. One stored
+/// before credentials were bound (its bare secret) is taken as bound to the record as it is.
+async fn credential(ports: &Ports, caller: &Caller, conn: &Connection) -> Result<Option<String>> {
+    let Some(bytes) = ports
+        .storage
+        .get(&caller.keys().secret("conn", &conn.name))
+        .await?
+    else {
+        return Ok(None);
+    };
+    match serde_json::from_slice::<StoredCredential>(&bytes) {
+        Ok(stored) if stored.fits(conn) => Ok(Some(stored.secret)),
+        Ok(_) => Err(LoreError::Forbidden(format!(
+            "the credential of connection {} was stored for another base URL or header; give it again with connections.update",
+            conn.name
+        ))),
+        Err(_) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+    }
 }
 
 /// Sends one request through the connection: the URL must stay on an allowed host, the
@@ -307,18 +391,18 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
     })?;
     let secret = match conn.auth {
         AuthScheme::None => None,
-        _ => ports
-            .storage
-            .get(&caller.keys().secret("conn", &conn.name))
-            .await?
-            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        _ => credential(ports, caller, &conn).await?,
     };
+    // Names this request; an upstream that sends it back echoes requests, so its answer may
+    // hold the credential in a form redaction does not know.
+    let request_id = format!("lore-{}", ports.random_hex(12));
     let mut headers = vec![
         ("accept".to_string(), "application/json".to_string()),
         (
             "user-agent".to_string(),
             format!("lore/{}", lore_base::VERSION),
         ),
+        ("x-lore-request".to_string(), request_id.clone()),
     ];
     match (conn.auth, &secret) {
         (AuthScheme::Bearer, Some(s)) => {
@@ -367,9 +451,18 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
                 redactor.scrub(&e.0)
             ),
         })?;
-    let truncated = response.body.len() > MAX_RESPONSE_BYTES;
-    let raw = &response.body[..response.body.len().min(MAX_RESPONSE_BYTES)];
-    let text = redactor.scrub(&String::from_utf8_lossy(raw));
+    // Redacted whole, then cut: a cut never leaves part of an echo behind.
+    let (scrubbed, redactions) = redactor.scrub_counted(&String::from_utf8_lossy(&response.body));
+    let echoed = super::outbound::Redactor::new(&[&request_id])
+        .scrub_counted(&scrubbed)
+        .1
+        > 0;
+    let truncated = scrubbed.len() > MAX_RESPONSE_BYTES;
+    let text = if truncated {
+        redactor.cut(&scrubbed, MAX_RESPONSE_BYTES)
+    } else {
+        scrubbed
+    };
     // JSON nested deeper than lore stores comes back as its text, as a non-JSON body does.
     let body = match serde_json::from_str::<Value>(&text) {
         Ok(v)
@@ -384,6 +477,7 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
         status: response.status,
         body,
         truncated,
+        may_hold_credential: secret.is_some() && (echoed || redactions > 0),
     })
 }
 
