@@ -367,12 +367,17 @@ impl Execution {
     }
 }
 
-/// CTEs, then the check of the query's names, then the query.
+/// CTEs, then the check of the query's names, then the query: one metered stretch, so what
+/// the query holds is counted as a whole (its `WITH` tables, kept while the rest runs,
+/// included), from one starting point.
 fn execute_all(
     store: &mut SnapshotStore,
     parsed: statement::ReadQuery,
     params: &[ParamLiteral],
 ) -> Result<Rows> {
+    let _run = lore_meter::Run::begin();
+    let _section = lore_meter::Section::enter();
+    store.guard.start_memory();
     for cte in &parsed.ctes {
         let (labels, rows) = execute_one(store, &cte.query, params, &parsed)?;
         let names = if cte.columns.is_empty() {
@@ -523,10 +528,6 @@ fn execute_one(
     if store.guard.past_deadline() {
         return Err(time_exceeded(0, "planning"));
     }
-    // Execution is one synchronous stretch: metered, so the guard sees what it holds.
-    let _run = lore_meter::Run::begin();
-    let _section = lore_meter::Section::enter();
-    store.guard.start_memory();
     match execute(store, &plan) {
         Ok(Payload::Select { labels, rows }) => Ok((labels, rows)),
         Ok(Payload::SelectMap(maps)) => {

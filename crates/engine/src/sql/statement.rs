@@ -97,6 +97,8 @@ pub fn parse(sql: &str) -> Result<ReadQuery> {
     if let ControlFlow::Break(e) = query.visit(&mut walk) {
         return Err(e);
     }
+    // Every value the query can build is bounded before anything runs.
+    super::bound::check_query(&query)?;
     let entity_types = entity_type_filter(&query);
     let mut ctes = Vec::new();
     if let Some(with) = query.with.take() {
@@ -377,9 +379,6 @@ impl Visitor for Walk {
         if let Err(e) = refuse_writes(&query.body) {
             return ControlFlow::Break(e);
         }
-        if let Err(e) = check_rows(&query.body) {
-            return ControlFlow::Break(e);
-        }
         self.wildcard |= collect_select_aliases(&query.body, &mut self.aliases);
         self.depth += 1;
         ControlFlow::Continue(())
@@ -431,10 +430,6 @@ impl Visitor for Walk {
             }
             _ => {}
         }
-        // Every value the query can build is bounded before anything runs.
-        if let Err(e) = super::bound::check(expr) {
-            return ControlFlow::Break(e);
-        }
         ControlFlow::Continue(())
     }
 }
@@ -468,19 +463,6 @@ fn collect_select_aliases(body: &SetExpr, aliases: &mut BTreeSet<String>) -> boo
             collect_select_aliases(right, aliases) || l
         }
         _ => true,
-    }
-}
-
-/// The bound on one row's values of every `SELECT` in a query body (see [`super::bound`]).
-fn check_rows(body: &SetExpr) -> Result<()> {
-    match body {
-        SetExpr::Select(select) => super::bound::check_row(&select.projection),
-        SetExpr::Query(q) => check_rows(&q.body),
-        SetExpr::SetOperation { left, right, .. } => {
-            check_rows(left)?;
-            check_rows(right)
-        }
-        _ => Ok(()),
     }
 }
 

@@ -25,9 +25,6 @@ use lore_base::ports::Clock;
 /// Rows read between two looks at the clock (a row can cost a pattern's compilation).
 const CLOCK_EVERY: u64 = 64;
 
-/// Rows read between two looks at the memory the query holds.
-const MEMORY_EVERY: u64 = 64;
-
 /// Why the guard stopped a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trip {
@@ -62,8 +59,8 @@ impl Guard {
         }
     }
 
-    /// Starts counting the query's memory from what the thread holds now; call inside a
-    /// metered section (`sandbox::meter`), which execution runs in.
+    /// Starts counting the query's memory from what the thread holds now, once for the whole
+    /// query; call inside a metered section (`lore_meter`), which execution runs in.
     pub fn start_memory(&self) {
         self.memory_base.set(lore_meter::live());
     }
@@ -91,9 +88,9 @@ impl Guard {
             self.tripped.set(Some(Trip::Rows));
         } else if n.is_multiple_of(CLOCK_EVERY) && self.clock.now_ms() > self.deadline_ms {
             self.tripped.set(Some(Trip::Time));
-        } else if n.is_multiple_of(MEMORY_EVERY)
-            && lore_meter::live().saturating_sub(self.memory_base.get()) > self.max_bytes
-        {
+        } else if lore_meter::live().saturating_sub(self.memory_base.get()) > self.max_bytes {
+            // At every row (a thread-local read): between two, the engine builds at most one
+            // row's values, each bounded before the query ran (`bound`).
             self.tripped.set(Some(Trip::Memory));
         }
         match self.tripped.get() {
