@@ -2,8 +2,8 @@
 # A cold TypeScript script run: lore's sandbox (oxc strip + fresh Boa realm + run, in process)
 # beside Node (esbuild transform + fresh vm context + run) on the same database, one session.
 # lore's rows: the run on the calling thread (as on Workers and Spin), then the 10 reads and
-# `return 1` as `lore serve` runs them (a script thread per run, started one run ahead with its
-# realm made while it waits; the SDK calls answered by the calling thread).
+# `return 1` as `lore serve` runs them (in a script process of the `lore` binary, which made the
+# run's realm while it waited; the SDK calls answered by the calling thread over its pipes).
 #
 #   bash bench/sandbox.sh            # 300 runs of each script on each side
 #   RUNS=100 bash bench/sandbox.sh
@@ -35,7 +35,7 @@ export ESBUILD_MODULE="$WORKER_NODE_MODULES/esbuild/lib/main.js"
 if smoke; then
   BIN=$(smoke_example sandbox_bench)
 else
-  cargo build --release --example sandbox_bench >&2
+  cargo build --release --bin lore --example sandbox_bench >&2
   BIN=$CARGO_TARGET_DIR/release/examples/sandbox_bench
 fi
 LORE=$("$BIN" --runs "$RUNS" --out "$SPEC")

@@ -90,9 +90,23 @@ fn main() {
         background: None,
     };
     let lore = Lore::new(ports.clone(), Config::default());
-    // The same database and org, its scripts run as `lore serve` runs them.
+    // The same database and org, its scripts run as `lore serve` runs them: in script
+    // processes of the `lore` binary beside this example (or LORE_BIN).
+    let program = std::env::var_os("LORE_BIN").map_or_else(
+        || {
+            let exe = std::env::current_exe().unwrap();
+            exe.parent().unwrap().parent().unwrap().join("lore")
+        },
+        std::path::PathBuf::from,
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    let _entered = runtime.enter();
     let served = Lore::new(ports, Config::default())
-        .with_script_threads(Rc::new(lore::threads::ThreadPerRun::default()));
+        .with_script_threads(lore::scripts::ScriptProcesses::new(program));
     let InitOutcome::Created(_) = block_on(admin::init(lore.ports(), "bench")).unwrap() else {
         panic!("fresh database expected");
     };
@@ -146,20 +160,26 @@ fn main() {
 
     let args = json!({ "ids": picked });
     let served_caller = block_on(served.local_caller(Some("bench"))).unwrap();
+    // Runs on this thread's runtime and local tasks, as a worker of `lore serve` does (the
+    // script processes' pipes are read by local tasks).
     let time_on =
         |lore: &Lore, caller, code: &str, args: Option<Value>, want: Value| -> (f64, f64) {
             let mut times = Vec::with_capacity(runs);
             for _ in 0..runs {
                 let t = Instant::now();
-                let r = block_on(run(
-                    &lore.engine,
-                    caller,
-                    Surface::Query,
-                    code,
-                    args.clone(),
-                    false,
-                ))
-                .unwrap_or_else(|e| panic!("{e}"));
+                let r = local
+                    .block_on(
+                        &runtime,
+                        run(
+                            &lore.engine,
+                            caller,
+                            Surface::Query,
+                            code,
+                            args.clone(),
+                            false,
+                        ),
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
                 times.push(t.elapsed().as_secs_f64() * 1000.0);
                 assert_eq!(r["result"], want);
             }

@@ -8,7 +8,8 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use lore::backup::{BackupArgs, DoctorArgs, RestoreArgs};
-use lore::ports::{EmbedderChoice, UreqClient};
+use lore::outbound::UreqClient;
+use lore::ports::EmbedderChoice;
 use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
 
 use lore::block_on;
@@ -83,6 +84,25 @@ pub(crate) enum Command {
         /// Requests per minute all of one org's tokens may make (0: no limit).
         #[arg(long, default_value_t = 3000, env = "LORE_RATE_ORG_PER_MINUTE")]
         rate_org_per_minute: u32,
+        /// Records (sign-in sessions, pending authorizations, client registrations, fetched
+        /// client documents) one client address may make per minute without credentials (0: no
+        /// limit); each also expires.
+        #[arg(long, default_value_t = lore_front::config::DEFAULT_ANONYMOUS_PER_MINUTE, env = "LORE_RATE_ANONYMOUS_PER_MINUTE")]
+        rate_anonymous_per_minute: u32,
+        /// Networks that connections, webhooks and client documents may reach although they are
+        /// not public: `10.0.0.0/8`, `127.0.0.1` (default: public addresses only).
+        #[arg(
+            long = "outbound-allow",
+            env = "LORE_OUTBOUND_ALLOW",
+            value_delimiter = ','
+        )]
+        outbound_allow: Vec<String>,
+        /// A script run's wall clock, in milliseconds.
+        #[arg(long, default_value_t = 180_000, env = "LORE_SCRIPT_WALL_MS")]
+        script_wall_ms: u64,
+        /// The memory a script run may hold, in bytes; its process ends past it.
+        #[arg(long, default_value_t = 64 << 20, env = "LORE_SCRIPT_MEMORY_BYTES")]
+        script_memory_bytes: usize,
         /// Scripts (query_sdk, run_sdk, do) running at once in the server; more are refused
         /// with `overloaded` (default: 8 per worker thread).
         #[arg(long, env = "LORE_MAX_SCRIPTS")]

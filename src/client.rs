@@ -45,6 +45,10 @@ pub async fn call_remote_tool(
         url: url.to_string(),
         headers,
         body: serde_json::to_vec(&body)?,
+        // A URL the operator configured (or the CLI's user named).
+        reach: lore_base::outbound::Reach::Configured,
+        share: lore_base::outbound::Share::Server,
+        timeout_ms: 60_000,
     };
     let response = http.send(request).await?;
     let text = String::from_utf8_lossy(&response.body);
@@ -99,6 +103,10 @@ pub async fn call_remote_admin(
             url: url.to_string(),
             headers,
             body: serde_json::to_vec(&args)?,
+            // A URL the operator configured (or the CLI's user named).
+            reach: lore_base::outbound::Reach::Configured,
+            share: lore_base::outbound::Share::Server,
+            timeout_ms: 60_000,
         })
         .await?;
     let text = String::from_utf8_lossy(&response.body);

@@ -1,5 +1,5 @@
 //! The native adapter, lore's embedded default: SQLite storage, the OS clock and randomness,
-//! blocking outbound HTTP, the hyper server and the threads scripts and SQL queries run on,
+//! outbound HTTP on threads of its own, the hyper server and the threads scripts and SQL queries run on,
 //! the remote MCP client the CLI uses, `lore login`, and `lore backup`/`restore`/`doctor`. The
 //! `lore` binary (`main.rs`, the CLI) is built on it. The only place with native I/O; what a
 //! request means is `lore-front`'s and `lore-engine`'s.
@@ -13,7 +13,10 @@ pub mod group_commit;
 pub mod kept;
 pub mod login;
 pub mod model;
+pub mod outbound;
 pub mod ports;
+pub mod script_child;
+pub mod scripts;
 pub mod server;
 pub mod sqlite;
 pub mod threads;

@@ -123,6 +123,10 @@ async fn get_json(http: &dyn HttpClient, url: &str) -> anyhow::Result<Option<Val
             url: url.to_string(),
             headers: vec![("accept".into(), "application/json".into())],
             body: Vec::new(),
+            // A URL the operator configured (or the CLI's user named).
+            reach: lore_base::outbound::Reach::Configured,
+            share: lore_base::outbound::Share::Server,
+            timeout_ms: 60_000,
         })
         .await?;
     if response.status != 200 {
@@ -184,6 +188,10 @@ async fn register(http: &dyn HttpClient, endpoint: &str) -> anyhow::Result<Strin
             url: endpoint.to_string(),
             headers: vec![("content-type".into(), "application/json".into())],
             body: serde_json::to_vec(&body)?,
+            // A URL the operator configured (or the CLI's user named).
+            reach: lore_base::outbound::Reach::Configured,
+            share: lore_base::outbound::Share::Server,
+            timeout_ms: 60_000,
         })
         .await?;
     let answer: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
@@ -331,7 +339,7 @@ pub async fn login(http: &dyn HttpClient, mcp_url: &str, open: bool) -> anyhow::
         .exchange_code(AuthorizationCode::new(code.clone()))
         .set_pkce_verifier(verifier)
         .add_extra_param("resource", resource.clone())
-        .request_async(&PortHttp(http))
+        .request_async(&PortHttp(http, lore_base::outbound::Share::Server))
         .await
         .map_err(|e| anyhow::anyhow!("exchanging the code failed: {}", describe(&e)))?;
     let stored = StoredLogin {
@@ -400,7 +408,7 @@ pub async fn token_for(http: &dyn HttpClient, mcp_url: &str) -> anyhow::Result<O
     let tokens = client
         .exchange_refresh_token(&RefreshToken::new(refresh))
         .add_extra_param("resource", login.resource.clone())
-        .request_async(&PortHttp(http))
+        .request_async(&PortHttp(http, lore_base::outbound::Share::Server))
         .await
         .map_err(|e| {
             anyhow::anyhow!(
@@ -449,6 +457,10 @@ pub async fn logout(http: &dyn HttpClient, mcp_url: &str) -> anyhow::Result<bool
                     "application/x-www-form-urlencoded".into(),
                 )],
                 body: body.into_bytes(),
+                // A URL the operator configured (or the CLI's user named).
+                reach: lore_base::outbound::Reach::Configured,
+                share: lore_base::outbound::Share::Server,
+                timeout_ms: 60_000,
             })
             .await;
         match outcome {

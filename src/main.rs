@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use lore::block_on;
 use lore::client::{admin_url, call_remote_admin, call_remote_tool};
-use lore::ports::{EmbedderChoice, UreqClient, native_ports};
+use lore::outbound::UreqClient;
+use lore::ports::{EmbedderChoice, native_ports};
 use lore::server::{ConnectionLimits, ServeOptions, serve};
 use lore::transfer::Side;
 use lore_base::model::{Role, Scopes};
@@ -36,6 +37,13 @@ use args::{Cli, Command, LogFormat, MemoryCommand, OrgCommand, TokenCommand};
 static ALLOCATOR: lore_meter::Metered<mimalloc::MiMalloc> = lore_meter::Metered(mimalloc::MiMalloc);
 
 fn main() {
+    // A script process of `lore serve` (src/scripts.rs): nothing of the CLI runs in it.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == lore::script_child::ARG)
+    {
+        std::process::exit(lore::script_child::run());
+    }
     let cli = Cli::parse();
     let log = init_logging(cli.log_format);
     if let Err(e) = run(cli.command) {
@@ -185,6 +193,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             max_connections,
             rate_token_per_minute,
             rate_org_per_minute,
+            rate_anonymous_per_minute,
+            outbound_allow,
+            script_wall_ms,
+            script_memory_bytes,
             max_scripts,
             max_scripts_per_org,
             max_scripts_per_token,
@@ -233,6 +245,14 @@ fn run(command: Command) -> anyhow::Result<()> {
                     token_per_minute: rate_token_per_minute,
                     org_per_minute: rate_org_per_minute,
                 },
+                anonymous_per_minute: rate_anonymous_per_minute,
+                outbound: lore_base::outbound::Policy::parse(&outbound_allow.join(","))
+                    .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?,
+                scripts: lore_engine::ScriptCaps {
+                    wall_ms: script_wall_ms,
+                    memory_bytes: script_memory_bytes,
+                    ..lore_engine::ScriptCaps::default()
+                },
                 ..Config::default()
             };
             drop(lore);
@@ -258,6 +278,8 @@ fn run(command: Command) -> anyhow::Result<()> {
                     )
                 },
                 embedder,
+                script_program: std::env::current_exe()
+                    .context("cannot find the lore binary to start script processes from")?,
             };
             serve(options, |local| {
                 let url = format!("http://{local}/mcp");

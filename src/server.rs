@@ -29,7 +29,7 @@ use lore_front::mcp::jsonrpc::{self, RpcError};
 use lore_front::mcp::reply::{Forward, Reply, Streamed};
 use lore_front::{Config, Lore};
 
-use crate::ports::{EmbedderChoice, native_ports};
+use crate::ports::{EmbedderChoice, native_ports_with};
 
 pub struct ServeOptions {
     pub addr: SocketAddr,
@@ -40,6 +40,8 @@ pub struct ServeOptions {
     /// Scripts running at once across the workers, and each org's and token's share.
     pub scripts: lore_base::ratelimit::ScriptSlots,
     pub embedder: EmbedderChoice,
+    /// The `lore` binary whose script processes run scripts (`crate::scripts`).
+    pub script_program: PathBuf,
 }
 
 /// What one client may hold of the server.
@@ -68,6 +70,8 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let open = Arc::new(AtomicUsize::new(0));
     // One set of rate-limit buckets for the whole process, shared by every worker.
     let limiter = lore_base::ratelimit::MemoryLimiter::default();
+    // One outbound client for the process: its exchanges' shares span every worker.
+    let outbound = crate::outbound::UreqClient::new(&options.config.outbound, Arc::default());
     let slots = options.scripts.clone();
     // One SQL table cache for the whole process: a write through any worker keeps the copies
     // every worker reads, and `sql.cache_bytes` bounds the process, not each worker.
@@ -83,9 +87,11 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
         let db = options.db.clone();
         let config = options.config.clone();
         let embedder = options.embedder.clone();
+        let script_program = options.script_program.clone();
         let limits = options.limits;
         let open = open.clone();
         let limiter = limiter.clone();
+        let outbound = outbound.clone();
         let slots = slots.clone();
         let tables = tables.clone();
         let ready = ready.clone();
@@ -110,10 +116,12 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
                         Shared {
                             open,
                             limiter,
+                            outbound,
                             slots,
                             tables,
                             ready,
                             runs_schedules: n == 0,
+                            script_program,
                         },
                     ),
                 )
@@ -196,16 +204,19 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
 }
 
 /// What every worker thread shares: the count of open connections, the rate-limit buckets,
-/// the script slots and the SQL table cache.
+/// the script slots, the SQL table cache and the outbound client (its shares).
 struct Shared {
     open: Arc<AtomicUsize>,
     limiter: lore_base::ratelimit::MemoryLimiter,
+    outbound: crate::outbound::UreqClient,
     slots: lore_base::ratelimit::ScriptSlots,
     tables: Arc<lore_engine::sql::TableCache>,
     /// Told once the worker has its database open (or why it could not).
     ready: std::sync::mpsc::Sender<Result<(), String>>,
     /// Whether this worker runs the behaviors' schedules (one worker does).
     runs_schedules: bool,
+    /// The binary of the worker's script processes.
+    script_program: PathBuf,
 }
 
 async fn worker(
@@ -220,24 +231,27 @@ async fn worker(
     let Shared {
         open,
         limiter,
+        outbound,
         slots,
         tables,
         ready,
         runs_schedules,
+        script_program,
     } = shared;
-    let ports = native_ports(&db, &embedder)
+    let ports = native_ports_with(&db, &embedder, outbound)
         .with_context(|| format!("cannot open database {}", db.display()));
     let _ = ready.send(ports.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
     let mut ports = ports?;
     // Reactions run after the answer, as tasks of this worker; shutdown waits for them too.
     let background = Rc::new(LocalTasks::default());
     ports.background = Some(background.clone());
+    let scripts = crate::scripts::ScriptProcesses::new(script_program);
     let lore = Rc::new(
         Lore::new(ports, config)
             .with_rate_limiter(Rc::new(limiter))
             .with_script_slots(slots)
             .with_sql_cache(tables)
-            .with_script_threads(Rc::new(crate::threads::ThreadPerRun::default()))
+            .with_script_threads(scripts)
             .with_offload(Rc::new(crate::threads::ThreadPerJob)),
     );
     let active = Rc::new(Cell::new(0usize));
@@ -345,8 +359,23 @@ impl lore_base::ports::Background for LocalTasks {
     }
 }
 
-/// A response body fed by a channel: a streamed reply (SSE progress, then the result).
-struct ChannelBody(mpsc::UnboundedReceiver<Bytes>);
+/// A response body fed by a channel: a streamed reply (SSE progress, then the result). It
+/// holds the task that produces it: when hyper drops it (the client went away), the task is
+/// aborted, and with it what the request was doing (a script's process is killed).
+struct ChannelBody(
+    mpsc::UnboundedReceiver<Bytes>,
+    #[allow(dead_code)] // held for its drop
+    AbortOnDrop,
+);
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
@@ -376,12 +405,14 @@ async fn handle_streaming(
             let _ = tx.send(part);
         }
     }));
-    tokio::task::spawn_local(async move {
+    let core = tokio::task::spawn_local(async move {
         let response = lore.handle_streaming(request, out.clone()).await;
         // Once the head went out, the response is the rest of the body.
         let _ = tx.send(Streamed::Whole(response));
         drop(out);
     });
+    // Dropped with this future (the client left before the head) or with the body.
+    let core = AbortOnDrop(core.abort_handle());
     match rx.recv().await {
         Some(Streamed::Whole(response)) => {
             response.map(|b| Either::Left(Full::new(Bytes::from(b))))
@@ -400,7 +431,7 @@ async fn handle_streaming(
                     }
                 }
             });
-            let mut response = hyper::Response::new(Either::Right(ChannelBody(body_rx)));
+            let mut response = hyper::Response::new(Either::Right(ChannelBody(body_rx, core)));
             *response.status_mut() =
                 http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
             for (name, value) in headers {
@@ -434,7 +465,11 @@ async fn respond(
     body_timeout: Duration,
 ) -> hyper::Response<ResponseBody> {
     let started = Instant::now();
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // Who is asking, for what a request without credentials may do (`ClientAddr`).
+    parts
+        .extensions
+        .insert(lore_base::ports::ClientAddr(peer.ip()));
     let method = parts.method.clone();
     let path = parts.uri.path().to_string();
     let limit = lore.config.max_body_bytes;

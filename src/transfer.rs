@@ -14,7 +14,8 @@ use lore_base::ports::Ports;
 use lore_base::storage::Batch;
 use lore_directory::transfer::{self, MAX_PAGE, Page};
 
-use crate::ports::{EmbedderChoice, UreqClient, native_ports};
+use crate::outbound::UreqClient;
+use crate::ports::{EmbedderChoice, native_ports};
 use crate::sqlite::{changes_path, side_files};
 
 /// Where an org is read from or written to.

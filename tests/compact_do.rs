@@ -14,7 +14,6 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore::ports::UreqClient;
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
@@ -88,12 +87,19 @@ impl World {
             storage: Rc::new(MemoryStorage::new()),
             clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
             random: Rc::new(SeqRandom::seeded(11)),
-            http: Some(Rc::new(UreqClient::default())),
+            http: Some(Rc::new(common::loopback_client())),
             embedder: None,
             cache: None,
             background: None,
         };
-        let h = Harness::on(ports, "acme");
+        let h = Harness::on_with(
+            ports,
+            "acme",
+            lore_front::Config {
+                outbound: common::loopback_upstreams(),
+                ..lore_front::Config::default()
+            },
+        );
         let shop = Flaky::start();
         let w = Self { h, shop };
         w.admin(

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::ports::{EmbedderChoice, UreqClient, native_ports};
+use lore::outbound::UreqClient;
+use lore::ports::{EmbedderChoice, native_ports};
 use lore_base::ports::Embedder;
 use lore_embed::openai::{MAX_BATCH, OpenAiConfig, OpenAiEmbedder};
 

@@ -484,49 +484,58 @@ fn the_runtime_a_script_is_given_holds_and_cannot_be_changed() {
     assert_eq!(ok(&r)["result"], runtime_checks_answer());
 }
 
-/// As `lore serve` runs scripts: each top-level run on a thread of its own, started one run
-/// ahead with its realm made while it waited (`lore::threads`, `lore_sandbox::Spare`).
+/// As `lore serve` runs scripts: each top-level run in a script process, which made the run's
+/// realm while it waited and serves its org's next run (`lore::scripts`, `lore_sandbox::Spare`).
 #[test]
 fn a_realm_made_ahead_of_its_run_is_the_runs_own_and_holds_the_same() {
-    // The script threads keep the system's time, as `lore serve` does.
-    let h = harness_on(Rc::new(lore::ports::SystemClock), 7);
-    let h = Harness {
-        lore: h
-            .lore
-            .with_script_threads(Rc::new(lore::threads::ThreadPerRun::default())),
-        owner: h.owner,
-    };
-    for _ in 0..3 {
-        let r = query(&h, RUNTIME_CHECKS);
-        assert_eq!(ok(&r)["result"], runtime_checks_answer());
-    }
-    // Each run's own arguments, clock and globals; nothing one run leaves reaches the next.
-    for n in 1..=3 {
-        let r = run(
-            &h,
-            "const seen = [typeof globalThis.left, typeof ({}).polluted]; \
-             globalThis.left = ctx.args.n; Object.prototype.polluted = 1; \
-             return [ctx.args.n, seen, Date.now() > 1.7e12]",
-            Some(json!({"n": n})),
-        );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&runtime, async {
+        // The script processes keep the system's time, as `lore serve` does.
+        let h = harness_on(Rc::new(lore::ports::SystemClock), 7);
+        let h = Harness {
+            lore: h
+                .lore
+                .with_script_threads(lore::scripts::ScriptProcesses::new(
+                    env!("CARGO_BIN_EXE_lore").into(),
+                )),
+            owner: h.owner,
+        };
+        let query = |code: &'static str| h.call_async(&h.owner, "query_sdk", json!({"code": code}));
+        for _ in 0..3 {
+            let r = query(RUNTIME_CHECKS).await;
+            assert_eq!(ok(&r)["result"], runtime_checks_answer());
+        }
+        // Each run's own arguments, clock and globals; nothing one run leaves reaches the
+        // next, although the same process serves them.
+        for n in 1..=3 {
+            let r = h
+                .call_async(
+                    &h.owner,
+                    "run_sdk",
+                    json!({"code": "const seen = [typeof globalThis.left, typeof ({}).polluted]; \
+                        globalThis.left = ctx.args.n; Object.prototype.polluted = 1; \
+                        return [ctx.args.n, seen, Date.now() > 1.7e12]", "args": {"n": n}}),
+                )
+                .await;
+            assert_eq!(
+                ok(&r)["result"],
+                json!([n, ["undefined", "undefined"], true]),
+                "run {n}"
+            );
+        }
+        // The memory cap counts the realm made ahead as the run's own and still ends a hog.
+        let r = query("const a = []; for (;;) { a.push(new Array(1000).fill(a.length)); }").await;
+        assert_eq!(cap_of(&r).0, "memory", "{r}");
+        let r = query(RUNTIME_CHECKS).await;
         assert_eq!(
             ok(&r)["result"],
-            json!([n, ["undefined", "undefined"], true]),
-            "run {n}"
+            runtime_checks_answer(),
+            "after a run ended at a cap"
         );
-    }
-    // The memory cap counts the realm made ahead as the run's own and still ends a hog.
-    let r = query(
-        &h,
-        "const a = []; for (;;) { a.push(new Array(1000).fill(a.length)); }",
-    );
-    assert_eq!(cap_of(&r).0, "memory", "{r}");
-    let r = query(&h, RUNTIME_CHECKS);
-    assert_eq!(
-        ok(&r)["result"],
-        runtime_checks_answer(),
-        "after a run ended at a cap"
-    );
+    });
 }
 
 /// The system clock, telling the test when a script starts a long sleep, and counting them.

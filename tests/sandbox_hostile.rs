@@ -675,3 +675,194 @@ async fn wall_clock_cases() {
         );
     }
 }
+
+/// `lore serve`'s way: every run in a script process (`lore::scripts`), with `caps` and at most
+/// `slots` scripts at once (each token a quarter of them, at least one).
+fn served(caps: lore_sandbox::caps::ScriptCaps, slots: usize) -> Harness {
+    let ports = Ports {
+        storage: Rc::new(MemoryStorage::new()),
+        clock: Rc::new(lore::ports::SystemClock),
+        random: Rc::new(SeqRandom::seeded(13)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    };
+    let config = lore_front::Config {
+        scripts: caps,
+        ..lore_front::Config::default()
+    };
+    let h = Harness::on_with(ports, "acme", config);
+    Harness {
+        lore: h
+            .lore
+            .with_script_threads(lore::scripts::ScriptProcesses::new(
+                env!("CARGO_BIN_EXE_lore").into(),
+            ))
+            .with_script_slots(lore_base::ratelimit::ScriptSlots::new(slots)),
+        owner: h.owner,
+    }
+}
+
+/// This process's resident memory, from `/proc`.
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+/// The script processes this process started that are running (not waiting) now.
+fn busy_script_processes() -> usize {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let dir = e.path();
+            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            // `pid (comm) state ppid ...`
+            let after = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest)
+                .unwrap_or_default();
+            let mut fields = after.split_whitespace();
+            let (state, ppid) = (fields.next(), fields.next());
+            String::from_utf8_lossy(&cmdline).contains(lore::script_child::ARG)
+                && ppid == Some(me.as_str())
+                && state == Some("R")
+        })
+        .count()
+}
+
+fn tokio_local<F: std::future::Future>(f: F) -> F::Output {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&runtime, f)
+}
+
+/// Natively the bounds hold outside the engine: whatever a built-in does, a run in its process
+/// ends at its wall clock or its memory cap (small ones, set for the test), and the server's
+/// own memory does not grow with what the scripts built.
+#[test]
+fn no_built_in_takes_a_script_past_its_wall_clock_or_memory_in_its_process() {
+    let caps = lore_sandbox::caps::ScriptCaps {
+        wall_ms: 1_500,
+        memory_bytes: 16 << 20,
+        steps: 1 << 40,
+        ..Default::default()
+    };
+    tokio_local(async {
+        let h = served(caps.clone(), 4);
+        let warm = h
+            .call_async(&h.owner, "query_sdk", json!({"code": "return 1"}))
+            .await;
+        assert_eq!(warm["isError"], false, "{warm}");
+        let before = resident_bytes();
+        for code in [
+            // The shapes of the probe: one built-in call past the caps.
+            "return Array.prototype.indexOf.call({length: 2 ** 53 - 1}, 1)",
+            "const a = new Array(100000).fill('xxxxxxxxxxxxxxxx'); return JSON.stringify([a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a]).length",
+            "let a = [[1]]; for (let i = 0; i < 26; i++) a = [a, a]; return a.flat(Infinity).length",
+            "const s = [,]; s.length = 2 ** 28; return [...s].length",
+            "const a = new Array(2 ** 20).fill(1); let b = []; for (let i = 0; i < 64; i++) b = b.concat(a); return b.length",
+            "return '\\u1e9b\\u0323'.repeat(2000000).normalize('NFKD').length",
+            // Shapes not in the probe: other built-ins that loop or build natively.
+            "return Array.prototype.lastIndexOf.call({length: 2 ** 53 - 1}, 1)",
+            "return Array.prototype.join.call({length: 2 ** 31}, 'ab').length",
+            "return Object.keys(Array.prototype.fill.call({length: 2 ** 26}, 7)).length",
+            "const m = new Map(); for (const k of Array.prototype.keys.call({length: 2 ** 40})) m.set(k, [k]); return m.size",
+        ] {
+            #[allow(clippy::disallowed_methods)] // a native test: wall time from the OS
+            let started = std::time::Instant::now();
+            let r = h
+                .call_async(&h.owner, "query_sdk", json!({"code": code}))
+                .await;
+            let elapsed = started.elapsed();
+            let text = r["content"][0]["text"].as_str().unwrap_or_default();
+            let e: Value = serde_json::from_str::<Value>(text)
+                .map(|v| v["error"].clone())
+                .unwrap_or(Value::Null);
+            assert_eq!(r["isError"], true, "{code}: {r}");
+            assert_eq!(e["code"], "cap_exceeded", "{code}: {e}");
+            assert!(
+                ["wall_clock", "memory", "array_length", "string_length"]
+                    .contains(&e["cap"].as_str().unwrap_or_default()),
+                "{code}: {e}"
+            );
+            // The cap, the grace the process gets, and a loaded machine's slack.
+            assert!(
+                elapsed < std::time::Duration::from_millis(caps.wall_ms + 1_000 + 2_500),
+                "{code}: ran {elapsed:?}"
+            );
+            // The server still runs scripts after each.
+            let r = h
+                .call_async(&h.owner, "query_sdk", json!({"code": "return 2"}))
+                .await;
+            assert_eq!(r["structuredContent"]["result"], 2, "after {code}: {r}");
+        }
+        let grown = resident_bytes().saturating_sub(before);
+        assert!(
+            grown < 48 << 20,
+            "the server grew by {} MiB while scripts built gigabytes in their processes",
+            grown >> 20
+        );
+    });
+}
+
+/// A run's slot is held until its JavaScript has stopped: a run whose request goes away is
+/// killed with its process, and only then is its slot given back.
+#[test]
+fn a_dropped_run_stops_its_process_before_its_slot_is_given_back() {
+    tokio_local(async {
+        let h = served(lore_sandbox::caps::ScriptCaps::default(), 1);
+        let busy = json!({"code": "return Array.prototype.indexOf.call({length: 2 ** 53 - 1}, 1)"});
+        for _ in 0..3 {
+            // The request goes away while its script computes, in a process of its own.
+            let mut request = Box::pin(h.lore.handle(h.request(
+                &h.owner,
+                "query_sdk",
+                busy.clone(),
+            )));
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(400), &mut request).await;
+            assert_eq!(
+                busy_script_processes(),
+                1,
+                "the run computes in its process"
+            );
+            drop(request);
+            // Its process is killed and reaped, then the slot is free again.
+            let mut freed = false;
+            for _ in 0..200 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                if busy_script_processes() == 0 {
+                    freed = true;
+                    break;
+                }
+            }
+            assert!(freed, "a dropped run's process still computes");
+            let r = h
+                .call_async(&h.owner, "query_sdk", json!({"code": "return 3"}))
+                .await;
+            assert_eq!(r["structuredContent"]["result"], 3, "{r}");
+        }
+        // While one runs, the only slot is taken: another is refused, not run beside it.
+        let request = h
+            .lore
+            .handle(h.request(&h.owner, "query_sdk", busy.clone()));
+        tokio::pin!(request);
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(300), &mut request).await;
+        let second = h
+            .call_async(&h.owner, "query_sdk", json!({"code": "return 4"}))
+            .await;
+        let text = second["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("overloaded"), "{second}");
+        assert!(busy_script_processes() <= 1);
+    });
+}

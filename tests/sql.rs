@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore::ports::UreqClient;
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
@@ -39,7 +38,10 @@ struct Reply {
 
 impl Harness {
     fn new() -> Self {
-        Self::with(Config::default())
+        Self::with(Config {
+            outbound: common::loopback_upstreams(),
+            ..Config::default()
+        })
     }
 
     fn with(config: Config) -> Self {
@@ -47,7 +49,7 @@ impl Harness {
             storage: Rc::new(MemoryStorage::new()),
             clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
             random: Rc::new(SeqRandom::seeded(5)),
-            http: Some(Rc::new(UreqClient::default())),
+            http: Some(Rc::new(common::loopback_client())),
             embedder: None,
             cache: None,
             background: None,
@@ -1445,6 +1447,12 @@ fn no_query_builds_a_value_or_holds_a_total_past_its_bounds() {
         "SELECT (SELECT REPEAT(REPEAT('q', 5000), 5000))",
         "SELECT CASE WHEN name = 'x' THEN name ELSE REPEAT(REPEAT('q', 5000), 5000) END FROM item",
         "SELECT REPEAT(name, $1) FROM item",
+        // A chain of WITH tables, each multiplying the column before it (the probe's shape),
+        // and the same through derived tables and a subquery: bounded as a whole.
+        "WITH a AS (SELECT REPEAT(name, 16) AS s FROM item), b AS (SELECT REPEAT(s, 16) AS s FROM a), c AS (SELECT REPEAT(s, 16) AS s FROM b) SELECT LENGTH(s) FROM c",
+        "WITH a AS (SELECT name || name AS s FROM item), b AS (SELECT s || s AS s FROM a), c AS (SELECT s || s AS s FROM b), d AS (SELECT s || s AS s FROM c), e AS (SELECT s || s AS s FROM d) SELECT LENGTH(s) FROM e",
+        "SELECT LENGTH(REPEAT(d.s, 16)) FROM (SELECT REPEAT(name, 16) AS s FROM item) d",
+        "SELECT LENGTH(x.s) FROM (SELECT REPEAT(y.s, 4) AS s FROM (SELECT REPEAT(z.s, 4) AS s FROM (SELECT REPEAT(name, 4) AS s FROM item) z) y) x",
     ] {
         let r = h.api_in(
             "acme",
@@ -1494,4 +1502,8 @@ fn a_query_that_holds_too_much_while_it_runs_is_stopped() {
     assert!(msg.contains("held more than 1 MiB"), "{msg}");
     let r = h.sql(json!({"sql": "SELECT COUNT(*) AS n FROM item"}));
     assert_eq!(r["rows"], json!([[2000]]));
+    // The query is metered as a whole: WITH tables kept while the rest runs count, however
+    // the query is split among them (each alone would stay under the limit).
+    let msg = h.sql_error(json!({"sql": "WITH a AS (SELECT name || REPEAT('x', 200) AS s FROM item), b AS (SELECT REPEAT('y', 200) AS s FROM a), c AS (SELECT REPEAT('z', 200) AS s FROM b) SELECT COUNT(*) FROM c"}));
+    assert!(msg.contains("held more than 1 MiB"), "{msg}");
 }

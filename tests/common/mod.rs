@@ -11,6 +11,17 @@ use lore_front::{Config, Lore};
 
 pub const V26: &str = "2026-07-28";
 
+/// Outbound requests of members may reach this machine's loopback addresses: for tests whose
+/// upstreams (connections, feeds) listen on 127.0.0.1. Public addresses only is the default.
+pub fn loopback_upstreams() -> lore_base::outbound::Policy {
+    lore_base::outbound::Policy::parse("127.0.0.0/8,::1").unwrap()
+}
+
+/// The native outbound client, reaching loopback upstreams too ([`loopback_upstreams`]).
+pub fn loopback_client() -> lore::outbound::UreqClient {
+    lore::outbound::UreqClient::new(&loopback_upstreams(), Default::default())
+}
+
 pub struct Harness {
     pub lore: Lore,
     pub owner: String,
@@ -20,7 +31,12 @@ impl Harness {
     /// A core on `ports` whose store is initialised with org `org` (or already was: then
     /// `owner` is empty and tests bring their own token).
     pub fn on(ports: Ports, org: &str) -> Self {
-        let lore = Lore::new(ports, Config::default());
+        Self::on_with(ports, org, Config::default())
+    }
+
+    /// [`Harness::on`] with `config`.
+    pub fn on_with(ports: Ports, org: &str, config: Config) -> Self {
+        let lore = Lore::new(ports, config);
         let owner = match block_on(admin::init(lore.ports(), org)).unwrap() {
             InitOutcome::Created(t) => t.token,
             _ => String::new(),
@@ -33,6 +49,13 @@ impl Harness {
         block_on(self.lore.handle(self.request(token, tool, args)))
             .status()
             .as_u16()
+    }
+
+    /// [`Harness::call`] awaited, for tests that run on a tokio runtime (script processes).
+    pub async fn call_async(&self, token: &str, tool: &str, args: Value) -> Value {
+        let response = self.lore.handle(self.request(token, tool, args)).await;
+        assert_eq!(response.status(), 200);
+        rpc_message(&String::from_utf8(response.into_body()).unwrap())["result"].clone()
     }
 
     /// A stateless (2026-07-28) `tools/call`; the `result` object.

@@ -52,6 +52,7 @@
 //! oauth/grant/{id}              Grant: one consent's token family (revoking it ends them all)
 //! oauth/refresh/{sha256}        RefreshToken of a grant (rotated; reuse revokes the grant)
 //! oauth/user-grant/{principal}/{grant}  the grants a principal approved (token page)
+//! exp/{ms:013}/{key}            the record at `key` ends at `ms` (`storage::expiring`)
 //! ```
 //!
 //! Keys of the cache port (`Ports::cache`), a separate store holding copies, never the truth:
@@ -147,6 +148,20 @@ pub fn known_identity(identity: &str) -> String {
 pub fn oauth_client(client_id: &str) -> String {
     format!("oauth/client/{client_id}")
 }
+/// Where the index of records that end starts (`storage::expiring`).
+pub const EXPIRY_PREFIX: &str = "exp/";
+
+/// The index entry saying the record at `key` ends at `at_ms` (sorted by time).
+pub fn expiry(at_ms: i64, key: &str) -> String {
+    format!("{EXPIRY_PREFIX}{:013}/{key}", at_ms.max(0))
+}
+
+/// The time and key of an index entry made by [`expiry`].
+pub fn parse_expiry(entry: &str) -> Option<(i64, &str)> {
+    let (at, key) = entry.strip_prefix(EXPIRY_PREFIX)?.split_once('/')?;
+    Some((at.parse().ok()?, key))
+}
+
 pub fn oauth_client_document(url: &str) -> String {
     format!("oauth/cimd/{}", sha256_hex(url))
 }

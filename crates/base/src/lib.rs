@@ -9,6 +9,7 @@ pub mod error;
 pub mod ids;
 pub mod keys;
 pub mod model;
+pub mod outbound;
 pub mod ports;
 pub mod ratelimit;
 pub mod reply;

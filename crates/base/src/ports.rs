@@ -46,13 +46,40 @@ pub trait Embedder {
     }
 }
 
-/// One outbound HTTP exchange.
-#[derive(Debug, Clone, Default)]
+/// One outbound HTTP exchange. Every request says where it may go and whose share it counts
+/// against (no default: each place that sends one decides).
+#[derive(Debug, Clone)]
 pub struct OutboundRequest {
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// Which addresses it may connect to (`crate::outbound`).
+    pub reach: crate::outbound::Reach,
+    /// Whose share of the requests in flight it takes.
+    pub share: crate::outbound::Share,
+    /// The longest the whole exchange may take, connection to last byte.
+    pub timeout_ms: u64,
+}
+
+/// The address of the client that sent a request, as its adapter knows it (the socket's
+/// peer natively, `CF-Connecting-IP` on Workers, `spin-client-addr` on Spin): put in the
+/// request's extensions. What a request without credentials may do is counted by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub core::net::IpAddr);
+
+impl ClientAddr {
+    /// The share key of this client: its address, or for IPv6 its /64 (one subscriber's
+    /// network; an attacker has many addresses in it).
+    pub fn share_key(self) -> String {
+        match crate::outbound::canonical(self.0) {
+            core::net::IpAddr::V6(v6) => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+            v4 => v4.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -62,8 +89,11 @@ pub struct OutboundResponse {
     pub body: Vec<u8>,
 }
 
-/// Outbound HTTP through the host (native: a blocking client; Workers: `fetch`; Spin: its
-/// outbound HTTP). Connections and OAuth client metadata documents go through here.
+/// Outbound HTTP through the host (native: a client on threads of its own, never the serving
+/// ones, that connects only to addresses the request's `reach` permits; Workers: `fetch`;
+/// Spin: its outbound HTTP). Connections, OAuth client metadata documents, identity providers
+/// and embeddings endpoints go through here. An implementation ends the exchange by its
+/// `timeout_ms`, and may refuse a request whose `share` has too many in flight.
 #[async_trait(?Send)]
 pub trait HttpClient {
     async fn send(&self, request: OutboundRequest) -> Result<OutboundResponse, PortError>;

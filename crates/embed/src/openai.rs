@@ -145,6 +145,10 @@ async fn request(
             url: url.to_string(),
             headers,
             body,
+            // A URL the operator configured (or the CLI's user named).
+            reach: lore_base::outbound::Reach::Configured,
+            share: lore_base::outbound::Share::Server,
+            timeout_ms: 30_000,
         })
         .await?;
     if !(200..300).contains(&response.status) {

@@ -31,12 +31,14 @@ use lore_base::model::{self, Tier};
 use lore_base::ports::{Offload, Ports};
 use lore_base::ratelimit::{RateLimits, ScriptSlots};
 
-/// How the engine behaves: the budgets of one SQL query, and the rate limits an org may only
-/// lower for itself.
+/// How the engine behaves: the budgets of one SQL query, the rate limits an org may only lower
+/// for itself, and the caps of a script run.
 #[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
     pub sql: sql::Limits,
     pub rate_limits: RateLimits,
+    /// The caps of every script run (SPEC 4.1's by default; an operator may set others).
+    pub scripts: lore_sandbox::caps::ScriptCaps,
 }
 
 /// A future of the engine's, on one thread (`?Send`, as every port's).

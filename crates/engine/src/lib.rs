@@ -32,6 +32,7 @@ pub mod tools;
 
 pub use instance::{Engine, EngineConfig};
 pub use lore_directory::Caller;
+pub use lore_sandbox::caps::ScriptCaps;
 pub use lore_sandbox::remote::{ScriptThread, ScriptThreads};
 pub use request::{OrgRequest, Reach};
 

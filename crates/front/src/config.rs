@@ -11,6 +11,9 @@
 //! | `LORE_ALLOWED_HOSTS` | host names accepted in `Host` (comma-separated) | any |
 //! | `LORE_MAX_BODY_BYTES` | largest request body | 4 MiB |
 //! | `LORE_RATE_TOKEN_PER_MINUTE`, `LORE_RATE_ORG_PER_MINUTE` | rate limits per token and per org (0: none) | 600, 3000 |
+//! | `LORE_RATE_ANONYMOUS_PER_MINUTE` | records (sign-in sessions, pending authorizations, client registrations, fetched client documents) one client address may make per minute without credentials (0: none) | 60 |
+//! | `LORE_SCRIPT_WALL_MS`, `LORE_SCRIPT_MEMORY_BYTES` | a script run's wall clock and memory caps | 180000, 64 MiB (32 MiB on wasm) |
+//! | `LORE_OUTBOUND_ALLOW` | networks outbound requests of members and outsiders may reach although they are not public (comma-separated, `10.0.0.0/8`, `127.0.0.1`) | none |
 //! | `LORE_PUBLIC_URL` | the public origin: the OAuth issuer and the prefix of resource URLs | from each request's `Host` |
 //! | `LORE_GITHUB_*`, `LORE_OIDC_*` | sign-in providers (see [`crate::providers::from_vars`]) | none |
 //! | `LORE_OPERATOR_SECRET` | turns the operator routes on (see `operator.rs`) | off |
@@ -30,6 +33,10 @@ use lore_engine::sql;
 
 /// The default request body limit: 4 MiB.
 pub const DEFAULT_MAX_BODY: usize = 4 << 20;
+
+/// Records a client address may make per minute without credentials, by default: a person
+/// signing in makes a few.
+pub const DEFAULT_ANONYMOUS_PER_MINUTE: u32 = 60;
 
 /// How one server instance behaves.
 #[derive(Debug, Clone)]
@@ -54,6 +61,13 @@ pub struct Config {
     /// Requests per minute per token and per org, enforced when a rate limiter is attached
     /// (`Lore::with_rate_limiter`); orgs may lower them for themselves.
     pub rate_limits: ratelimit::RateLimits,
+    /// Records one client address may make per minute without credentials (0: no limit),
+    /// enforced when a rate limiter is attached; each also expires (`storage::expiring`).
+    pub anonymous_per_minute: u32,
+    /// Where outbound requests made for members and outsiders may go besides public addresses.
+    pub outbound: lore_base::outbound::Policy,
+    /// The caps of every script run.
+    pub scripts: lore_engine::ScriptCaps,
     /// The secret of the operator routes (`POST /operator/{action}`, see `operator.rs`);
     /// `None` (natively always) leaves them off.
     pub operator_secret: Option<String>,
@@ -74,6 +88,9 @@ impl Default for Config {
             upstream: Vec::new(),
             sql: sql::Limits::default(),
             rate_limits: ratelimit::RateLimits::default(),
+            anonymous_per_minute: DEFAULT_ANONYMOUS_PER_MINUTE,
+            outbound: lore_base::outbound::Policy::default(),
+            scripts: lore_engine::ScriptCaps::default(),
             operator_secret: None,
             test_build: false,
         }
@@ -109,6 +126,10 @@ pub const VARIABLES: &[&str] = &[
     "LORE_MAX_BODY_BYTES",
     "LORE_RATE_TOKEN_PER_MINUTE",
     "LORE_RATE_ORG_PER_MINUTE",
+    "LORE_RATE_ANONYMOUS_PER_MINUTE",
+    "LORE_OUTBOUND_ALLOW",
+    "LORE_SCRIPT_WALL_MS",
+    "LORE_SCRIPT_MEMORY_BYTES",
     "LORE_PUBLIC_URL",
     "LORE_OPERATOR_SECRET",
     "LORE_NO_AUTH",
@@ -226,6 +247,27 @@ impl Config {
                     "requests per minute",
                 )?,
             },
+            anonymous_per_minute: vars.number(
+                "LORE_RATE_ANONYMOUS_PER_MINUTE",
+                DEFAULT_ANONYMOUS_PER_MINUTE,
+                "records per minute",
+            )?,
+            outbound: lore_base::outbound::Policy::parse(
+                &vars.get("LORE_OUTBOUND_ALLOW").unwrap_or_default(),
+            )
+            .map_err(|e| format!("{}: {e}", vars.name("LORE_OUTBOUND_ALLOW")))?,
+            scripts: {
+                let caps = lore_engine::ScriptCaps::default();
+                lore_engine::ScriptCaps {
+                    wall_ms: vars.number("LORE_SCRIPT_WALL_MS", caps.wall_ms, "ms")?,
+                    memory_bytes: vars.number(
+                        "LORE_SCRIPT_MEMORY_BYTES",
+                        caps.memory_bytes,
+                        "bytes",
+                    )?,
+                    ..caps
+                }
+            },
             operator_secret: vars.get("LORE_OPERATOR_SECRET"),
         })
     }
@@ -340,9 +382,13 @@ mod tests {
             read.borrow_mut().push(name.to_string());
             Some(match name {
                 "LORE_DEFAULT_ORG" => "acme".to_string(),
-                "LORE_EMBEDDINGS_DIMENSIONS" | "LORE_MAX_BODY_BYTES" => "8".to_string(),
+                "LORE_EMBEDDINGS_DIMENSIONS"
+                | "LORE_MAX_BODY_BYTES"
+                | "LORE_SCRIPT_WALL_MS"
+                | "LORE_SCRIPT_MEMORY_BYTES" => "8".to_string(),
                 n if n.contains("PER_MINUTE") => "8".to_string(),
                 n if n.ends_with("_URL") => "https://x.example".to_string(),
+                "LORE_OUTBOUND_ALLOW" => "10.0.0.0/8".to_string(),
                 _ => "x".to_string(),
             })
         };

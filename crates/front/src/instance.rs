@@ -46,10 +46,18 @@ impl Lore {
     /// [`lore_engine::records::metrics::UsageCounters`]). Hosts that start an instance per
     /// request (Spin) pass one of a few fixed names, so the counter keys stay bounded;
     /// instances sharing a name add to the same keys under preconditions.
-    pub fn with_usage_instance(ports: Ports, config: Config, instance: String) -> Self {
+    pub fn with_usage_instance(mut ports: Ports, config: Config, instance: String) -> Self {
+        // Every outbound request of this instance passes the guard (`crate::outbound`).
+        ports.http = ports.http.take().map(|inner| {
+            Rc::new(crate::outbound::Guarded::new(
+                inner,
+                config.outbound.clone(),
+            )) as Rc<dyn lore_base::ports::HttpClient>
+        });
         let engine_config = EngineConfig {
             sql: config.sql.clone(),
             rate_limits: config.rate_limits,
+            scripts: config.scripts.clone(),
         };
         Self {
             request_ids: crate::request_log::RequestIds::new(&ports),

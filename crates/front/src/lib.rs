@@ -16,6 +16,7 @@ mod instance;
 pub mod mcp;
 pub mod oauth;
 mod operator;
+pub mod outbound;
 pub mod providers;
 pub mod request_log;
 mod responses;

@@ -20,6 +20,12 @@
 //! job, guarded built-in, and the tick the TypeScript strip puts at the top of every loop body
 //! and function body.
 //!
+//! A process that only runs scripts (natively, each run's process: `src/scripts.rs`) also
+//! counts every byte it holds, whatever allocates it, and has a hard limit ([`hard_limit`]):
+//! an allocation past it ends the process at once (`abort`), so no built-in, native loop or
+//! engine path can take more than that, checkpoint or not. The process that started it sees
+//! the abort and reports the memory cap.
+//!
 //! Every binary that runs scripts installs the wrapper around its allocator:
 //! `#[global_allocator] static A: Metered<System> = Metered(System);`. Without it the meter
 //! reads zero ([`installed`] says so) and only the other caps bound a run. Per allocation it
@@ -27,6 +33,46 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+
+/// Whether this process counts every byte it holds ([`count_process`]).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated minus bytes freed since counting began.
+static HELD: AtomicIsize = AtomicIsize::new(0);
+/// The most the process may hold (0: no limit).
+static HARD: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts, process-wide, an allocation of `delta` bytes (a free when negative); past the hard
+/// limit the process ends here, before the allocation is made.
+#[inline]
+fn count(delta: isize) {
+    if !COUNTING.load(Ordering::Relaxed) {
+        return;
+    }
+    let held = HELD.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
+    let hard = HARD.load(Ordering::Relaxed);
+    if delta > 0 && hard != 0 && held > 0 && held as usize > hard {
+        // Nothing may unwind out of an allocator, and nothing here may allocate.
+        std::process::abort();
+    }
+}
+
+/// From now on, counts every byte this process holds (for [`hard_limit`] and [`held`]). For
+/// processes that run scripts only: it costs an atomic add per allocation.
+pub fn count_process() {
+    COUNTING.store(true, Ordering::Relaxed);
+}
+
+/// The bytes this process holds since [`count_process`].
+pub fn held() -> usize {
+    HELD.load(Ordering::Relaxed).max(0) as usize
+}
+
+/// Ends the process at once if it ever holds more than `bytes` (`None`: no limit). Needs
+/// [`count_process`].
+pub fn hard_limit(bytes: Option<usize>) {
+    HARD.store(bytes.unwrap_or(0), Ordering::Relaxed);
+}
 
 thread_local! {
     /// Whether this thread is executing script code.
@@ -55,6 +101,7 @@ fn add(delta: isize) {
 // the bookkeeping touches only const-initialized thread locals, which never allocate.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Metered<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
         // SAFETY: the caller upholds `alloc`'s contract, passed through as is.
         let p = unsafe { self.0.alloc(layout) };
         if !p.is_null() {
@@ -64,6 +111,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Metered<A> {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
         // SAFETY: as for `alloc`.
         let p = unsafe { self.0.alloc_zeroed(layout) };
         if !p.is_null() {
@@ -75,10 +123,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Metered<A> {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as for `alloc`.
         unsafe { self.0.dealloc(ptr, layout) };
+        count(-(layout.size() as isize));
         add(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size as isize - layout.size() as isize);
         // SAFETY: as for `alloc`.
         let p = unsafe { self.0.realloc(ptr, layout, new_size) };
         if !p.is_null() {

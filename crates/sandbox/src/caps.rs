@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The limits of one script run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScriptCaps {
     /// Returned value plus logs, serialized.
     pub output_bytes: usize,
@@ -79,7 +79,7 @@ pub struct Used {
 }
 
 /// Which cap a run reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cap {
     Output,

@@ -14,12 +14,11 @@ use boa_engine::{Context, JsError, JsValue, Source, js_string};
 use serde_json::Value;
 
 use crate::caps::Cap;
-use crate::failure::{Failure, OpFuture, PROGRESS_EVERY_MS};
+use crate::failure::{Failure, OpFuture, PROGRESS_EVERY_MS, SdkError};
 use crate::host::{Host, Op, OpKind};
 use crate::prepared::{Prepared, Spare};
 use crate::realm::{self, JobQueue};
 use crate::strip::{self, Form, StripError, Stripped};
-use lore_base::error::LoreError;
 use lore_base::ports::Clock;
 use lore_meter as meter;
 
@@ -238,7 +237,7 @@ async fn drive(
         // Other work on this thread runs while the script waits: it is not the script's.
         drop(section);
         // Wait until at least one operation completes, or the wall clock runs out.
-        let done: Vec<(Op, Result<Value, LoreError>)> = std::future::poll_fn(|cx| {
+        let done: Vec<(Op, Result<Value, SdkError>)> = std::future::poll_fn(|cx| {
             let mut done = Vec::new();
             let mut i = 0;
             while i < inflight.len() {
@@ -293,7 +292,7 @@ async fn drive(
                 return Err(Failure::cap(Cap::BufferedWrites, caps));
             }
             if returned && let (OpKind::Call { path, .. }, Err(e)) = (&op.kind, &result) {
-                unawaited_failures.push(format!("client.{path} ({}: {e})", e.code()));
+                unawaited_failures.push(format!("client.{path} ({}: {e})", e.code));
             }
             let settled = match result {
                 Ok(v) => JsValue::from_json(&v, context)
@@ -312,14 +311,14 @@ async fn drive(
 
 /// An SDK error as the script sees it: an `Error` with `code` (and `field`, or the upstream
 /// `status`).
-fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
+fn sdk_error(e: &SdkError, context: &mut Context) -> JsValue {
     let error: JsError = boa_engine::JsNativeError::error()
-        .with_message(e.to_string())
+        .with_message(e.message.clone())
         .into();
     let value = error.into_opaque(context).unwrap_or_default();
     if let Some(o) = value.as_object() {
-        let _ = o.set(js_string!("code"), js_string!(e.code()), false, context);
-        if let LoreError::InvalidArgument { field, .. } = e {
+        let _ = o.set(js_string!("code"), js_string!(e.code), false, context);
+        if let Some(field) = &e.field {
             let _ = o.set(
                 js_string!("field"),
                 boa_engine::JsString::from(field.as_str()),
@@ -327,12 +326,8 @@ fn sdk_error(e: &LoreError, context: &mut Context) -> JsValue {
                 context,
             );
         }
-        if let LoreError::Upstream {
-            status: Some(status),
-            ..
-        } = e
-        {
-            let _ = o.set(js_string!("status"), i32::from(*status), false, context);
+        if let Some(status) = e.status {
+            let _ = o.set(js_string!("status"), i32::from(status), false, context);
         }
     }
     value
@@ -401,7 +396,7 @@ fn js_failure(
             .ok()
             .and_then(|v| text(v, context))
         {
-            code = static_code(&c);
+            code = crate::failure::code::thrown(&c);
         }
         if msg.as_deref().is_some_and(|m| m.contains("RuntimeLimit")) {
             return Failure::cap(Cap::Recursion, &host.caps);
@@ -436,26 +431,4 @@ fn js_failure(
         ts_position,
         cap: None,
     }
-}
-
-/// The SDK error codes a script's uncaught error may carry; anything else is `script_error`.
-fn static_code(code: &str) -> &'static str {
-    const CODES: &[&str] = &[
-        "invalid_argument",
-        "not_found",
-        "forbidden",
-        "needs_write",
-        "needs_admin",
-        "insufficient_scope",
-        "unavailable",
-        "unauthorized",
-        "conflict",
-        "upstream_error",
-        "internal",
-    ];
-    CODES
-        .iter()
-        .find(|c| **c == code)
-        .copied()
-        .unwrap_or("script_error")
 }

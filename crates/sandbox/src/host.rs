@@ -62,8 +62,8 @@ pub struct Host {
 /// Compiled regular expressions by source (UTF-16) and flags.
 pub type RegexCache = std::collections::HashMap<(Vec<u16>, String), Rc<lore_jsregex::Regex>>;
 
-/// What a run's host is made from, on whichever thread runs its JavaScript.
-#[derive(Debug, Clone)]
+/// What a run's host is made from, on whichever thread (or process) runs its JavaScript.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct HostSpec {
     pub caps: ScriptCaps,
     pub started_ms: i64,

@@ -20,5 +20,13 @@ mod regexp;
 pub mod remote;
 pub mod strip;
 mod values;
+pub mod wire;
 
 pub use prepared::Spare;
+
+/// Frees what ended runs on this thread left for the engine's garbage collector (a script
+/// process does it between runs, off any run's path).
+pub fn collect_garbage() {
+    boa_engine::gc::force_collect();
+    lore_meter::collected();
+}

@@ -1,16 +1,17 @@
-//! Scripts whose JavaScript runs on a thread of its own, while their SDK calls run where the
-//! request is served. A script's interpreter slices cannot be interrupted (the engine returns
-//! only at an `await` or at the end), so on a thread that also serves requests one script's
-//! computing would hold every other request of that thread. Natively each top-level run gets a
-//! thread of its own ([`ScriptThreads`], `native::scripts`), and the operating system shares
-//! the cores between it and the request threads: a script costs its own org time, not another
-//! org's latency. At the edge (one isolate or instance per request) the run stays inline.
+//! Scripts whose JavaScript runs apart from the request that asked for it, while their SDK
+//! calls run where the request is served. A script's interpreter slices cannot be interrupted
+//! (the engine returns only at an `await` or at the end), and one native built-in can compute
+//! or allocate without a checkpoint, so the bounds of a run must hold outside the engine.
+//! Natively each top-level run goes to a process of its own (`src/scripts.rs`, over
+//! [`crate::wire`]): a boundary with a hard memory limit that is killed at the wall clock, its
+//! CPU shared by the operating system, its slot held until it has stopped. At the edge (one
+//! isolate or instance per request) the run stays inline, bounded by the platform's limits.
 //!
-//! The split is the engine's `Ops`: on the script's thread, [`RemoteOps`] sends each SDK call,
+//! The split is the engine's `Ops`: where the script runs, [`RemoteOps`] sends each SDK call,
 //! progress note and the outcome as an [`Event`]; on the request's thread, `serve` makes the
-//! calls through the run (its overlay, its caches, its
-//! budget) and answers them. A script operation called from the script runs its JavaScript on
-//! the same script thread, inside the budget of the run that called it, as it would inline.
+//! calls through the run (its overlay, its caches, its budget) and answers them. A script
+//! operation called from the script runs its JavaScript in the same place, inside the budget of
+//! the run that called it, as it would inline.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -23,19 +24,20 @@ use std::task::{Context, Poll, Waker};
 use serde_json::Value;
 
 use crate::event_loop::{self as engine, Ops};
-use crate::failure::{Failure, OpFuture};
+use crate::failure::{Failure, OpFuture, SdkError};
 use crate::host::{Host, HostSpec};
-use lore_base::error::LoreError;
 use lore_base::ports::Clock;
+use lore_base::ratelimit::ScriptSlot;
 
-/// A host that runs scripts' JavaScript on threads of their own.
+/// A host that runs scripts' JavaScript apart from the requests that ask for them.
 pub trait ScriptThreads {
-    /// A fresh thread for one top-level run and the script operations it calls; it ends when
-    /// the last handle is dropped.
-    fn start(&self) -> Rc<dyn ScriptThread>;
+    /// A place for one top-level run of `org` and the script operations it calls; it holds
+    /// `slot` (the run's share of the server's scripts) until the JavaScript has stopped, and
+    /// stops it when the last handle is dropped (the run ended, or its request went away).
+    fn start(&self, org: &str, slot: Option<ScriptSlot>) -> Rc<dyn ScriptThread>;
 }
 
-/// One script thread.
+/// Where one top-level run's JavaScript runs (a process, natively).
 pub trait ScriptThread {
     /// Starts `job` on the thread; its events arrive through the returned stream, the last
     /// one [`Event::Done`].
@@ -48,6 +50,7 @@ pub trait Events {
 }
 
 /// One script run, as its thread starts it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Job {
     /// The run's host on the thread, for the runs nested in it.
     pub key: u64,
@@ -73,6 +76,7 @@ pub enum Event {
 }
 
 /// How a run ended: its value or failure, its logs and what it used of its caps.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Ended {
     pub outcome: Result<Value, Failure>,
     pub logs: Vec<String>,
@@ -80,7 +84,7 @@ pub struct Ended {
 }
 
 /// The answer to one call: its result, and whether the run's buffered writes are past their cap.
-type Answer = (Result<Value, LoreError>, bool);
+pub type Answer = (Result<Value, SdkError>, bool);
 
 /// A one-shot slot shared by the two threads.
 #[derive(Default)]
@@ -91,27 +95,43 @@ struct Slot {
     waker: Option<Waker>,
 }
 
-/// The request thread's side of a call's answer; dropped unanswered, the call fails.
-pub struct Reply(Arc<Mutex<Slot>>);
+/// The request thread's side of a call's answer: where it goes (the script's slot in this
+/// process, or a frame to the script's process). Dropped unanswered, the call fails.
+pub struct Reply(Option<Box<dyn FnOnce(Option<Answer>) + Send>>);
 
 impl Reply {
-    pub fn send(self, result: Result<Value, LoreError>, over_cap: bool) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.answer = Some((result, over_cap));
-        if let Some(w) = slot.waker.take() {
-            w.wake();
+    /// A reply that hands its answer (`None`: none will come) to `sink`.
+    pub fn new(sink: impl FnOnce(Option<Answer>) + Send + 'static) -> Self {
+        Self(Some(Box::new(sink)))
+    }
+
+    pub fn send(mut self, result: Result<Value, SdkError>, over_cap: bool) {
+        if let Some(sink) = self.0.take() {
+            sink(Some((result, over_cap)));
         }
     }
 }
 
 impl Drop for Reply {
     fn drop(&mut self) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.closed = true;
+        if let Some(sink) = self.0.take() {
+            sink(None);
+        }
+    }
+}
+
+/// A reply into `slot`, waking whoever waits on it.
+fn into_slot(slot: Arc<Mutex<Slot>>) -> Reply {
+    Reply::new(move |answer| {
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        match answer {
+            Some(answer) => slot.answer = Some(answer),
+            None => slot.closed = true,
+        }
         if let Some(w) = slot.waker.take() {
             w.wake();
         }
-    }
+    })
 }
 
 /// The script thread's side of a call's answer.
@@ -205,7 +225,7 @@ impl Ops for RemoteOps {
         self.outbox.send(Event::Call {
             path,
             args,
-            reply: Reply(slot.clone()),
+            reply: into_slot(slot.clone()),
         });
         Box::pin(async move {
             match (Answered {
@@ -218,8 +238,8 @@ impl Ops for RemoteOps {
                     self.over_cap.set(over_cap);
                     result
                 }
-                None => Err(LoreError::Unavailable(
-                    "the request this script runs for has ended".into(),
+                None => Err(SdkError::unavailable(
+                    "the request this script runs for has ended",
                 )),
             }
         })

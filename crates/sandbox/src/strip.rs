@@ -43,7 +43,7 @@ pub struct Stripped {
 }
 
 /// Where a script failed, in its own (TypeScript) coordinates, 1-based.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Position {
     pub line: u32,
     pub column: u32,

@@ -104,7 +104,14 @@ async function startNative(opts) {
   // In a full run, logs are JSON (one object per line) with lore's debug events, and kept.
   const logEnv = LOG_DIR ? { LORE_LOG_FORMAT: 'json', RUST_LOG: process.env.RUST_LOG ?? 'info,lore=debug,lore_front=debug,lore_engine=debug,lore_directory=debug,lore_sandbox=debug' } : {};
   // The suites call fast from few tokens; limits.test.mjs checks the limits themselves.
-  const rateEnv = { LORE_RATE_TOKEN_PER_MINUTE: '1000000', LORE_RATE_ORG_PER_MINUTE: '0' };
+  // Their upstreams (connections, client documents) listen on loopback, which members and
+  // outsiders may not reach by default.
+  const rateEnv = {
+    LORE_RATE_TOKEN_PER_MINUTE: '1000000',
+    LORE_RATE_ORG_PER_MINUTE: '0',
+    LORE_RATE_ANONYMOUS_PER_MINUTE: '1000000',
+    LORE_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+  };
   const child = spawn(LORE_BIN, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', NO_COLOR: '1', ...logEnv, ...rateEnv, ...(opts.env ?? {}) },

@@ -26,7 +26,14 @@ process.on('exit', () => {
 /** `lore serve` flags the tests use, as Spin variables. */
 function varsFor(args) {
   // The suites call fast from few tokens; limits.test.mjs checks the limits themselves.
-  const vars = { lore_allowed_hosts: '127.0.0.1,localhost', lore_rate_token_per_minute: '1000000', lore_rate_org_per_minute: '0' };
+  // The suites' upstreams listen on loopback, which members may not reach by default.
+  const vars = {
+    lore_allowed_hosts: '127.0.0.1,localhost',
+    lore_rate_token_per_minute: '1000000',
+    lore_rate_org_per_minute: '0',
+    lore_rate_anonymous_per_minute: '1000000',
+    lore_outbound_allow: '127.0.0.0/8,::1',
+  };
   const origins = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--allowed-origin') origins.push(args[++i]);

@@ -26,6 +26,9 @@ function varsFor(args) {
     // The suites call fast from few tokens; limits.test.mjs checks the limits themselves.
     LORE_RATE_TOKEN_PER_MINUTE: '1000000',
     LORE_RATE_ORG_PER_MINUTE: '0',
+    LORE_RATE_ANONYMOUS_PER_MINUTE: '1000000',
+    // The suites' upstreams listen on loopback, which members may not reach by default.
+    LORE_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
   };
   const origins = [];
   for (let i = 0; i < args.length; i++) {

@@ -260,14 +260,19 @@ async fn main() -> Result<()> {
         kv.display()
     );
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => accepted?,
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
         let server = server.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
+            let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
                 let server = server.clone();
+                // As Spin does: the client's address, for the component.
+                request.headers_mut().remove("spin-client-addr");
+                if let Ok(value) = http::HeaderValue::from_str(&peer.to_string()) {
+                    request.headers_mut().insert("spin-client-addr", value);
+                }
                 async move {
                     Ok::<_, std::convert::Infallible>(match server.serve(request).await {
                         Ok(response) => response,

@@ -75,6 +75,16 @@ async fn to_core(request: Request) -> Result<http::Request<Vec<u8>>, String> {
     for (name, value) in &parts.headers {
         builder = builder.header(name, value);
     }
+    // Spin says who is asking in `spin-client-addr` (`ip:port`), which it sets itself.
+    let client = parts
+        .headers
+        .get("spin-client-addr")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<std::net::SocketAddr>().ok())
+        .map(|a| lore_base::ports::ClientAddr(a.ip()));
+    if let Some(client) = client {
+        builder = builder.extension(client);
+    }
     // `wasi:http` carries the authority beside the headers, not as a `Host` header; the core's
     // Host and Origin checks read `Host`.
     if !parts.headers.contains_key(http::header::HOST)

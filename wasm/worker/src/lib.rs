@@ -130,7 +130,13 @@ fn instance(env: &Env) -> worker::Result<Instance> {
     // Before org objects every org's keys were rows of D1; `org-move-in` copies them over.
     let former = Rc::new(D1Storage::counted(env.d1(D1_BINDING)?, subrequests.clone()));
     let found = Instance {
-        lore: Rc::new(Lore::new(ports, config).with_former_store(former)),
+        // Its rate-limit buckets (what outsiders may make: `oauth::anonymous`) are the
+        // isolate's; an org's requests are limited in the org's object.
+        lore: Rc::new(
+            Lore::new(ports, config)
+                .with_former_store(former)
+                .with_rate_limiter(Rc::new(lore_base::ratelimit::MemoryLimiter::default())),
+        ),
         after,
         subrequests,
     };
@@ -148,6 +154,14 @@ pub(crate) async fn to_http(mut request: Request) -> worker::Result<http::Reques
     let mut builder = http::Request::builder()
         .method(request.method().as_ref())
         .uri(path_and_query);
+    // Cloudflare says who is asking in `CF-Connecting-IP`, which it sets itself.
+    if let Some(ip) = request
+        .headers()
+        .get("cf-connecting-ip")?
+        .and_then(|v| v.parse::<std::net::IpAddr>().ok())
+    {
+        builder = builder.extension(lore_base::ports::ClientAddr(ip));
+    }
     for (name, value) in request.headers() {
         builder = builder.header(name, value);
     }

@@ -136,6 +136,10 @@ async fn fetch(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
         url: spec.url,
         headers: spec.headers,
         body: spec.body.into_bytes(),
+        // A URL the operator configured (or the CLI's user named).
+        reach: lore_base::outbound::Reach::Configured,
+        share: lore_base::outbound::Share::Server,
+        timeout_ms: 10_000,
     };
     match http.send(request).await {
         Ok(r) => json_response(

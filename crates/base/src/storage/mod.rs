@@ -4,6 +4,7 @@
 //!
 //! Keys are printable ASCII and compare bytewise; values are opaque bytes (JSON in practice).
 
+pub mod expiring;
 pub mod memory;
 pub mod split;
 

@@ -18,6 +18,9 @@ use lore_directory::Caller;
 /// Largest response body a call returns.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
+/// The longest one call through a connection may take, connection to last byte.
+const CALL_TIMEOUT_MS: u64 = 30_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthScheme {
@@ -441,6 +444,10 @@ pub async fn call(ports: &Ports, caller: &Caller, args: CallConnection) -> Resul
             url,
             headers,
             body,
+            // The org's member named it: public addresses only, in the org's share.
+            reach: lore_base::outbound::Reach::Public,
+            share: lore_base::outbound::Share::Org(caller.org().to_string()),
+            timeout_ms: CALL_TIMEOUT_MS,
         })
         .await
         .map_err(|e| LoreError::Upstream {

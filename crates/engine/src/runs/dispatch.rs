@@ -40,7 +40,11 @@ pub(super) struct Run<'a> {
 
 impl Ops for Run<'_> {
     fn call(&self, path: String, args: Value) -> OpFuture<'_> {
-        Box::pin(self.dispatch(path, args))
+        Box::pin(async move {
+            self.dispatch(path, args)
+                .await
+                .map_err(lore_sandbox::failure::SdkError::from)
+        })
     }
     fn reports_progress(&self) -> bool {
         self.progress.is_some()

@@ -97,15 +97,22 @@ impl Surface {
 }
 
 impl<'c> Spec<'c> {
-    /// A script called through a tool surface (`query_sdk` or `run_sdk`), default caps.
-    fn of(surface: Surface, code: &'c str, args: Option<Value>, dry_run: bool) -> Self {
+    /// A script called through a tool surface (`query_sdk` or `run_sdk`), with the engine's
+    /// caps.
+    fn of(
+        engine: &Engine,
+        surface: Surface,
+        code: &'c str,
+        args: Option<Value>,
+        dry_run: bool,
+    ) -> Self {
         Self {
             source: surface.name(),
             tier: surface.tier(),
             code,
             args,
             dry_run,
-            caps: ScriptCaps::default(),
+            caps: engine.config.scripts.clone(),
             origin: Origin::default(),
             progress: None,
             modes: None,
@@ -131,7 +138,7 @@ pub async fn run(
         code,
         args,
         dry_run,
-        ScriptCaps::default(),
+        engine.config.scripts.clone(),
     )
     .await
 }
@@ -149,7 +156,7 @@ pub async fn run_with_progress(
 ) -> Result<Value, LoreError> {
     let spec = Spec {
         progress,
-        ..Spec::of(surface, code, args, dry_run)
+        ..Spec::of(engine, surface, code, args, dry_run)
     };
     run_script(engine, caller, spec).await
 }
@@ -165,7 +172,7 @@ pub async fn run_do(
     idempotency_key: Option<&str>,
     progress: Option<&dyn Fn(&str)>,
 ) -> Result<Value, LoreError> {
-    let caps = ScriptCaps::default();
+    let caps = engine.config.scripts.clone();
     let journal = match idempotency_key {
         Some(key) => Some(modes::Journal::open(engine, caller, key, code, caps.wall_ms).await?),
         None => None,
@@ -174,7 +181,7 @@ pub async fn run_do(
         source: "do",
         progress,
         modes: Some(modes::Modes::new(mode, journal)),
-        ..Spec::of(Surface::Run, code, None, false)
+        ..Spec::of(engine, Surface::Run, code, None, false)
     };
     run_script(engine, caller, spec).await
 }
@@ -191,7 +198,7 @@ pub async fn run_with_caps(
 ) -> Result<Value, LoreError> {
     let spec = Spec {
         caps,
-        ..Spec::of(surface, code, args, dry_run)
+        ..Spec::of(engine, surface, code, args, dry_run)
     };
     run_script(engine, caller, spec).await
 }
@@ -224,7 +231,7 @@ impl Scripts for Runner {
                 code,
                 args: Some(args),
                 dry_run: false,
-                caps: ScriptCaps::default(),
+                caps: engine.config.scripts.clone(),
                 origin: Origin {
                     operation: Some(op.name.clone()),
                     ..Origin::default()

@@ -21,8 +21,6 @@ use std::pin::Pin;
 
 use serde_json::{Value, json};
 
-use lore_sandbox::caps::ScriptCaps;
-
 use super::run::{Origin, Spec, run_script};
 use crate::instance::Engine;
 use crate::memory::event::Event;
@@ -148,7 +146,7 @@ pub(super) async fn run_behavior(
         code: &behavior.code,
         args: Some(args),
         dry_run: false,
-        caps: ScriptCaps::default(),
+        caps: engine.config.scripts.clone(),
         origin,
         progress: None,
         modes: None,

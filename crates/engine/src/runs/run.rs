@@ -147,9 +147,10 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             origin.operation.as_deref().unwrap_or("this operation")
         )));
     }
-    // A tool's own script holds one of the process's script slots while it runs; a nested
-    // operation runs inside its caller's.
-    let _slot = match (&engine.script_slots, nesting) {
+    // A tool's own script holds one of the process's script slots while it runs (where its
+    // JavaScript runs apart, until that has stopped); a nested operation runs inside its
+    // caller's.
+    let mut slot = match (&engine.script_slots, nesting) {
         (Some(slots), 0) => {
             let token = caller
                 .token_id()
@@ -210,7 +211,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             key: next_host_key(),
         },
         (None, Some(threads)) => HostRef::Remote {
-            thread: threads.start(),
+            thread: threads.start(caller.org().as_str(), slot.take()),
             key: next_host_key(),
         },
         (None, None) => HostRef::Inline(Rc::new(Host::new(spec.clone(), clock.clone(), None))),

@@ -136,7 +136,7 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
         Ok(None) => return shown("Missing client", "The request names no client_id.".into()),
         Err(e) => return shown("Invalid request", e.description),
     };
-    let client = match clients::find(cx.lore, &cx.base, client_id).await {
+    let client = match clients::find(cx, client_id).await {
         Ok(c) => c,
         Err(e) if e.status >= 500 => return pages::error_page(500, "Server error", &e.description),
         Err(e) => return shown("Unknown application", e.description),
@@ -162,14 +162,23 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
     ) {
         Ok(pending) => {
             let id = cx.lore.ports().random_hex(16);
-            if let Err(e) = cx
-                .lore
-                .ports()
-                .storage
-                .put(&keys::oauth_request(&id), grants::json(&pending))
-                .await
-            {
-                return pages::error_page(500, "Server error", &e.to_string());
+            // A pending authorization is what anyone can make: counted against the asking
+            // address, and it ends with its request (`oauth::anonymous`).
+            let stored = match super::anonymous::admit(cx.lore, cx.request).await {
+                Ok(()) => {
+                    super::anonymous::store(
+                        cx.lore,
+                        lore_base::storage::Batch::new(),
+                        &keys::oauth_request(&id),
+                        grants::json(&pending),
+                        pending.expires_at_ms,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = stored {
+                return pages::error_page(e.status.max(400), "Try again later", &e.description);
             }
             let session = match Session::load(cx.lore, cx.request.headers(), cx.secure).await {
                 Ok(s) => s,
@@ -324,9 +333,9 @@ async fn sign_in_page(
 pub async fn sign_in_get(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let params = Params::query(cx.request.uri());
     let request = params.one("request").ok().flatten();
-    let session = match Session::load_or_start(cx.lore, cx.request.headers(), cx.secure).await {
+    let session = match Session::load_or_start(cx.lore, cx.request, cx.secure).await {
         Ok(s) => s,
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return pages::error_page(e.status.max(500), "Server error", &e.description),
     };
     if session.record.principal.is_some() {
         return pages::see_other(&after_sign_in(request), None);

@@ -5,10 +5,15 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use lore_base::outbound::{Reach, Share};
 use lore_base::ports::{HttpClient, OutboundRequest, PortError};
 
-/// Lends an [`HttpClient`] to `oauth2`'s `request_async`.
-pub struct PortHttp<'a>(pub &'a dyn HttpClient);
+/// Lends an [`HttpClient`] to `oauth2`'s `request_async`, for requests to URLs the operator
+/// configured (an identity provider) or the CLI's own server, in `share`.
+pub struct PortHttp<'a>(pub &'a dyn HttpClient, pub Share);
+
+/// The longest an exchange with an identity provider or a lore server may take.
+const TIMEOUT_MS: u64 = 15_000;
 
 impl<'c, 'a: 'c> oauth2::AsyncHttpClient<'c> for PortHttp<'a> {
     type Error = PortError;
@@ -31,6 +36,9 @@ impl<'c, 'a: 'c> oauth2::AsyncHttpClient<'c> for PortHttp<'a> {
                 url: request.uri().to_string(),
                 headers,
                 body: request.into_body(),
+                reach: Reach::Configured,
+                share: self.1.clone(),
+                timeout_ms: TIMEOUT_MS,
             };
             let response = self.0.send(outbound).await?;
             let mut builder = http::Response::builder().status(response.status);

@@ -5,13 +5,12 @@
 //! authenticates at the token endpoint, and which grants it may use.
 
 use base64::Engine;
-use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::form::{OAuthError, Params};
+use super::context::Cx;
+use super::form::{OAuthError, Params, constant_time_eq};
 use crate::headers;
-use crate::instance::Lore;
 use lore_base::ids::new_ulid;
 use lore_base::keys;
 use lore_base::ports::OutboundRequest;
@@ -46,6 +45,10 @@ pub struct Client {
     #[serde(default)]
     pub metadata_document: bool,
     pub created_at_ms: i64,
+    /// A registration ends unless it is used: set when it is made, cleared at its first code
+    /// exchange (`oauth::anonymous`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<i64>,
 }
 
 impl Client {
@@ -202,12 +205,19 @@ fn client_from_metadata(
         secret_hash: None,
         metadata_document: false,
         created_at_ms: now,
+        expires_at_ms: None,
     })
 }
 
+/// How long a registration lasts unless a code is exchanged for it.
+const UNUSED_REGISTRATION_MS: i64 = 86_400_000;
+
 /// `POST /oauth/register` (RFC 7591): stores the client and answers its information, with a
-/// secret shown once for confidential clients.
-pub async fn register(lore: &Lore, body: &[u8]) -> Result<Value, OAuthError> {
+/// secret shown once for confidential clients. Anyone may register, so a registration is a
+/// record made without credentials (`oauth::anonymous`): it counts against the asking
+/// address's rate, and ends after a day unless it is used.
+pub async fn register(cx: &Cx<'_>) -> Result<Value, OAuthError> {
+    let (lore, body) = (cx.lore, cx.request.body().as_slice());
     if body.len() > MAX_METADATA_BYTES {
         return Err(OAuthError::invalid_client_metadata(
             "the registration request is larger than 5 KiB",
@@ -220,6 +230,8 @@ pub async fn register(lore: &Lore, body: &[u8]) -> Result<Value, OAuthError> {
     let client_id = format!("dcr_{}", new_ulid(lore.ports()));
     // RFC 7591 section 2: without a method, a client authenticates with a secret over Basic.
     let mut client = client_from_metadata(&metadata, client_id.clone(), AUTH_BASIC, now)?;
+    client.expires_at_ms = Some(now + UNUSED_REGISTRATION_MS);
+    super::anonymous::admit(cx.lore, cx.request).await?;
     let mut answer = json!({
         "client_id": client.client_id,
         "client_id_issued_at": now / 1000,
@@ -250,22 +262,29 @@ pub async fn register(lore: &Lore, body: &[u8]) -> Result<Value, OAuthError> {
     }
     let mut batch = Batch::new();
     let key = keys::oauth_client(&client.client_id);
-    batch
-        .require_absent(&key)
-        .put(key, serde_json::to_vec(&client).unwrap_or_default());
-    lore.ports().storage.commit(batch).await?;
+    batch.require_absent(&key);
+    super::anonymous::store(
+        lore,
+        batch,
+        &key,
+        serde_json::to_vec(&client).unwrap_or_default(),
+        now + UNUSED_REGISTRATION_MS,
+    )
+    .await?;
     tracing::info!(client_id = %client.client_id, auth = %client.token_endpoint_auth_method, "OAuth client registered");
     Ok(answer)
 }
 
 /// Whether `client_id` is the URL of a client ID metadata document lore may fetch: HTTPS with
 /// a path, no fragment or credentials. On a loopback issuer (a local server), `http` loopback
-/// URLs are allowed too; otherwise IP literals of private and loopback ranges are refused.
+/// URLs are allowed too. Where it may be fetched from is decided by the address it connects
+/// to (`lore_base::outbound::Reach`), not here.
 pub fn metadata_document_url(client_id: &str, issuer_is_loopback: bool) -> Option<url::Url> {
     let url = url::Url::parse(client_id).ok()?;
     let host = url.host_str()?.to_string();
     let loopback_host = headers::is_loopback(&host);
-    let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && loopback_host);
+    let scheme_ok =
+        url.scheme() == "https" || (url.scheme() == "http" && loopback_host && issuer_is_loopback);
     let path_ok = url.path() != "/" && !url.path().split('/').any(|s| s == "." || s == "..");
     if !scheme_ok
         || !path_ok
@@ -274,18 +293,6 @@ pub fn metadata_document_url(client_id: &str, issuer_is_loopback: bool) -> Optio
         || url.password().is_some()
     {
         return None;
-    }
-    if !issuer_is_loopback {
-        let private = match url.host() {
-            Some(url::Host::Ipv4(ip)) => {
-                ip.is_private() || ip.is_loopback() || ip.is_link_local() || ip.is_unspecified()
-            }
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
-            _ => loopback_host,
-        };
-        if private {
-            return None;
-        }
     }
     Some(url)
 }
@@ -304,8 +311,19 @@ fn document_ttl(response_headers: &[(String, String)]) -> i64 {
         })
 }
 
-/// The client of a metadata document: from the cache while fresh, else fetched and checked.
-async fn client_from_document(lore: &Lore, url: &url::Url) -> Result<Client, OAuthError> {
+/// The longest fetching a client metadata document may take.
+const DOCUMENT_TIMEOUT_MS: u64 = 5_000;
+
+/// The client of a metadata document: from the cache while fresh, else fetched and checked,
+/// in the asking client's share, from a public address (or loopback where the issuer is).
+/// Fetching and caching a document is what an unauthenticated request makes, so it counts
+/// against the asking address's rate (`oauth::anonymous`).
+async fn client_from_document(
+    cx: &Cx<'_>,
+    url: &url::Url,
+    reach: lore_base::outbound::Reach,
+) -> Result<Client, OAuthError> {
+    let lore = cx.lore;
     let client_id = url.as_str();
     let key = keys::oauth_client_document(client_id);
     let now = lore.ports().clock.now_ms();
@@ -318,6 +336,7 @@ async fn client_from_document(lore: &Lore, url: &url::Url) -> Result<Client, OAu
     let http = lore.ports().http.as_ref().ok_or_else(|| {
         OAuthError::invalid_client("this server cannot fetch client metadata documents")
     })?;
+    super::anonymous::admit(cx.lore, cx.request).await?;
     let unusable = |why: String| {
         OAuthError::invalid_client(format!("the client metadata document at {url} {why}"))
     };
@@ -327,6 +346,9 @@ async fn client_from_document(lore: &Lore, url: &url::Url) -> Result<Client, OAu
             url: client_id.to_string(),
             headers: vec![("accept".into(), "application/json".into())],
             body: Vec::new(),
+            reach,
+            share: cx.client_share(),
+            timeout_ms: DOCUMENT_TIMEOUT_MS,
         })
         .await
         .map_err(|e| unusable(format!("could not be fetched: {e}")))?;
@@ -361,15 +383,21 @@ async fn client_from_document(lore: &Lore, url: &url::Url) -> Result<Client, OAu
         client: client.clone(),
         expires_at_ms: now + document_ttl(&response.headers),
     };
-    lore.ports()
-        .storage
-        .put(&key, serde_json::to_vec(&cached).unwrap_or_default())
-        .await?;
+    super::anonymous::store(
+        lore,
+        Batch::new(),
+        &key,
+        serde_json::to_vec(&cached).unwrap_or_default(),
+        cached.expires_at_ms,
+    )
+    .await?;
     Ok(client)
 }
 
-/// The client `client_id` names: a registered one, or a metadata document.
-pub async fn find(lore: &Lore, issuer: &str, client_id: &str) -> Result<Client, OAuthError> {
+/// The client `client_id` names: a registered one (while its registration lasts), or a
+/// metadata document (fetched for the asking client, in its share).
+pub async fn find(cx: &Cx<'_>, client_id: &str) -> Result<Client, OAuthError> {
+    let (lore, issuer) = (cx.lore, cx.base.as_str());
     if client_id.len() > 2000 {
         return Err(OAuthError::invalid_client("the client_id is too long"));
     }
@@ -378,6 +406,10 @@ pub async fn find(lore: &Lore, issuer: &str, client_id: &str) -> Result<Client, 
             .ports()
             .record::<Client>(&keys::oauth_client(client_id))
             .await?
+            .filter(|c| {
+                c.expires_at_ms
+                    .is_none_or(|at| at > lore.ports().clock.now_ms())
+            })
             .ok_or_else(|| {
                 OAuthError::invalid_client(format!("client {client_id} is not registered here"))
             });
@@ -387,7 +419,14 @@ pub async fn find(lore: &Lore, issuer: &str, client_id: &str) -> Result<Client, 
         .and_then(|u| u.host_str().map(headers::is_loopback))
         .unwrap_or(false);
     match metadata_document_url(client_id, issuer_is_loopback) {
-        Some(url) => client_from_document(lore, &url).await,
+        Some(url) => {
+            let reach = if issuer_is_loopback {
+                lore_base::outbound::Reach::PublicOrLoopback
+            } else {
+                lore_base::outbound::Reach::Public
+            };
+            client_from_document(cx, &url, reach).await
+        }
         None => Err(OAuthError::invalid_client(format!(
             "client {client_id:?} is not registered here and is not the HTTPS URL of a client metadata document"
         ))),
@@ -396,12 +435,8 @@ pub async fn find(lore: &Lore, issuer: &str, client_id: &str) -> Result<Client, 
 
 /// Authenticates the client of a token or revocation request: HTTP Basic, or `client_id`
 /// (and `client_secret`) in the body, exactly one way.
-pub async fn authenticate(
-    lore: &Lore,
-    issuer: &str,
-    request_headers: &HeaderMap,
-    params: &Params,
-) -> Result<Client, OAuthError> {
+pub async fn authenticate(cx: &Cx<'_>, params: &Params) -> Result<Client, OAuthError> {
+    let request_headers = cx.request.headers();
     let basic = headers::get(request_headers, "authorization")
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
@@ -444,7 +479,7 @@ pub async fn authenticate(
             (id.to_string(), body_secret.map(str::to_string))
         }
     };
-    let client = find(lore, issuer, &client_id).await?;
+    let client = find(cx, &client_id).await?;
     match (&client.secret_hash, secret) {
         (None, None) => Ok(client),
         (None, Some(_)) => Err(OAuthError::invalid_client(
@@ -461,11 +496,6 @@ pub async fn authenticate(
             Ok(client)
         }
     }
-}
-
-/// Compares two byte strings in time that depends only on their length.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -523,8 +553,9 @@ mod tests {
         assert!(metadata_document_url("http://app.example/c.json", false).is_none());
         assert!(metadata_document_url("https://app.example/c.json#x", false).is_none());
         assert!(metadata_document_url("https://u:p@app.example/c.json", false).is_none());
-        assert!(metadata_document_url("https://10.0.0.1/c.json", false).is_none());
-        assert!(metadata_document_url("https://127.0.0.1/c.json", false).is_none());
+        // Where a document may be fetched from is the outbound guard's (by address), not this.
+        assert!(metadata_document_url("https://10.0.0.1/c.json", false).is_some());
+        assert!(metadata_document_url("http://127.0.0.1:9/c.json", false).is_none());
         assert!(metadata_document_url("https://127.0.0.1:9/c.json", true).is_some());
         assert!(metadata_document_url("http://127.0.0.1:9/c.json", true).is_some());
         assert!(metadata_document_url("dcr_01abc", false).is_none());

@@ -20,6 +20,13 @@ pub struct Cx<'a> {
 }
 
 impl Cx<'_> {
+    /// The share of outbound requests and anonymous records this request's client takes: its
+    /// address as the adapter saw it (`ClientAddr`), or one share for every client whose
+    /// address is unknown.
+    pub fn client_share(&self) -> lore_base::outbound::Share {
+        lore_base::outbound::Share::Address(super::anonymous::client_key(self.request))
+    }
+
     /// The session of a page's form post, after the CSRF checks: the `Origin`, when the
     /// browser sends one, is this server's, and the form's token is the session's.
     pub async fn session_for_post(&self, params: &Params) -> Option<Session> {

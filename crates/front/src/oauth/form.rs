@@ -78,6 +78,8 @@ pub struct OAuthError {
     pub error: &'static str,
     pub description: String,
     pub status: u16,
+    /// Seconds after which the request may be made again (a rate limit's `Retry-After`).
+    pub retry_after_s: Option<u64>,
 }
 
 impl OAuthError {
@@ -86,6 +88,14 @@ impl OAuthError {
             error,
             description: description.into(),
             status,
+            retry_after_s: None,
+        }
+    }
+    /// Past a client address's rate of records made without credentials: HTTP 429.
+    pub fn slow_down(d: impl Into<String>, retry_after_s: u64) -> Self {
+        Self {
+            retry_after_s: Some(retry_after_s.max(1)),
+            ..Self::new("temporarily_unavailable", d, 429)
         }
     }
     pub fn invalid_request(d: impl Into<String>) -> Self {
@@ -133,7 +143,13 @@ impl OAuthError {
         } else {
             tracing::info!(error = self.error, description = %self.description, "OAuth request refused");
         }
-        super::reply::error_json(self.status, self.error, &self.description)
+        let mut response = super::reply::error_json(self.status, self.error, &self.description);
+        if let Some(after) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(after));
+        }
+        response
     }
 }
 
@@ -147,4 +163,9 @@ impl From<lore_base::storage::StorageError> for OAuthError {
     fn from(e: lore_base::storage::StorageError) -> Self {
         Self::server_error(e.to_string())
     }
+}
+
+/// Compares two byte strings in time that depends only on their length.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -10,6 +10,7 @@
 //! upstream providers through the HTTP port, so the same code serves natively and at the edge.
 
 pub mod after;
+mod anonymous;
 pub mod authorize;
 pub mod client_http;
 pub mod clients;
@@ -76,12 +77,10 @@ pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<
         ([".well-known", "oauth-authorization-server"], &Method::GET) => {
             reply::metadata(&metadata::authorization_server(&Endpoints::new(&base)))
         }
-        (["oauth", "register"], &Method::POST) => {
-            match clients::register(lore, request.body()).await {
-                Ok(answer) => reply::json(201, &answer),
-                Err(e) => e.response(),
-            }
-        }
+        (["oauth", "register"], &Method::POST) => match clients::register(&cx).await {
+            Ok(answer) => reply::json(201, &answer),
+            Err(e) => e.response(),
+        },
         (["oauth", "token"], &Method::POST) => token::token(&cx).await,
         (["oauth", "revoke"], &Method::POST) => token::revoke(&cx).await,
         (["oauth", "authorize"], &Method::GET) => authorize::authorize(&cx).await,

@@ -7,7 +7,7 @@ use base64::Engine;
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
-use super::clients::constant_time_eq;
+use super::form::constant_time_eq;
 use super::form::{OAuthError, Params, cookie};
 use crate::instance::Lore;
 use lore_base::keys;
@@ -111,15 +111,19 @@ impl Session {
         }))
     }
 
-    /// The request's session, or a new anonymous one.
+    /// The request's session, or a new anonymous one: a record anyone can make, so it counts
+    /// against the asking address's rate (`oauth::anonymous`).
     pub async fn load_or_start(
         lore: &Lore,
-        headers: &HeaderMap,
+        request: &http::Request<Vec<u8>>,
         secure: bool,
     ) -> Result<Self, OAuthError> {
-        match Self::load(lore, headers, secure).await? {
+        match Self::load(lore, request.headers(), secure).await? {
             Some(s) => Ok(s),
-            None => Self::start(lore, None, secure).await,
+            None => {
+                super::anonymous::admit(lore, request).await?;
+                Self::start(lore, None, secure).await
+            }
         }
     }
 
@@ -148,13 +152,14 @@ impl Session {
             epoch,
             upstream: None,
         };
-        lore.ports()
-            .storage
-            .put(
-                &keys::oauth_session(&secret),
-                serde_json::to_vec(&record).unwrap_or_default(),
-            )
-            .await?;
+        super::anonymous::store(
+            lore,
+            lore_base::storage::Batch::new(),
+            &keys::oauth_session(&secret),
+            serde_json::to_vec(&record).unwrap_or_default(),
+            record.expires_at_ms,
+        )
+        .await?;
         Ok(Self {
             set_cookie: Some(set_cookie(&secret, secure, ttl / 1000)),
             secret,
@@ -185,14 +190,14 @@ impl Session {
 
     /// Stores a changed record (an upstream sign-in attempt).
     pub async fn save(&self, lore: &Lore) -> Result<(), OAuthError> {
-        lore.ports()
-            .storage
-            .put(
-                &keys::oauth_session(&self.secret),
-                serde_json::to_vec(&self.record).unwrap_or_default(),
-            )
-            .await?;
-        Ok(())
+        super::anonymous::store(
+            lore,
+            lore_base::storage::Batch::new(),
+            &keys::oauth_session(&self.secret),
+            serde_json::to_vec(&self.record).unwrap_or_default(),
+            self.record.expires_at_ms,
+        )
+        .await
     }
 
     /// Checks the form's CSRF token against the session's.

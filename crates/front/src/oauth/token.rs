@@ -73,8 +73,7 @@ pub async fn token(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let result = async {
         let params = form_of(cx.request)?;
         let grant_type = params.required("grant_type")?.to_string();
-        let client =
-            clients::authenticate(cx.lore, &cx.base, cx.request.headers(), &params).await?;
+        let client = clients::authenticate(cx, &params).await?;
         match grant_type.as_str() {
             "authorization_code" => exchange_code(cx, &params, &client).await,
             "refresh_token" => refresh(cx, &params, &client).await,
@@ -98,7 +97,7 @@ fn pkce_matches(verifier: &str, challenge: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
     let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(Sha256::digest(verifier.as_bytes()));
-    well_formed && clients::constant_time_eq(computed.as_bytes(), challenge.as_bytes())
+    well_formed && form::constant_time_eq(computed.as_bytes(), challenge.as_bytes())
 }
 
 async fn exchange_code(
@@ -176,6 +175,14 @@ async fn exchange_code(
     );
     record.used_at_ms = Some(now);
     record.grant = Some(grant.id.clone());
+    if client.expires_at_ms.is_some() {
+        // A registration that was used is kept: it no longer ends (`oauth::anonymous`).
+        let kept = Client {
+            expires_at_ms: None,
+            ..client.clone()
+        };
+        batch.put(keys::oauth_client(&client.client_id), grants::json(&kept));
+    }
     batch
         .require_equals(&key, bytes)
         .put(&key, grants::json(&record))
@@ -284,8 +291,7 @@ async fn refresh(
 pub async fn revoke(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let result = async {
         let params = form_of(cx.request)?;
-        let client =
-            clients::authenticate(cx.lore, &cx.base, cx.request.headers(), &params).await?;
+        let client = clients::authenticate(cx, &params).await?;
         let token = params.required("token")?;
         let hint = params.one("token_type_hint")?;
         if let Some(h) = hint
@@ -296,6 +302,7 @@ pub async fn revoke(cx: &Cx<'_>) -> Response<Vec<u8>> {
                 error: "unsupported_token_type",
                 description: format!("token_type_hint {h:?} is not one lore issues"),
                 status: 400,
+                retry_after_s: None,
             });
         }
         revoke_token(cx, &client, token).await

@@ -11,8 +11,8 @@ use oauth2::{
 use serde_json::Value;
 
 use super::client_http::PortHttp;
-use super::clients::constant_time_eq;
 use super::context::Cx;
+use super::form::constant_time_eq;
 use super::form::{OAuthError, Params};
 use super::pages;
 use super::session::{Session, UpstreamAttempt};
@@ -128,6 +128,10 @@ async fn read_person(cx: &Cx<'_>, p: &Provider, access_token: &str) -> Result<Pe
                 ("user-agent".into(), format!("lore/{}", lore_base::VERSION)),
             ],
             body: Vec::new(),
+            // The operator configured the provider; the sign-in is the browser's.
+            reach: lore_base::outbound::Reach::Configured,
+            share: cx.client_share(),
+            timeout_ms: 15_000,
         })
         .await
         .map_err(|e| OAuthError::server_error(format!("the provider's user endpoint: {e}")))?;
@@ -276,7 +280,7 @@ async fn finish(
     let tokens = client(p, &cx.base)?
         .exchange_code(AuthorizationCode::new(code.to_string()))
         .set_pkce_verifier(PkceCodeVerifier::new(attempt.pkce_verifier.clone()))
-        .request_async(&PortHttp(http.as_ref()))
+        .request_async(&PortHttp(http.as_ref(), cx.client_share()))
         .await
         .map_err(|e| match e {
             oauth2::RequestTokenError::ServerResponse(r) => {
