@@ -4,12 +4,19 @@
 // (viewer) tokens run the worst scripts we know, each in a loop: a busy loop to the steps cap,
 // super-linear regular expressions (polynomial and exponential backtracking, a back-reference,
 // a look-ahead scanned from every position), memory to the memory cap, a heavy SQL join
-// through the SDK, and sleeps that hold script slots. Prints the victim's p50/p99/max latency
-// and throughput with and without the attacker, and what the attacker's calls ended with.
+// through the SDK, and sleeps that hold script slots; and (round three) built-ins that loop or
+// allocate natively past every checkpoint (an indexOf over 2^53 elements, JSON.stringify to
+// gigabytes, flat, a sparse spread), a chain of SQL WITH tables, calls through a connection to
+// an upstream that never answers, and unauthenticated sign-ins whose client document never
+// arrives. The server runs with a 3 s script wall clock so that every attack ends within a
+// phase. Prints the victim's p50/p99/max latency and throughput with and without the attacker,
+// and what the attacker's calls ended with.
 //
 // env: LORE_BIN (required), HOSTILE_SECONDS (10 per phase), HOSTILE_MEMORIES (1000),
 //      HOSTILE_TOKENS (attacker viewer tokens, 4), HOSTILE_PER_TOKEN (concurrent calls per
 //      token, 2).
+import net from 'node:net';
+
 import { startLore, callTool, percentile, sleep } from './lib.mjs';
 
 const LORE = process.env.LORE_BIN;
@@ -33,12 +40,25 @@ const ATTACKS = [
   ['memory to the cap', 'const a = []; for (;;) a.push(new Array(100000).fill(1));'],
   ['heavy SQL join', "return (await client.sql({ sql: 'SELECT COUNT(*) FROM events a JOIN events b ON TRUE' })).rows"],
   ['sleep holding a slot', 'await ctx.sleep(5000); return 1'],
+  // Round three: one native call past every checkpoint.
+  ['indexOf over 2^53 elements', 'return Array.prototype.indexOf.call({length: 2 ** 53 - 1}, 1)'],
+  ['JSON.stringify to gigabytes', "const a = new Array(100000).fill('x'.repeat(64)); return JSON.stringify([a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a]).length"],
+  ['flat of 2^26 leaves', 'let a = [[1]]; for (let i = 0; i < 26; i++) a = [a, a]; return a.flat(Infinity).length'],
+  ['spread of a sparse 2^28', 'const s = [,]; s.length = 2 ** 28; return [...s].length'],
+  ['SQL WITH chain', "return (await client.sql.query({ sql: 'WITH a AS (SELECT REPEAT(content, 16) AS s FROM events), b AS (SELECT REPEAT(s, 16) AS s FROM a) SELECT LENGTH(s) FROM b' })).rows"],
 ];
+
+// An upstream that accepts connections and never answers.
+const held = [];
+const silent = net.createServer((socket) => held.push(socket));
+await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+const SILENT = `http://127.0.0.1:${silent.address().port}`;
 
 const lore = await startLore(LORE, {
   orgs: ['victim', 'attacker'],
   name: 'hostile',
-  args: ['--workers', '1', '--rate-token-per-minute', '0', '--rate-org-per-minute', '0'],
+  args: ['--workers', '1', '--rate-token-per-minute', '0', '--rate-org-per-minute', '0',
+    '--script-wall-ms', '3000', '--outbound-allow', '127.0.0.1'],
 });
 const results = {};
 try {
@@ -56,6 +76,8 @@ try {
   const owner = await lore.token('attacker', 'admin');
   const notes = Array.from({ length: 300 }, (_, j) => ({ content: `attacker note ${j}` }));
   await callTool(lore.base, 'attacker', owner, 'save_memory', { memories: notes });
+  const made = await callTool(lore.base, 'attacker', owner, 'run_sdk', { code: `return await client.connections.create({ name: 'silent', base_url: '${SILENT}' })` });
+  if (made.status !== 200 || made.body?.result?.isError) throw new Error(`connection: ${made.text.slice(0, 300)}`);
 
   /** The victim's loop: fresh queries, back to back, for `seconds`. */
   async function victimLoop(seconds) {
@@ -105,11 +127,38 @@ try {
       if (outcome.startsWith('HTTP 503')) await sleep(200);
     }
   };
-  const loops = attackers.flatMap((t, i) => Array.from({ length: PER_TOKEN }, (_, j) => attack(t, i * PER_TOKEN + j)));
+  // Calls through the connection to the silent upstream, and sign-ins whose client document
+  // (on the same upstream) never arrives: each holds only its org's or address's share.
+  const count = (name, outcome) => {
+    outcomes[name] ??= {};
+    outcomes[name][outcome] = (outcomes[name][outcome] ?? 0) + 1;
+  };
+  const outbound = async () => {
+    while (!stop) {
+      const r = await callTool(lore.base, 'attacker', owner, 'run_sdk', { code: "return await client.connections.call({ name: 'silent', path: '/x' })" });
+      const e = r.body?.result?.isError ? (JSON.parse(r.body.result.content?.[0]?.text ?? '{}').error?.message ?? '') : 'ok';
+      count('connection to a silent upstream', /overloaded/.test(e) ? 'overloaded' : /timed out|timeout/i.test(e) ? 'deadline' : e.slice(0, 40));
+    }
+  };
+  const signIns = async () => {
+    while (!stop) {
+      const url = `${lore.base}/oauth/authorize?response_type=code&client_id=${encodeURIComponent(`${SILENT}/client.json`)}&redirect_uri=${encodeURIComponent('http://127.0.0.1:9/cb')}&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;
+      const r = await fetch(url).catch((e) => ({ status: `client: ${e.message}` }));
+      if (r.text) await r.text();
+      count('sign-in with a silent client document', `HTTP ${r.status}`);
+    }
+  };
+  const loops = attackers.flatMap((t, i) => Array.from({ length: PER_TOKEN }, (_, j) => attack(t, i * PER_TOKEN + j)))
+    .concat(Array.from({ length: PER_TOKEN }, outbound), Array.from({ length: PER_TOKEN }, signIns));
   await sleep(1000); // the attack is under way
   results.attacked = await victimLoop(SECONDS);
   stop = true;
+  for (const socket of held) socket.destroy();
+  silent.close();
+  // Calls still waiting on the upstream end with it.
+  const closer = setInterval(() => { for (const socket of held) socket.destroy(); }, 100);
   await Promise.all(loops);
+  clearInterval(closer);
   results.attacker_outcomes = outcomes;
   results.ratio_p50 = +(results.attacked.p50_ms / results.alone.p50_ms).toFixed(2);
   results.ratio_p99 = +(results.attacked.p99_ms / results.alone.p99_ms).toFixed(2);

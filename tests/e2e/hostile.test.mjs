@@ -1,14 +1,18 @@
-// Hostile tenants, round two, against the running server on every platform (native, Workers,
-// Spin): regular expressions that backtrack and ways around lore's matcher, values SQL could
-// build past its bounds, connection paths that leave their base and credentials echoed in
-// encodings, nesting past the stored limit, saves that must not vanish, another org's agent,
-// un-awaited writes, lone surrogates and a second Authorization header. The in-process suites
-// (tests/*.rs) try more shapes of each; these prove the same code holds at the edge.
+// Hostile tenants, rounds two and three, against the running server on every platform
+// (native, Workers, Spin): regular expressions that backtrack and ways around lore's matcher,
+// values SQL could build past its bounds (a chain of WITH tables too), connection paths that
+// leave their base in any spelling and credentials echoed in encodings or sent somewhere new,
+// outbound requests to addresses members may not reach, a silent upstream, an admin's edit of
+// an owner's behavior, records made without credentials, nesting past the stored limit, saves
+// that must not vanish, another org's agent, un-awaited writes, lone surrogates and a second
+// Authorization header. The in-process suites (tests/*.rs) try more shapes of each; these
+// prove the same code holds at the edge.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 
-import { startServer, raw2026, apiPost, createOrg, TARGET } from './lib/server.mjs';
+import { startServer, raw2026, apiPost, createOrg, issueToken, TARGET } from './lib/server.mjs';
 
 let server;
 let echo;
@@ -168,3 +172,137 @@ test('a second Authorization header is refused, however the platform passes it o
   });
   assert.equal(status, 400);
 });
+
+// Round three.
+
+test('SQL: a chain of WITH tables, or derived tables, each multiplying a value is bounded as a whole', async () => {
+  for (const sql of [
+    "WITH a AS (SELECT REPEAT(content, 16) AS s FROM events), b AS (SELECT REPEAT(s, 16) AS s FROM a) SELECT LENGTH(s) FROM b",
+    "WITH a AS (SELECT content || content AS s FROM events), b AS (SELECT s || s AS s FROM a), c AS (SELECT s || s AS s FROM b), d AS (SELECT s || s AS s FROM c), e AS (SELECT s || s AS s FROM d) SELECT LENGTH(s) FROM e",
+    "SELECT LENGTH(REPEAT(d.s, 16)) FROM (SELECT REPEAT(content, 16) AS s FROM events) d",
+  ]) {
+    const e = error(await tool('query_sql', { sql }));
+    assert.match(JSON.stringify(e), /copies of the data/, sql);
+  }
+});
+
+test('connections: a path in any spelling a lenient server reads as a dot segment is refused, and nothing is sent', async () => {
+  const owner = server.ownerToken;
+  let hits = 0;
+  const counted = http.createServer((req, res) => { hits += 1; res.end('{}'); });
+  await new Promise((r) => counted.listen(0, '127.0.0.1', r));
+  try {
+    const made = await apiPost(server.base, 'default', 'connections.create', owner, { name: 'counted', base_url: `http://127.0.0.1:${counted.address().port}/v1`, secret: SECRET });
+    assert.equal(made.status, 200, made.text);
+    for (const path of ['/%u002e%u002e/admin', '/%C0%AE%C0%AE/admin', '/%EF%BC%8E%EF%BC%8E/admin', '/..%20/admin', '/%25252e%25252e/admin', '/%2e%2e/admin', '/%E2%80%A4%E2%80%A4/admin']) {
+      const r = await apiPost(server.base, 'default', 'connections.call', owner, { name: 'counted', path });
+      assert.equal(r.status, 400, `${path}: ${r.text}`);
+    }
+    assert.equal(hits, 0, 'no refused path reached the upstream');
+    // The credential goes only where it was stored for: moving the base needs it again.
+    const moved = await apiPost(server.base, 'default', 'connections.update', owner, { name: 'counted', base_url: 'https://collector.example.net' });
+    assert.equal(moved.status, 400, moved.text);
+    assert.equal(moved.json.error.field, 'secret', moved.text);
+  } finally {
+    counted.close();
+  }
+});
+
+test('outbound: a member\'s connection reaches no address members may not reach, however it is written', async () => {
+  const owner = server.ownerToken;
+  for (const [i, base] of ['http://169.254.169.254', 'http://[::ffff:169.254.169.254]', 'http://0xa9fea9fe', 'http://10.0.0.1:9', 'http://[fd00::1]:9'].entries()) {
+    const made = await apiPost(server.base, 'default', 'connections.create', owner, { name: `private${i}`, base_url: base.startsWith('https') ? base : base.replace('http://', 'https://') });
+    assert.equal(made.status, 200, made.text);
+    const r = await apiPost(server.base, 'default', 'connections.call', owner, { name: `private${i}`, path: '/latest/meta-data' });
+    assert.notEqual(r.status, 200, `${base}: ${r.text}`);
+    assert.match(r.text, /does not reach/, `${base}: ${r.text}`);
+  }
+});
+
+test('outbound: a silent upstream holds its org\'s call, never another org\'s request', async () => {
+  const held = [];
+  const silent = net.createServer((socket) => held.push(socket));
+  await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+  const rival = await createOrg(server, `quiet${Date.now() % 100000}`);
+  try {
+    const made = await apiPost(server.base, 'default', 'connections.create', server.ownerToken, { name: 'silent', base_url: `http://127.0.0.1:${silent.address().port}` });
+    assert.equal(made.status, 200, made.text);
+    let settled = false;
+    const call = apiPost(server.base, 'default', 'connections.call', server.ownerToken, { name: 'silent', path: '/x' })
+      .finally(() => { settled = true; });
+    for (let i = 0; i < 200 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(held.length > 0, 'the call reached the upstream');
+    const other = await raw2026(`${server.url}/${rival.org}`, rival.token, 'tools/call', { name: 'search_memory', arguments: { query: 'anything' } });
+    assert.equal(other.status, 200, other.text);
+    assert.equal(settled, false, 'the other org was answered while the silent call waited');
+    for (const socket of held) socket.destroy();
+    const answered = await call;
+    assert.notEqual(answered.status, 200, answered.text);
+  } finally {
+    silent.close();
+  }
+});
+
+test('people: an admin\'s edit of an owner\'s behavior runs with the admin\'s rights, and an admin touches no owner', async () => {
+  const owner = server.ownerToken;
+  const agent = await apiPost(server.base, 'default', 'agents.create', owner, { name: `admin-${Date.now()}`, role: 'admin' });
+  assert.equal(agent.status, 200, agent.text);
+  const adminId = agent.json.principal_id;
+  const issued = await apiPost(server.base, 'default', 'tokens.create', owner, { principal_id: adminId });
+  assert.equal(issued.status, 200, issued.text);
+  const admin = issued.json.token;
+  const kind = `ping${Date.now() % 100000}`;
+  const made = await apiPost(server.base, 'default', 'behaviors.create', owner, { name: kind, trigger: { event_kinds: ['preference'] }, code: 'return 1' });
+  assert.equal(made.status, 200, made.text);
+  const escalate = `let r = 'none'; try { await client.members.update({principal_id: '${adminId}', role: 'owner'}); r = 'owner'; } catch (e) { r = e.code; } return r;`;
+  const edited = await apiPost(server.base, 'default', 'behaviors.update', admin, { name: kind, code: escalate });
+  assert.equal(edited.status, 200, edited.text);
+  const saved = await tool('save_memory', { content: `trigger ${kind}`, kind: 'preference' });
+  assert.equal(saved.isError, false, JSON.stringify(saved));
+  // The reaction runs after the answer; wait for its Action.
+  let action;
+  for (let i = 0; i < 100 && !action; i++) {
+    const acts = await apiPost(server.base, 'default', 'actions.list', owner, { limit: 50, newest_first: true });
+    action = acts.json.items?.find((a) => a.behavior === kind);
+    if (!action) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(action, 'the reaction ran');
+  assert.equal(action.principal, adminId, JSON.stringify(action));
+  const members = await apiPost(server.base, 'default', 'members.list', owner, {});
+  assert.equal(members.json.find((m) => m.principal_id === adminId)?.role, 'admin', members.text);
+  // Nor can the admin end the owner's credentials directly.
+  const tokens = await apiPost(server.base, 'default', 'tokens.list', owner, {});
+  const ownerId = members.json.find((m) => m.role === 'owner').principal_id;
+  const ownerToken = tokens.json.find((t) => t.principal === ownerId && !t.revoked);
+  if (ownerToken) {
+    const revoke = await apiPost(server.base, 'default', 'tokens.revoke', admin, { id: ownerToken.id });
+    assert.equal(revoke.status, 403, revoke.text);
+  }
+  await apiPost(server.base, 'default', 'behaviors.delete', owner, { name: kind });
+});
+
+test('records made without credentials are limited per client address', async () => {
+  const limited = await startServer({
+    env: { LORE_RATE_ANONYMOUS_PER_MINUTE: '6' },
+    vars: TARGET === 'spin' ? { lore_rate_anonymous_per_minute: '6' } : { LORE_RATE_ANONYMOUS_PER_MINUTE: '6' },
+  });
+  try {
+    const statuses = [];
+    for (let i = 0; i < 30; i++) {
+      const r = await fetch(`${limited.base}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }),
+      });
+      await r.text();
+      statuses.push(r.status);
+      if (r.status === 429) assert.ok(r.headers.get('retry-after'), 'Retry-After');
+    }
+    const made = statuses.filter((s) => s === 201).length;
+    assert.ok(made >= 1 && made <= 6, `${made} registrations of 30: ${statuses}`);
+    assert.ok(statuses.every((s) => s === 201 || s === 429), `${statuses}`);
+  } finally {
+    await limited.dispose();
+  }
+});
+

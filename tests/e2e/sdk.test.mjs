@@ -1058,11 +1058,14 @@ test('metrics: query_metric counts calls served by every worker thread within th
 
 test('the connection secret appears in no response body and no server log line', async () => {
   await ensureConnection();
-  // One more path that could echo it: an error calling an unreachable host through the connection.
-  ok(await api(acme.token, 'manage_connections', { action: 'update', name: 'helpdesk', base_url: 'http://127.0.0.1:9/v1' }));
+  // One more path that could echo it: an error calling an unreachable host through the
+  // connection (moving it needs the secret again: a credential goes only where it was given).
+  const moved = await api(acme.token, 'manage_connections', { action: 'update', name: 'helpdesk', base_url: 'http://127.0.0.1:9/v1' });
+  assert.equal(moved.status, 400, moved.text);
+  ok(await api(acme.token, 'manage_connections', { action: 'update', name: 'helpdesk', base_url: 'http://127.0.0.1:9/v1', secret: SECRET }));
   const failed = await api(acme.token, 'connections.call', { name: 'helpdesk', path: `/x?k=${SECRET}` });
   assert.notEqual(failed.status, 200, failed.text);
-  ok(await api(acme.token, 'manage_connections', { action: 'update', name: 'helpdesk', base_url: `${stub.url}/v1` }));
+  ok(await api(acme.token, 'manage_connections', { action: 'update', name: 'helpdesk', base_url: `${stub.url}/v1`, secret: SECRET }));
 
   assert.ok(transcript.length > 20, `checked ${transcript.length} responses`);
   const leaks = transcript.filter((t) => t.includes(SECRET));

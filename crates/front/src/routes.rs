@@ -145,3 +145,98 @@ impl Lore {
         }
     }
 }
+
+/// Why a platform ended an org's instance before it answered, as it says in its error (a
+/// Durable Object reset past its isolate's memory or CPU limit): the script cap it stands for.
+fn cap_of_platform_error(cause: &str) -> Option<(&'static str, &'static str)> {
+    let lower = cause.to_ascii_lowercase();
+    if lower.contains("memory") {
+        Some(("memory", "the platform's memory limit"))
+    } else if lower.contains("cpu")
+        || lower.contains("time limit")
+        || lower.contains("exceeded time")
+    {
+        Some(("wall_clock", "the platform's CPU time limit"))
+    } else {
+        None
+    }
+}
+
+impl Lore {
+    /// The answer to `request` when the platform ended the instance that was serving it (on
+    /// Cloudflare, the org's Durable Object reset past its isolate's memory or CPU limit: the
+    /// hard bound of a script run there, as a script process's is natively). A `tools/call`
+    /// gets the tool error a run ended at that cap gets anywhere (`cap_exceeded` with the
+    /// cap); other requests, a 503 that says what happened. `cause` is the platform's error.
+    pub fn stopped_by_platform(
+        &self,
+        request: &Request<Vec<u8>>,
+        cause: &str,
+    ) -> Response<Vec<u8>> {
+        let error = match cap_of_platform_error(cause) {
+            Some((cap, what)) => {
+                lore_base::error::LoreError::Script(Box::new(lore_base::error::ScriptFailure {
+                    code: "cap_exceeded",
+                    message: format!(
+                        "the run reached {what} and the platform ended it ({cause}); the script holds too much data or computes too long at once"
+                    ),
+                    line: None,
+                    column: None,
+                    cap: Some(cap),
+                    limit: None,
+                    calls_made: 0,
+                    elapsed_ms: 0,
+                    logs: Vec::new(),
+                    action_id: None,
+                    retryable: false,
+                }))
+            }
+            None => lore_base::error::LoreError::Unavailable(format!(
+                "the org's instance stopped before it answered ({cause}); try again"
+            )),
+        };
+        let call: Option<serde_json::Value> = serde_json::from_slice(request.body()).ok();
+        let tool_call = call
+            .as_ref()
+            .filter(|c| c["method"] == "tools/call" && c.get("id").is_some());
+        match tool_call {
+            Some(call) => {
+                let mut result = crate::mcp::result::tool_error(&error);
+                if crate::headers::get(request.headers(), "mcp-protocol-version")
+                    == Some(crate::mcp::versions::VERSION_2026)
+                {
+                    result["resultType"] = json!("complete");
+                }
+                crate::json_response(
+                    StatusCode::OK,
+                    json!({ "jsonrpc": "2.0", "id": call["id"], "result": result }),
+                )
+            }
+            None => crate::json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "error": error.to_json() }),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod platform_tests {
+    use super::*;
+
+    #[test]
+    fn a_platform_limit_is_the_script_cap_it_stands_for() {
+        assert_eq!(
+            cap_of_platform_error(
+                "Durable Object's isolate exceeded its memory limit and was reset."
+            )
+            .map(|c| c.0),
+            Some("memory")
+        );
+        assert_eq!(
+            cap_of_platform_error("Worker exceeded CPU time limit.").map(|c| c.0),
+            Some("wall_clock")
+        );
+        assert_eq!(cap_of_platform_error("Network connection lost."), None);
+    }
+}

@@ -216,14 +216,22 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> worker::Result<Respo
     if !orgs_in_d1(&env)
         && let Some(org) = lore.home_org(&request).await
     {
-        let response = routing::forward(&env, org.as_str(), &url, &request, &subrequests).await;
-        return response.and_then(|r| {
-            ports::report_forwarded_subrequests(
-                r,
-                ports::WORKER_SUBREQUESTS,
-                subrequests.get() - before,
-            )
-        });
+        let response =
+            match routing::forward(&env, org.as_str(), &url, &request, &subrequests).await {
+                Ok(r) => r,
+                // The org's object ended before it answered (its isolate's memory or CPU limit,
+                // the hard bound of a script run here): the answer says so as a cap.
+                Err(e) => {
+                    let answer = lore.stopped_by_platform(&request, &e.to_string());
+                    worker::console_log!("org {org}: its object stopped: {e}");
+                    return from_http(answer);
+                }
+            };
+        return ports::report_forwarded_subrequests(
+            response,
+            ports::WORKER_SUBREQUESTS,
+            subrequests.get() - before,
+        );
     }
     let mut response = lore.handle(request).await;
     // What the core left for after the answer runs under this request's `waitUntil`.
