@@ -229,7 +229,7 @@ fn classify(org: &OrgId, key: &str, value: &[u8]) -> Result<Entry> {
 /// mixes two copies of an org.
 ///
 /// An import file is not trusted: it creates only the imported org's data. Every entry is
-/// classified by what it names and holds ([`classify`]): the org's store and records naming
+/// classified by what it names and holds (`classify`): the org's store and records naming
 /// `org`; principals only where this server has none of that id (existing ones are never
 /// rewritten; an agent only of this org); marks of this org. Credentials are issued anew
 /// unless the operator says [`Credentials::Carry`] for the file, and even then a token is

@@ -1,5 +1,5 @@
 //! Records that end: each is written together with an entry in an index of the times records
-//! end (`exp/{ms:013}/{key}`, [`keys::expiry`](crate::keys::expiry)), and [`sweep`] deletes
+//! end (`exp/{ms:013}/{key}`, [`crate::keys::expiry`]), and [`sweep`] deletes
 //! those whose time has passed. What a request without credentials leaves in storage (a
 //! browser session, a pending authorization, an unused client registration, a fetched client
 //! document) is written only this way, so it goes away by itself whatever made it.

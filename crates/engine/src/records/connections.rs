@@ -1,7 +1,7 @@
 //! Connections: external HTTP services the org's operations and feeds call. A connection's
 //! credential is write-only: it is stored apart from the record (`secret/conn/{name}`), read
 //! only here to sign an outbound request, and scrubbed from anything a response echoes back.
-//! It is bound to where it may go ([`StoredCredential`]): the base URL and the way it was
+//! It is bound to where it may go (`StoredCredential`): the base URL and the way it was
 //! stored to be sent; changing either needs the secret again, so no one who may edit a
 //! connection can send a credential they never saw somewhere else.
 

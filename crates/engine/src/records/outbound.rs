@@ -10,7 +10,7 @@ use lore_base::error::{LoreError, Result};
 
 /// The URL for `path` under `base_url` (no trailing slash), or why the path may not be sent.
 ///
-/// A path is sent only if it is already in its one canonical form ([`canonical_route`]): the
+/// A path is sent only if it is already in its one canonical form (`canonical_route`): the
 /// bytes that encoding its decoded text gives back, with no `.` or `..` segment and nothing a
 /// lenient decoder could read as one. So what is sent is exactly what was checked, whatever
 /// a server or proxy does to it (decoding once or many times, `%u` escapes, overlong UTF-8,

@@ -16,7 +16,7 @@
 //!   (a chain of `WITH` tables each doubling a value is bounded as a whole, not link by link);
 //! - every kind of expression has its own rule in an exhaustive `match` (a new kind from a
 //!   parser upgrade does not compile until it has one), and a function is bounded only if it
-//!   is one of the engine's functions whose result is known ([`function`]): any other is
+//!   is one of the engine's functions whose result is known (`function`): any other is
 //!   refused rather than assumed small.
 //!
 //! What a query holds across rows (sorts, groups, the tables of its `WITH`) is bounded while it
