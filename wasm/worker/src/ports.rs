@@ -74,14 +74,27 @@ impl HttpClient for WorkersFetch {
             init.with_body(Some(Uint8Array::from(request.body.as_slice()).into()));
         }
         let outbound = Request::new_with_init(&request.url, &init).map_err(fail)?;
-        let mut response = Fetch::Request(outbound).send().await.map_err(fail)?;
-        let headers = response.headers().entries().collect();
-        let body = response.bytes().await.map_err(fail)?;
-        Ok(OutboundResponse {
-            status: response.status_code(),
-            headers,
-            body,
-        })
+        let exchange = async {
+            let mut response = Fetch::Request(outbound).send().await.map_err(fail)?;
+            let headers = response.headers().entries().collect();
+            let body = response.bytes().await.map_err(fail)?;
+            Ok(OutboundResponse {
+                status: response.status_code(),
+                headers,
+                body,
+            })
+        };
+        // The exchange's deadline: past it the request answers, whatever the peer does.
+        let deadline =
+            worker::Delay::from(std::time::Duration::from_millis(request.timeout_ms.max(1)));
+        futures_util::pin_mut!(exchange);
+        match futures_util::future::select(exchange, deadline).await {
+            futures_util::future::Either::Left((answer, _)) => answer,
+            futures_util::future::Either::Right(_) => Err(PortError(format!(
+                "HTTP {} {} did not answer within {} ms",
+                request.method, request.url, request.timeout_ms
+            ))),
+        }
     }
 }
 
