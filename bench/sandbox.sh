@@ -7,6 +7,7 @@
 #
 #   bash bench/sandbox.sh            # 300 runs of each script on each side
 #   RUNS=100 bash bench/sandbox.sh
+#   SANDBOX_BENCH_BIN=/path/examples/sandbox_bench bash bench/sandbox.sh   # a binary built elsewhere
 #
 # Builds `examples/sandbox_bench.rs` in release mode; it seeds 1,000 entities into a fresh lore
 # database and writes the ids and storage keys of the 10 the script reads, which the Node peer
@@ -32,7 +33,10 @@ SPEC="$OUT/sandbox-$STAMP.json"
 cd "$ROOT"
 source scripts/worker-tools >/dev/null
 export ESBUILD_MODULE="$WORKER_NODE_MODULES/esbuild/lib/main.js"
-if smoke; then
+if [[ -n "${SANDBOX_BENCH_BIN:-}" ]]; then
+  # A bench binary built elsewhere (another commit's, to compare; its `lore` beside `examples/`).
+  BIN=$SANDBOX_BENCH_BIN
+elif smoke; then
   BIN=$(smoke_example sandbox_bench)
 else
   cargo build --release --bin lore --example sandbox_bench >&2

@@ -14,6 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
@@ -29,11 +30,14 @@ pub const ARG: &str = "__script-process";
 /// taken yet, the host's side of its calls) before it ends itself.
 const MARGIN: usize = 16 << 20;
 
-/// The process's state, on its one thread.
+/// Calls sent and not answered, by call number: the reader of standard input answers them
+/// itself, so a run waiting for its answer (a few microseconds, spinning) sees it at once.
+type Pending = Arc<Mutex<HashMap<u64, Reply>>>;
+
+/// The process's state, on its script thread.
 #[derive(Default)]
 struct State {
-    /// Calls sent and not answered, by call number.
-    pending: RefCell<HashMap<u64, Reply>>,
+    pending: Pending,
     next_call: Cell<u64>,
     spare: RefCell<Option<lore_sandbox::Spare>>,
 }
@@ -58,7 +62,11 @@ impl Outbox for JobOutbox {
             Event::Call { path, args, reply } => {
                 let call = self.state.next_call.get() + 1;
                 self.state.next_call.set(call);
-                self.state.pending.borrow_mut().insert(call, reply);
+                self.state
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(call, reply);
                 send(&FromScript::Call {
                     job: self.job,
                     call,
@@ -99,8 +107,11 @@ pub fn run() -> i32 {
         Ok(rt) => rt,
         Err(_) => return 70,
     };
-    let (inbox, mut messages) = mpsc::unbounded_channel::<ToScript>();
-    // Standard input, read on a thread of its own so that answers arrive while a run computes.
+    let (inbox, mut jobs) = mpsc::unbounded_channel::<remote::Job>();
+    let state = Rc::new(State::default());
+    let pending = state.pending.clone();
+    // Standard input, read on a thread of its own so that answers arrive while a run computes:
+    // an answer goes straight to its call, a job to the script thread.
     let reader = std::thread::Builder::new()
         .name("lore-script-in".into())
         .spawn(move || {
@@ -114,9 +125,22 @@ pub fn run() -> i32 {
                 }
                 loop {
                     match wire::next_frame::<ToScript>(&mut buffer) {
-                        Ok(Some(message)) => {
-                            if inbox.send(message).is_err() {
+                        Ok(Some(ToScript::Job(job))) => {
+                            if inbox.send(job).is_err() {
                                 return;
+                            }
+                        }
+                        Ok(Some(ToScript::Answer {
+                            call,
+                            result,
+                            over_cap,
+                        })) => {
+                            let reply = pending
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .remove(&call);
+                            if let Some(reply) = reply {
+                                reply.send(result, over_cap);
                             }
                         }
                         Ok(None) => break,
@@ -129,47 +153,33 @@ pub fn run() -> i32 {
         return 71;
     }
     let local = tokio::task::LocalSet::new();
-    let state = Rc::new(State::default());
     local.block_on(&runtime, async move {
         ready(&state);
         // The server closing our input ends the process.
-        while let Some(message) = messages.recv().await {
-            match message {
-                ToScript::Job(job) => {
-                    let top = job.parent.is_none();
-                    let spare = if top {
-                        lore_meter::hard_limit(Some(
-                            lore_meter::held()
-                                .saturating_add(job.spec.caps.memory_bytes.saturating_mul(5) / 4)
-                                .saturating_add(MARGIN),
-                        ));
-                        state.spare.take()
-                    } else {
-                        None
-                    };
-                    let outbox = Rc::new(JobOutbox {
-                        job: job.key,
-                        state: state.clone(),
-                    });
-                    let state = state.clone();
-                    tokio::task::spawn_local(async move {
-                        remote::run_job(job, Rc::new(SystemClock), outbox, spare).await;
-                        if top {
-                            lore_meter::hard_limit(None);
-                            ready(&state);
-                        }
-                    });
+        while let Some(job) = jobs.recv().await {
+            let top = job.parent.is_none();
+            let spare = if top {
+                lore_meter::hard_limit(Some(
+                    lore_meter::held()
+                        .saturating_add(job.spec.caps.memory_bytes.saturating_mul(5) / 4)
+                        .saturating_add(MARGIN),
+                ));
+                state.spare.take()
+            } else {
+                None
+            };
+            let outbox = Rc::new(JobOutbox {
+                job: job.key,
+                state: state.clone(),
+            });
+            let state = state.clone();
+            tokio::task::spawn_local(async move {
+                remote::run_job(job, Rc::new(SystemClock), outbox, spare).await;
+                if top {
+                    lore_meter::hard_limit(None);
+                    ready(&state);
                 }
-                ToScript::Answer {
-                    call,
-                    result,
-                    over_cap,
-                } => {
-                    if let Some(reply) = state.pending.borrow_mut().remove(&call) {
-                        reply.send(result, over_cap);
-                    }
-                }
-            }
+            });
         }
     });
     0

@@ -22,15 +22,13 @@
 //! start. Each realm still serves exactly one run.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::rc::{Rc, Weak};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
 
 use lore_base::ratelimit::ScriptSlot;
 use lore_sandbox::caps::{Cap, ScriptCaps};
@@ -69,12 +67,78 @@ enum Ending {
     Crashed,
 }
 
-/// One script process and the jobs it runs.
+/// The frames to a script process: written at once where the pipe takes them, the rest kept
+/// and written as it drains (whoever polls the process's events flushes it). Shared with the
+/// replies to the process's calls, which may be made on any thread.
+struct Writer {
+    pipe: tokio::net::unix::pipe::Sender,
+    backlog: Mutex<Vec<u8>>,
+}
+
+impl Writer {
+    fn send(&self, frame: &[u8]) {
+        let mut backlog = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
+        if !backlog.is_empty() {
+            backlog.extend_from_slice(frame);
+            return;
+        }
+        match self.pipe.try_write(frame) {
+            Ok(n) => backlog.extend_from_slice(&frame[n..]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                backlog.extend_from_slice(frame);
+            }
+            // The process is gone: reading says so.
+            Err(_) => {}
+        }
+    }
+
+    /// Writes what is kept, as far as the pipe takes it; wakes `cx` when it can take more.
+    fn flush(&self, cx: &mut Context<'_>) {
+        loop {
+            let mut backlog = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
+            if backlog.is_empty() {
+                return;
+            }
+            match self.pipe.try_write(&backlog) {
+                Ok(n) => {
+                    backlog.drain(..n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    drop(backlog);
+                    match self.pipe.poll_write_ready(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(_)) => {}
+                        Poll::Pending => return,
+                    }
+                    self.backlog
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clear();
+                    return;
+                }
+                Err(_) => {
+                    backlog.clear();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One script process and the jobs it runs. Its output is read by whoever polls a job's
+/// events (`Received`), without a task in between, so an answer that comes within a wait's
+/// first microseconds is taken at once (`remote::serve` looks again before it sleeps).
 struct Process {
     child: RefCell<Option<tokio::process::Child>>,
-    frames: mpsc::UnboundedSender<Vec<u8>>,
-    /// Where each running job's events go.
-    jobs: RefCell<HashMap<u64, mpsc::UnboundedSender<Event>>>,
+    writer: Arc<Writer>,
+    output: tokio::net::unix::pipe::Receiver,
+    buffer: RefCell<Vec<u8>>,
+    /// Each running job's events not yet taken.
+    jobs: RefCell<HashMap<u64, VecDeque<Event>>>,
+    /// Who waits for the process's next events.
+    waker: RefCell<Option<Waker>>,
+    /// Its output ended (the process is ending).
+    closed: Cell<bool>,
     /// The caps of its current top-level run (for the failures it ends with).
     caps: RefCell<ScriptCaps>,
     ended: Cell<Option<Ending>>,
@@ -84,8 +148,8 @@ struct Process {
 }
 
 impl Process {
-    /// Starts `program` as a script process, with its reader and writer tasks on this
-    /// worker's runtime.
+    /// Starts `program` as a script process; its pipes are registered with this worker's
+    /// runtime.
     fn spawn(program: &PathBuf) -> std::io::Result<Rc<Self>> {
         let mut child = tokio::process::Command::new(program)
             .arg(script_child::ARG)
@@ -95,65 +159,86 @@ impl Process {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()?;
-        let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the script process has no pipes"));
         };
-        let (frames, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
-        let process = Rc::new(Self {
+        let pipe = tokio::net::unix::pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?;
+        let output = tokio::net::unix::pipe::Receiver::from_owned_fd(stdout.into_owned_fd()?)?;
+        Ok(Rc::new(Self {
             child: RefCell::new(Some(child)),
-            frames,
+            writer: Arc::new(Writer {
+                pipe,
+                backlog: Mutex::default(),
+            }),
+            output,
+            buffer: RefCell::default(),
             jobs: RefCell::default(),
+            waker: RefCell::default(),
+            closed: Cell::new(false),
             caps: RefCell::new(ScriptCaps::default()),
             ended: Cell::new(None),
             runs: Cell::new(0),
             held: Cell::new(0),
             idle_since: Cell::new(None),
-        });
-        tokio::task::spawn_local(async move {
-            while let Some(frame) = outgoing.recv().await {
-                if stdin.write_all(&frame).await.is_err() {
-                    break;
-                }
+        }))
+    }
+
+    /// Reads what the process has written and sorts it into its jobs' events; `Pending` once
+    /// nothing more is there (`cx` is woken when there is).
+    fn pump(self: &Rc<Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.writer.flush(cx);
+        let mut chunk = [0u8; 16 << 10];
+        loop {
+            if self.closed.get() {
+                return Poll::Ready(());
             }
-        });
-        let weak = Rc::downgrade(&process);
-        tokio::task::spawn_local(async move {
-            let mut buffer = Vec::new();
-            let mut chunk = vec![0u8; 64 << 10];
-            let broken = loop {
-                match stdout.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break None,
-                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            match self.output.try_read(&mut chunk) {
+                Ok(0) => {
+                    self.close(cx);
+                    return Poll::Ready(());
                 }
-                let Some(process) = weak.upgrade() else {
-                    return;
-                };
-                loop {
-                    match wire::next_frame::<FromScript>(&mut buffer) {
-                        Ok(Some(message)) => process.receive(message),
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::error!(error = %e.0, "a script process sent an unusable frame");
-                            break;
+                Ok(n) => {
+                    let mut buffer = self.buffer.borrow_mut();
+                    buffer.extend_from_slice(&chunk[..n]);
+                    loop {
+                        match wire::next_frame::<FromScript>(&mut buffer) {
+                            Ok(Some(message)) => self.receive(message),
+                            Ok(None) => break,
+                            Err(e) => {
+                                tracing::error!(error = %e.0, "a script process sent an unusable frame");
+                                drop(buffer);
+                                self.kill(Ending::Crashed);
+                                self.close(cx);
+                                return Poll::Ready(());
+                            }
                         }
                     }
                 }
-                if buffer.len() > 4 + wire::MAX_FRAME {
-                    break Some(());
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    match self.output.poll_read_ready(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(_)) => {
+                            self.close(cx);
+                            return Poll::Ready(());
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
                 }
-            };
-            if let Some(process) = weak.upgrade() {
-                if broken.is_some() {
-                    process.kill(Ending::Crashed);
+                Err(_) => {
+                    self.close(cx);
+                    return Poll::Ready(());
                 }
-                process.stopped().await;
             }
-        });
-        Ok(process)
+        }
     }
 
     /// One message of the process.
     fn receive(&self, message: FromScript) {
+        let push = |job: u64, event: Event| {
+            if let Some(events) = self.jobs.borrow_mut().get_mut(&job) {
+                events.push_back(event);
+            }
+        };
         match message {
             FromScript::Call {
                 job,
@@ -161,7 +246,7 @@ impl Process {
                 path,
                 args,
             } => {
-                let frames = self.frames.clone();
+                let writer = self.writer.clone();
                 let reply = Reply::new(move |answer| {
                     let (result, over_cap) = answer.unwrap_or_else(|| {
                         (
@@ -171,28 +256,34 @@ impl Process {
                             false,
                         )
                     });
-                    let _ = frames.send(wire::frame(&ToScript::Answer {
+                    writer.send(&wire::frame(&ToScript::Answer {
                         call,
                         result,
                         over_cap,
                     }));
                 });
-                if let Some(events) = self.jobs.borrow().get(&job) {
-                    let _ = events.send(Event::Call { path, args, reply });
-                }
+                push(job, Event::Call { path, args, reply });
             }
-            FromScript::Progress { job, what } => {
-                if let Some(events) = self.jobs.borrow().get(&job) {
-                    let _ = events.send(Event::Progress(what));
-                }
-            }
-            FromScript::Done { job, ended } => {
-                if let Some(events) = self.jobs.borrow_mut().remove(&job) {
-                    let _ = events.send(Event::Done(ended));
-                }
-            }
+            FromScript::Progress { job, what } => push(job, Event::Progress(what)),
+            FromScript::Done { job, ended } => push(job, Event::Done(ended)),
             FromScript::Ready { held } => self.held.set(held),
         }
+    }
+
+    /// The process's output ended: once it has exited, every job it still runs ends, saying
+    /// why (a task of this worker waits for the exit; `cx` is woken then).
+    fn close(self: &Rc<Self>, cx: &mut Context<'_>) {
+        if self.closed.replace(true) {
+            return;
+        }
+        *self.waker.borrow_mut() = Some(cx.waker().clone());
+        let process = self.clone();
+        tokio::task::spawn_local(async move {
+            process.stopped().await;
+            if let Some(waker) = process.waker.take() {
+                waker.wake();
+            }
+        });
     }
 
     /// Kills the process (once), saying why.
@@ -232,17 +323,28 @@ impl Process {
                 format!("the script's process stopped ({status:?}) before the script ended"),
             ),
         };
-        for (_, events) in self.jobs.borrow_mut().drain() {
-            let _ = events.send(Event::Done(Ended {
-                outcome: Err(failure()),
-                logs: Vec::new(),
-                used: lore_sandbox::caps::Used::default(),
-            }));
+        for events in self.jobs.borrow_mut().values_mut() {
+            let done = events.iter().any(|e| matches!(e, Event::Done(_)));
+            if !done {
+                events.push_back(Event::Done(Ended {
+                    outcome: Err(failure()),
+                    logs: Vec::new(),
+                    used: lore_sandbox::caps::Used::default(),
+                }));
+            }
         }
     }
 
+    /// Whether it may take a run: not ended, and still running (it may have exited while it
+    /// waited, unseen).
     fn alive(&self) -> bool {
-        self.ended.get().is_none() && self.child.borrow().is_some()
+        if self.ended.get().is_some() || self.closed.get() {
+            return false;
+        }
+        match self.child.borrow_mut().as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
     }
 }
 
@@ -345,17 +447,15 @@ struct Run {
 
 impl ScriptThread for Run {
     fn run(&self, job: Job) -> Box<dyn Events> {
-        let (events, received) = mpsc::unbounded_channel();
-        let Some(process) = self.process.as_ref().filter(|p| p.alive()) else {
-            let _ = events.send(Event::Done(Ended {
+        let Some(process) = self.process.as_ref().filter(|p| p.ended.get().is_none()) else {
+            return Box::new(Unstarted(Some(Event::Done(Ended {
                 outcome: Err(Failure::plain(
                     "internal",
                     "no script process could be started; see the server's log",
                 )),
                 logs: Vec::new(),
                 used: lore_sandbox::caps::Used::default(),
-            }));
-            return Box::new(Received(received));
+            }))));
         };
         if job.parent.is_none() {
             self.top.set(Some(job.key));
@@ -377,9 +477,13 @@ impl ScriptThread for Run {
                 }
             });
         }
-        process.jobs.borrow_mut().insert(job.key, events);
-        let _ = process.frames.send(wire::frame(&ToScript::Job(job)));
-        Box::new(Received(received))
+        let key = job.key;
+        process.jobs.borrow_mut().insert(key, VecDeque::new());
+        process.writer.send(&wire::frame(&ToScript::Job(job)));
+        Box::new(Received {
+            process: process.clone(),
+            job: key,
+        })
     }
 }
 
@@ -413,10 +517,56 @@ impl Drop for Run {
     }
 }
 
-struct Received(mpsc::UnboundedReceiver<Event>);
+/// One job's events, read from its process as they are asked for.
+struct Received {
+    process: Rc<Process>,
+    job: u64,
+}
 
 impl Events for Received {
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        self.0.poll_recv(cx)
+        loop {
+            let next = self
+                .process
+                .jobs
+                .borrow_mut()
+                .get_mut(&self.job)
+                .and_then(VecDeque::pop_front);
+            if let Some(event) = next {
+                if matches!(event, Event::Done(_)) {
+                    self.process.jobs.borrow_mut().remove(&self.job);
+                }
+                return Poll::Ready(Some(event));
+            }
+            if !self.process.jobs.borrow().contains_key(&self.job) {
+                return Poll::Ready(None);
+            }
+            if self.process.closed.get() {
+                // Its end is on its way (`Process::close`).
+                *self.process.waker.borrow_mut() = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            if self.process.pump(cx).is_pending() {
+                // Nothing yet: a last look at what the pump sorted in, then wait.
+                let queued = self
+                    .process
+                    .jobs
+                    .borrow()
+                    .get(&self.job)
+                    .is_some_and(|q| !q.is_empty());
+                if !queued {
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+/// The events of a job that could not start: its one failure.
+struct Unstarted(Option<Event>);
+
+impl Events for Unstarted {
+    fn poll_next(&mut self, _cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        Poll::Ready(self.0.take())
     }
 }
