@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::time::Instant;
 
-use lore_engine::memory::semantic;
+use lore_memory::semantic;
 use serde_json::{Value, json};
 
 fn main() -> anyhow::Result<()> {

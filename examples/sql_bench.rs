@@ -36,12 +36,12 @@ use lore::sqlite::SqliteStorage;
 use lore_base::model::Tier;
 use lore_base::ports::Ports;
 use lore_directory::admin::{self, InitOutcome};
-use lore_engine::records::entities::Entity;
 use lore_engine::sdk;
-use lore_engine::sql::QuerySql;
-use lore_engine::sql::budget::Budget;
-use lore_engine::sql::catalog::{Catalog, Needed};
 use lore_front::{Config, Lore};
+use lore_records::entities::Entity;
+use lore_records::sql::QuerySql;
+use lore_records::sql::budget::Budget;
+use lore_records::sql::catalog::{Catalog, Needed};
 
 const TYPES: &[&str] = &[
     "ticket",
@@ -209,7 +209,7 @@ fn main() {
             cursor: None,
             order_by: None,
         };
-        block_on(lore_engine::sql::query(
+        block_on(lore_records::sql::query(
             lore.ports(),
             &caller,
             &lore.config.sql,
@@ -263,8 +263,8 @@ fn main() {
             want,
             "{label}: lore (cached) and rusqlite disagree"
         );
-        let parsed = lore_engine::sql::statement::parse(sql).unwrap();
-        let types = lore_engine::sql::entity_types(&parsed.entity_types, &[]);
+        let parsed = lore_records::sql::statement::parse(sql).unwrap();
+        let types = lore_records::sql::entity_types(&parsed.entity_types, &[]);
         // The prefixes the load reads: the whole table, or one per pushed-down type.
         let prefixes: Vec<String> = match &types {
             None => vec![prefix.clone()],

@@ -75,7 +75,7 @@ pub fn serve(options: ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> anyhow
     let slots = options.scripts.clone();
     // One SQL table cache for the whole process: a write through any worker keeps the copies
     // every worker reads, and `sql.cache_bytes` bounds the process, not each worker.
-    let tables = Arc::new(lore_engine::sql::TableCache::new(
+    let tables = Arc::new(lore_records::sql::TableCache::new(
         options.config.sql.cache_bytes,
     ));
     let (ready, readiness) = std::sync::mpsc::channel();
@@ -210,7 +210,7 @@ struct Shared {
     limiter: lore_base::ratelimit::MemoryLimiter,
     outbound: crate::outbound::UreqClient,
     slots: lore_base::ratelimit::ScriptSlots,
-    tables: Arc<lore_engine::sql::TableCache>,
+    tables: Arc<lore_records::sql::TableCache>,
     /// Told once the worker has its database open (or why it could not).
     ready: std::sync::mpsc::Sender<Result<(), String>>,
     /// Whether this worker runs the behaviors' schedules (one worker does).
@@ -259,7 +259,7 @@ async fn worker(
     let flusher = {
         let lore = lore.clone();
         tokio::task::spawn_local(async move {
-            let every = Duration::from_millis(lore_engine::records::metrics::FLUSH_EVERY_MS as u64);
+            let every = Duration::from_millis(lore_records::metrics::FLUSH_EVERY_MS as u64);
             loop {
                 tokio::time::sleep(every).await;
                 lore.engine.flush_usage_if_due().await;

@@ -2,7 +2,7 @@
 //! cosine similarity of int8 vectors (one scale per vector).
 
 use crate::quantize::{dot_i8, quantize};
-use lore_engine::memory::vector::{Codes, Exact, candidates, encode, sign_bits};
+use lore_memory::vector::{Codes, Exact, candidates, encode, sign_bits};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;

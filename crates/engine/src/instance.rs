@@ -17,19 +17,19 @@ use lore_directory::Caller;
 use lore_sandbox::remote::ScriptThreads;
 use serde_json::Value;
 
-use crate::memory::event::Event;
-use crate::memory::{MemoryService, Ranking, SaveInput};
-use crate::records::metrics::{Counts, UsageCounters};
-use crate::records::operations::Operation;
-use crate::records::types::SchemaCache;
 use crate::scope::Scope;
-use crate::sql;
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
 use lore_base::keys;
 use lore_base::model::{self, Tier};
 use lore_base::ports::{Offload, Ports};
 use lore_base::ratelimit::{RateLimits, ScriptSlots};
+use lore_memory::event::Event;
+use lore_memory::{MemoryService, Ranking, SaveInput};
+use lore_records::metrics::{Counts, UsageCounters};
+use lore_records::operations::Operation;
+use lore_records::sql;
+use lore_records::types::SchemaCache;
 
 /// How the engine behaves: the budgets of one SQL query, the rate limits an org may only lower
 /// for itself, and the caps of a script run.

@@ -3,11 +3,11 @@
 //! request and hands it here; natively and on Spin both run in one process, and on Cloudflare
 //! the engine is meant to run in the org's Durable Object.
 //!
-//! The modules, from the bottom up (each imports only those below it):
-//! - [`memory`]: events, saves, the BM25 and vector indexes, hybrid search;
-//! - [`records`]: entity types, entities, relationships, feeds and webhook deliveries,
-//!   connections and what crosses them, operations, behaviors, actions, metrics, people;
-//! - [`sql`]: member-safe read-only SQL over the org's records (GlueSQL), and org metrics;
+//! Below it, in crates of their own: the org's memory (`lore-memory`: events, saves, the BM25
+//! and vector indexes, hybrid search) and its records (`lore-records`: entity types, entities,
+//! relationships, feeds and webhook deliveries, connections, operations, behaviors, actions,
+//! metrics, people, and member-safe read-only SQL over them). Its modules, from the bottom up
+//! (each imports only those below it):
 //! - [`instance`]: the [`Engine`] (ports, configuration, the orgs' warm state), with the
 //!   running script's `scope`;
 //! - [`sdk`]: the method registry, its dispatcher and access checks, `search_sdk`, the `.d.ts`;
@@ -21,13 +21,10 @@
 
 pub mod compact;
 pub mod instance;
-pub mod memory;
-pub mod records;
 pub mod request;
 pub mod runs;
 mod scope;
 pub mod sdk;
-pub mod sql;
 pub mod tools;
 
 pub use instance::{Engine, EngineConfig};

@@ -10,15 +10,15 @@ use serde_json::Value;
 use lore_directory::Caller;
 
 use crate::instance::Engine;
-use crate::records::actions::{self, Action, Step};
-use crate::records::metrics::Counts;
-use crate::records::webhooks::{self, Delivered, Delivery};
 use crate::sdk::{self, methods::METHODS, nouns, typescript};
 use crate::tools::{self, Access, Surface, ToolCall, ToolSpec};
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
 use lore_base::model::{Profile, Tier};
 use lore_base::reply::{Reply, Text};
+use lore_records::actions::{self, Action, Step};
+use lore_records::metrics::Counts;
+use lore_records::webhooks::{self, Delivered, Delivery};
 
 /// Where a request comes from, which decides the tools it reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +36,13 @@ pub enum Reach {
     Local,
 }
 
-/// One request to one org.
+/// One request to one org, its target resolved once for its reach ([`OrgRequest::new`]).
 pub struct OrgRequest<'a> {
     pub caller: &'a Caller,
-    /// A tool of the table, or (from [`Reach::Rest`] and [`Reach::Local`]) an SDK method path
-    /// such as `entities.list` or `Ticket.create`.
+    /// A tool of the table, or (from [`Reach::Rest`], [`Reach::App`] and [`Reach::Local`]) an
+    /// SDK method path such as `entities.list` or `Ticket.create`.
     pub tool: &'a str,
+    target: Target,
     pub args: Value,
     pub reach: Reach,
     /// The call's `_meta` (`do` may find its idempotency key there).
@@ -50,33 +51,53 @@ pub struct OrgRequest<'a> {
     pub base_url: Option<&'a str>,
     /// Told what a script is doing as it runs (each SDK call and sleep, and a heartbeat).
     pub progress: Option<&'a dyn Fn(&str)>,
+    /// Called once the call has passed its scope check and its arguments' validation, just
+    /// before it runs (the MCP front announces progress then).
+    pub admitted: Option<&'a dyn Fn()>,
 }
 
 impl<'a> OrgRequest<'a> {
-    /// A call of `tool` with `args` and nothing from a transport.
-    pub fn new(caller: &'a Caller, tool: &'a str, args: Value, reach: Reach) -> Self {
-        Self {
+    /// A call of `tool` with `args` from `reach` and nothing from a transport; `Err` if `tool`
+    /// is nothing `reach` may call (for [`Reach::Listed`], the error names the tools there).
+    pub fn new(
+        caller: &'a Caller,
+        tool: &'a str,
+        args: Value,
+        reach: Reach,
+    ) -> Result<Self, LoreError> {
+        Ok(Self {
             caller,
             tool,
+            target: resolve(tool, reach)?,
             args,
             reach,
             meta: None,
             base_url: None,
             progress: None,
+            admitted: None,
+        })
+    }
+
+    /// The tool of the table this request calls; `None` for an SDK method path.
+    pub fn spec(&self) -> Option<&'static ToolSpec> {
+        match self.target {
+            Target::Tool(spec) => Some(spec),
+            Target::Method => None,
         }
     }
 }
 
 /// What a request may call: a tool of the table, or an SDK method path.
+#[derive(Clone, Copy)]
 enum Target {
     Tool(&'static ToolSpec),
     Method,
 }
 
 impl Engine {
-    /// Serves one request: finds what it calls where its reach allows, checks the token's
-    /// scope, validates the arguments against the tool's schema, runs it, and counts it in the
-    /// org's usage. A tool error is `Err`; the front decides how its transport shows it.
+    /// Serves one request: checks the token's scope for the tool it was resolved to,
+    /// validates the arguments against the tool's schema (each once), runs it, and counts it
+    /// in the org's usage. A tool error is `Err`; the front decides how its transport shows it.
     pub async fn call(&self, request: OrgRequest<'_>) -> Result<Value, LoreError> {
         self.reply(request)
             .await?
@@ -90,13 +111,19 @@ impl Engine {
         let OrgRequest {
             caller,
             tool: name,
+            target,
             args,
             reach,
             meta,
             base_url,
             progress,
+            admitted,
         } = request;
-        let target = resolve(name, reach)?;
+        let admit = || {
+            if let Some(admitted) = admitted {
+                admitted();
+            }
+        };
         let started = self.ports.clock.now_ms();
         let method = match reach {
             Reach::Rest => Some((method_of(name, &args), "api")),
@@ -109,8 +136,11 @@ impl Engine {
                     Err(LoreError::InsufficientScope(format!(
                         "{name} writes, and this token lacks the mcp:write scope"
                     )))
+                } else if let Err(e) = spec.validate(&args) {
+                    Err(e)
                 } else {
-                    spec.call(ToolCall {
+                    admit();
+                    spec.run(ToolCall {
                         engine: self,
                         caller,
                         args,
@@ -121,9 +151,12 @@ impl Engine {
                     .await
                 }
             }
-            Target::Method => sdk::call(self, caller, name, args, Tier::Admin)
-                .await
-                .map(|json| Reply::Text(Text::raw(json))),
+            Target::Method => {
+                admit();
+                sdk::call(self, caller, name, args, Tier::Admin)
+                    .await
+                    .map(|json| Reply::Text(Text::raw(json)))
+            }
         };
         // The usage counters meter agents and API clients; the web app's own page reads are
         // not theirs (its writes are audited as actions with source `app`).
@@ -215,7 +248,7 @@ impl Engine {
             operation: None,
             sends: Vec::new(),
             caps_used: Vec::new(),
-            created_at: crate::records::now_text(&self.ports),
+            created_at: lore_records::now_text(&self.ports),
         };
         if let Err(e) = actions::record(&self.ports, caller, action).await {
             tracing::warn!(error = %e, "could not record the action");
@@ -225,7 +258,7 @@ impl Engine {
 
 /// The tool `name` of `profile`'s `tools/list`; the error names the tools there, and the
 /// other profile if the tool is one of its.
-pub fn listed_tool(name: &str, profile: Profile) -> Result<&'static ToolSpec, LoreError> {
+fn listed_tool(name: &str, profile: Profile) -> Result<&'static ToolSpec, LoreError> {
     let spec = tools::find(name);
     if let Some(spec) = spec.filter(|t| t.profile() == Some(profile)) {
         return Ok(spec);
@@ -249,7 +282,8 @@ pub fn listed_tool(name: &str, profile: Profile) -> Result<&'static ToolSpec, Lo
     ))
 }
 
-/// What `name` calls from `reach`, or why it calls nothing.
+/// What `name` calls from `reach`, or why it calls nothing: the one place a request's
+/// target is found.
 fn resolve(name: &str, reach: Reach) -> Result<Target, LoreError> {
     let spec = tools::find(name);
     match (reach, spec) {

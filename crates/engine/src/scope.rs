@@ -10,7 +10,7 @@ use lore_sandbox::caps::ScriptCaps;
 use lore_sandbox::host::Host;
 use lore_sandbox::remote;
 
-use crate::memory::event::Event;
+use lore_memory::event::Event;
 
 /// What a running script shares with what it calls.
 pub struct Scope {

@@ -175,16 +175,20 @@ async fn fetch(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<V
         ));
     };
     let base = crate::oauth::resource::base_url(&lore.config, request.headers());
-    let request = OrgRequest {
-        base_url: base.as_deref(),
-        ..OrgRequest::new(
-            &caller,
-            tools::FETCH,
-            json!({ "id": id }),
-            Reach::Listed(Profile::Compact),
-        )
+    let request = OrgRequest::new(
+        &caller,
+        tools::FETCH,
+        json!({ "id": id }),
+        Reach::Listed(Profile::Compact),
+    );
+    let outcome = match request {
+        Ok(mut request) => {
+            request.base_url = base.as_deref();
+            lore.engine.call(request).await
+        }
+        Err(e) => Err(e),
     };
-    match lore.engine.call(request).await {
+    match outcome {
         Ok(v) => ok(&v),
         Err(e) => error_response(&e),
     }
@@ -229,10 +233,10 @@ async fn post(lore: &Lore, request: &Request<Vec<u8>>, org: &str, name: &str) ->
             }
         }
     };
-    let outcome = lore
-        .engine
-        .reply(OrgRequest::new(&caller, name, args, Reach::Rest))
-        .await;
+    let outcome = match OrgRequest::new(&caller, name, args, Reach::Rest) {
+        Ok(request) => lore.engine.reply(request).await,
+        Err(e) => Err(e),
+    };
     match outcome {
         Ok(reply) => respond(
             200,

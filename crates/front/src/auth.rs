@@ -7,7 +7,7 @@
 use lore_directory::caller::{self, Caller};
 use lore_directory::callers::Cached;
 use lore_directory::tokens;
-use lore_engine::records::metrics::Counts;
+use lore_records::metrics::Counts;
 
 use crate::instance::Lore;
 use lore_base::error::LoreError;

@@ -29,7 +29,7 @@ use crate::providers::{self, Provider};
 use lore_base::ids::OrgId;
 use lore_base::ratelimit;
 use lore_embed::openai::OpenAiConfig;
-use lore_engine::sql;
+use lore_records::sql;
 
 /// The default request body limit: 4 MiB.
 pub const DEFAULT_MAX_BODY: usize = 4 << 20;

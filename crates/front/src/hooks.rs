@@ -1,7 +1,7 @@
 //! Webhook deliveries: `POST /hooks/{org}/{feed}`. The front reads the request into a
 //! [`Delivery`] (body, content type, signature, authorization, delivery id) and the org engine
 //! verifies it against the feed's secret and lands it (see
-//! [`lore_engine::records::webhooks`]). Answers `202 {"id", "duplicate"}`.
+//! [`lore_records::webhooks`]). Answers `202 {"id", "duplicate"}`.
 
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::instance::Lore;
 use crate::request_log::RequestLog;
 use lore_base::error::LoreError;
-use lore_engine::records::webhooks::{Delivery, MAX_DELIVERY_BYTES};
+use lore_records::webhooks::{Delivery, MAX_DELIVERY_BYTES};
 
 fn reply(status: StatusCode, body: Value) -> Response<Vec<u8>> {
     crate::responses::json_response(status, body)

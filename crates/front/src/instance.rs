@@ -43,7 +43,7 @@ impl Lore {
     }
 
     /// An instance whose usage counts go to the keys of `instance` (see
-    /// [`lore_engine::records::metrics::UsageCounters`]). Hosts that start an instance per
+    /// [`lore_records::metrics::UsageCounters`]). Hosts that start an instance per
     /// request (Spin) pass one of a few fixed names, so the counter keys stay bounded;
     /// instances sharing a name add to the same keys under preconditions.
     pub fn with_usage_instance(mut ports: Ports, config: Config, instance: String) -> Self {
@@ -71,7 +71,7 @@ impl Lore {
     }
 
     /// Keeps decoded SQL tables in `cache`, shared with every instance given the same one.
-    pub fn with_sql_cache(mut self, cache: std::sync::Arc<lore_engine::sql::TableCache>) -> Self {
+    pub fn with_sql_cache(mut self, cache: std::sync::Arc<lore_records::sql::TableCache>) -> Self {
         self.engine = self.engine.with_sql_cache(cache);
         self
     }
@@ -117,7 +117,7 @@ impl Lore {
         args: Value,
     ) -> Result<Value, LoreError> {
         self.engine
-            .call(OrgRequest::new(caller, name, args, Reach::Local))
+            .call(OrgRequest::new(caller, name, args, Reach::Local)?)
             .await
     }
 

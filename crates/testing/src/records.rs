@@ -12,9 +12,9 @@ use lore_base::model::Tier;
 use lore_base::ports::Storage;
 use lore_directory::caller::{self, Caller};
 use lore_directory::{admin, tokens};
-use lore_engine::records::metrics::Counts;
 use lore_engine::sdk;
 use lore_front::{Config, Lore};
+use lore_records::metrics::Counts;
 
 use crate::ports::step_ports;
 

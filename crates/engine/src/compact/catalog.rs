@@ -6,15 +6,15 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::instance::Engine;
-use crate::records::entities::Entity;
-use crate::records::operations::{self, Operation};
-use crate::records::types::{self, EntityType};
 use crate::sdk::methods::METHODS;
 use crate::sdk::nouns::{self, NounMethod};
 use crate::sdk::{may_call, tstype, typescript};
 use lore_base::error::Result;
 use lore_base::model::{Mode, Tier};
 use lore_directory::Caller;
+use lore_records::entities::Entity;
+use lore_records::operations::{self, Operation};
+use lore_records::types::{self, EntityType};
 
 /// At most this many entities are read for one `search` (the newest, see [`newest_entities`]).
 pub const ENTITY_SCAN: usize = 5_000;
@@ -251,7 +251,7 @@ pub fn clip(text: &str, max: usize) -> String {
 pub fn excerpt(
     text: &str,
     terms: &[String],
-    tokenizer: &crate::memory::keyword::Tokenizer,
+    tokenizer: &lore_memory::keyword::Tokenizer,
 ) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut start = 0;
@@ -316,8 +316,8 @@ pub fn value_text(value: &Value, max: usize) -> String {
 }
 
 /// A memory search for `query` with the defaults (current memories, every kind).
-pub fn memory_query(query: &str, limit: usize) -> crate::memory::SearchInput {
-    crate::memory::SearchInput {
+pub fn memory_query(query: &str, limit: usize) -> lore_memory::SearchInput {
+    lore_memory::SearchInput {
         query: query.to_string(),
         limit: Some(limit),
         kinds: None,

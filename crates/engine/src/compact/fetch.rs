@@ -13,13 +13,13 @@ use serde_json::{Value, json};
 use super::catalog::{self, Catalog, clip, url};
 use super::docs::{self, DOCS};
 use crate::instance::Engine;
-use crate::memory::event::Event;
-use crate::records::entities::{self, Entity, ListEntities};
 use crate::sdk::typescript;
 use lore_base::error::LoreError;
 use lore_base::model::Tier;
 use lore_base::time::format_time;
 use lore_directory::Caller;
+use lore_memory::event::Event;
+use lore_records::entities::{self, Entity, ListEntities};
 
 /// The path forms, for messages.
 pub const FORMS: &str = "/entities, /entities/{ent_id}, /memory, /memory/{evt_id}, /types, /types/{Noun}, /verbs, /verbs/{Noun.verb}, /docs, /docs/{topic}, /$.d.ts";
@@ -259,7 +259,7 @@ async fn entity(
             e.type_name
         )));
     }
-    let noun = crate::records::types::noun_of(&e.type_name);
+    let noun = lore_records::types::noun_of(&e.type_name);
     Ok(Page {
         path: format!("/entities/{}", e.id),
         title: format!("{noun} {}", e.name),
@@ -304,7 +304,7 @@ async fn memory(engine: &Engine, caller: &Caller, id: &str) -> Result<Page, Lore
     Ok(Page {
         path: format!("/memory/{}", event.id),
         title: format!("Memory ({}): {}", event.kind, clip(&event.content, 80)),
-        text: pretty(&crate::memory::event_json(&event)),
+        text: pretty(&lore_memory::event_json(&event)),
         metadata: json!({
             "kind": "memory",
             "memory_kind": event.kind,

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
-use crate::memory::keyword::Tokenizer;
-use crate::memory::semantic;
 use lore_base::ports::Ports;
+use lore_memory::keyword::Tokenizer;
+use lore_memory::semantic;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;

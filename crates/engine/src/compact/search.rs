@@ -16,10 +16,10 @@ use super::catalog::{self, Catalog, ENTITY_SCAN, SNIPPET_CHARS, clip, excerpt, u
 use super::docs::DOCS;
 use super::rank::{self, Fields};
 use crate::instance::Engine;
-use crate::memory::keyword::Tokenizer;
-use crate::records::entities::{self, Entity};
 use lore_base::error::LoreError;
 use lore_directory::Caller;
+use lore_memory::keyword::Tokenizer;
+use lore_records::entities::{self, Entity};
 
 /// What a hit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,7 +347,7 @@ fn memory_candidate(hit: &Value, terms: &[String], tokenizer: &Tokenizer) -> Can
 /// The event `id` of the caller's org as a memory hit, if it exists.
 async fn event_hit(engine: &Engine, caller: &Caller, id: &str) -> Result<Option<Value>, LoreError> {
     let ulid = lore_base::ids::parse_record_id(id, "evt", "id")?;
-    let event: Option<crate::memory::event::Event> =
+    let event: Option<lore_memory::event::Event> =
         engine.ports.record(&caller.keys().event(ulid)).await?;
     Ok(event.map(|e| json!({"id": e.id, "content": e.content, "kind": e.kind})))
 }

@@ -35,11 +35,11 @@ use lore_directory::Caller;
 use lore_sandbox::caps::ScriptCaps;
 
 use crate::instance::{Engine, Local, Scripts};
-use crate::memory::event::Event;
-use crate::records::operations::Operation;
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
 use lore_base::model::{Mode, Tier};
+use lore_memory::event::Event;
+use lore_records::operations::Operation;
 use run::{Origin, Spec, run_script};
 
 pub use dispatch::{CallRecord, PreviewWrite};

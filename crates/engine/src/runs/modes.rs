@@ -28,11 +28,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::instance::Engine;
-use crate::records::actions::{Action, SendOutcome};
 use lore_base::error::LoreError;
 use lore_base::model::{Mode, Tier};
 use lore_base::storage::Batch;
 use lore_directory::Caller;
+use lore_records::actions::{Action, SendOutcome};
 
 /// Attempts of one durable (or sent) call, the first included.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -368,7 +368,7 @@ pub(crate) async fn dispatch_sends(
         let update = |action: &mut Action| {
             if let Some(s) = action.sends.get_mut(i) {
                 s.attempts = attempts;
-                s.finished_at = Some(crate::records::now_text(&engine.ports));
+                s.finished_at = Some(lore_records::now_text(&engine.ports));
                 match &outcome {
                     Ok(v) => {
                         s.status = "ok".into();
@@ -410,7 +410,7 @@ async fn update_action(
         let mut batch = Batch::new();
         batch
             .require_equals(key, bytes)
-            .put(key, crate::records::to_bytes(&action));
+            .put(key, lore_records::to_bytes(&action));
         match engine.ports.storage.commit(batch).await {
             Ok(()) => return Ok(()),
             Err(lore_base::storage::StorageError::Conflict { .. }) => continue,

@@ -23,13 +23,13 @@ use serde_json::{Value, json};
 
 use super::run::{Origin, Spec, run_script};
 use crate::instance::Engine;
-use crate::memory::event::Event;
-use crate::records::actions::Action;
-use crate::records::behaviors::{self, Behavior};
 use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
 use lore_base::model::Tier;
 use lore_base::time::format_time;
+use lore_memory::event::Event;
+use lore_records::actions::Action;
+use lore_records::behaviors::{self, Behavior};
 
 /// Reactions to a request's writes are depth 1, reactions to those reactions' writes depth 2;
 /// deeper ones are skipped.
@@ -183,12 +183,12 @@ pub(super) async fn record_skipped(
         operation: None,
         sends: Vec::new(),
         caps_used: Vec::new(),
-        created_at: crate::records::now_text(&engine.ports),
+        created_at: lore_records::now_text(&engine.ports),
     };
     if let Err(e) = engine
         .ports
         .storage
-        .put(&keys.action(&ulid), crate::records::to_bytes(&action))
+        .put(&keys.action(&ulid), lore_records::to_bytes(&action))
         .await
     {
         tracing::warn!(error = %e, "could not record a reaction's action");

@@ -18,10 +18,10 @@ use lore_sandbox::remote;
 use super::dispatch::Run;
 use super::{modes, overlay};
 use crate::instance::Engine;
-use crate::records::actions::{Action, CapUse, Step};
 use crate::scope::{HostRef, Scope};
 use lore_base::error::{LoreError, ScriptFailure};
 use lore_base::model::Tier;
+use lore_records::actions::{Action, CapUse, Step};
 
 /// How deep script operations nest: a script may call a script operation, whose body may call
 /// one more; a deeper call is refused.
@@ -309,7 +309,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
         operation: origin.operation,
         sends: Vec::new(),
         caps_used: caps_used(&caps, used, elapsed_ms, overlay.write_count()),
-        created_at: crate::records::now_text(&engine.ports),
+        created_at: lore_records::now_text(&engine.ports),
     };
     let ulid = lore_base::ids::new_ulid(&engine.ports);
     action.id = format!("act_{ulid}");
@@ -330,7 +330,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
                 // it survives the process (kill -9), a power cut may lose it (`Batch::relaxed`).
                 batch.relaxed();
             }
-            batch.put(&action_key, crate::records::to_bytes(&action));
+            batch.put(&action_key, lore_records::to_bytes(&action));
             if let Some(journal) = journal {
                 journal.finish_into(&mut batch, &action.id)?;
             }
@@ -420,7 +420,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
     match engine
         .ports
         .storage
-        .put(&action_key, crate::records::to_bytes(&action))
+        .put(&action_key, lore_records::to_bytes(&action))
         .await
     {
         Ok(()) => failure.action_id = Some(action.id),

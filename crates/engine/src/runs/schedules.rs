@@ -24,13 +24,13 @@ use serde_json::{Value, json};
 use super::reactions::run_behavior;
 use super::run::Origin;
 use crate::instance::Engine;
-use crate::records::behaviors::{self, Behavior, Due};
-use crate::records::to_bytes;
 use lore_base::error::LoreError;
 use lore_base::ids::OrgId;
 use lore_base::keys::{self, OrgKeys};
 use lore_base::storage::{Batch, StorageError};
 use lore_base::time::format_time;
+use lore_records::behaviors::{self, Behavior, Due};
+use lore_records::to_bytes;
 
 /// How often `lore serve` passes over the orgs with schedules (the shortest schedule is a
 /// minute).

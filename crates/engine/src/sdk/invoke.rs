@@ -10,9 +10,9 @@ use serde_json::{Map, Value};
 use lore_directory::Caller;
 
 use crate::instance::Engine;
-use crate::records::operations::{self, Operation, OperationBody};
 use lore_base::error::{LoreError, Result};
 use lore_base::model::Tier;
+use lore_records::operations::{self, Operation, OperationBody};
 
 pub async fn run(
     engine: &Engine,

@@ -7,35 +7,6 @@ use serde_json::Value;
 use super::names::is_reserved;
 use super::results::{MemoryHit, MemoryPage, MemoryResults, MemoryVersions, SavedIds};
 use super::spec::{BoxFuture, Cx, MethodSpec, authorize, parse_args};
-use crate::memory::event::Event;
-use crate::memory::{ListInput, SaveInput, SearchInput};
-use crate::records::actions::{Action, ListActions};
-use crate::records::behaviors::{Behavior, CreateBehavior, UpdateBehavior};
-use crate::records::connections::{
-    CallConnection, CallResult, Connection, CreateConnection, UpdateConnection,
-};
-use crate::records::entities::{
-    CreateEntities, CreateEntity, DeleteEntity, Entity, GetEntities, GetEntity, ListEntities,
-    UpdateEntity,
-};
-use crate::records::feeds::{
-    CreateFeed, Feed, FeedCreated, FeedItems, FeedWithSecret, PullResult, ReadFeed, UpdateFeed,
-};
-use crate::records::metrics::{DefineMetric, Metric, MetricInfo, MetricValue, QueryMetric};
-use crate::records::operations::{CreateOperation, Operation, RunOperation, UpdateOperation};
-use crate::records::people::{
-    ByPrincipal, CreateAgent, CreateToken, GrantInfo, Member, OrgInfo, RevokeToken, SetRole,
-    UpdateOrg,
-};
-use crate::records::relationships::{
-    CreateRelationship, LinkEntity, ListRelationships, Relationship,
-};
-use crate::records::types::{CreateType, EntityType, UpdateType};
-use crate::records::{
-    ById, ByName, Done, NoArgs, Page, Stored, actions, behaviors, connections, entities, feeds,
-    metrics, operations, people, relationships, types,
-};
-use crate::sql::{QuerySql, SqlResult};
 use lore_base::error::LoreError;
 use lore_base::ids::parse_record_id;
 use lore_base::model::{Mode, Tier};
@@ -43,6 +14,35 @@ use lore_base::schema::schema_of;
 use lore_base::time::format_time;
 use lore_directory::admin::{IssuedToken, TokenSummary};
 use lore_directory::invites::{self, Invite, InviteArgs, InviteOutcome, UninviteArgs};
+use lore_memory::event::Event;
+use lore_memory::{ListInput, SaveInput, SearchInput};
+use lore_records::actions::{Action, ListActions};
+use lore_records::behaviors::{Behavior, CreateBehavior, UpdateBehavior};
+use lore_records::connections::{
+    CallConnection, CallResult, Connection, CreateConnection, UpdateConnection,
+};
+use lore_records::entities::{
+    CreateEntities, CreateEntity, DeleteEntity, Entity, GetEntities, GetEntity, ListEntities,
+    UpdateEntity,
+};
+use lore_records::feeds::{
+    CreateFeed, Feed, FeedCreated, FeedItems, FeedWithSecret, PullResult, ReadFeed, UpdateFeed,
+};
+use lore_records::metrics::{DefineMetric, Metric, MetricInfo, MetricValue, QueryMetric};
+use lore_records::operations::{CreateOperation, Operation, RunOperation, UpdateOperation};
+use lore_records::people::{
+    ByPrincipal, CreateAgent, CreateToken, GrantInfo, Member, OrgInfo, RevokeToken, SetRole,
+    UpdateOrg,
+};
+use lore_records::relationships::{
+    CreateRelationship, LinkEntity, ListRelationships, Relationship,
+};
+use lore_records::sql::{QuerySql, SqlResult};
+use lore_records::types::{CreateType, EntityType, UpdateType};
+use lore_records::{
+    ById, ByName, Done, NoArgs, Page, Stored, actions, behaviors, connections, entities, feeds,
+    metrics, operations, people, relationships, types,
+};
 
 /// `memory.get`
 async fn memory_get(cx: &Cx<'_>, id: &str) -> lore_base::error::Result<MemoryHit> {
@@ -145,10 +145,10 @@ pub static METHODS: &[MethodSpec] = &[
         "Delete a relationship.",
         |cx, a| relationships::delete(&cx.engine.ports, &*cx.engine.sql_cache, cx.caller, &a.id).await?),
     // memory
-    method!("memory".search, Read, Try, SearchInput [crate::memory::schemas::search_input] => MemoryResults,
+    method!("memory".search, Read, Try, SearchInput [lore_memory::schemas::search_input] => MemoryResults,
         "Search the org's shared memory (facts, decisions, preferences, observations, notes, feed items) by meaning and keywords, with filters.",
         |cx, a| serde_json::from_value(cx.engine.memory.search(&cx.engine.ports, cx.caller, a).await?.into_value()?)?),
-    method!("memory".save, Write, Try, SaveInput [crate::memory::schemas::save_input] => SavedIds,
+    method!("memory".save, Write, Try, SaveInput [lore_memory::schemas::save_input] => SavedIds,
         "Save one memory or several so the org's other agents share them; supersedes_event_id replaces an outdated one.",
         |cx, a| serde_json::from_value(cx.engine.save_memory(cx.caller, a).await?)?),
     method!("memory".list, Read, Try, ListInput => MemoryPage,
@@ -276,17 +276,17 @@ pub static METHODS: &[MethodSpec] = &[
         |cx, a| metrics::list(&cx.engine.ports, cx.caller).await?),
     method!("metrics".query, Read, Try, QueryMetric => MetricValue,
         "Evaluate a metric: a built-in one (e.g. tool_calls) over a day range, in total or grouped by tool or day, or an org SQL metric through the query_sql engine.",
-        |cx, a| crate::sql::metrics::query(&cx.engine.ports, &cx.engine.usage, &cx.engine.config.sql, cx.engine.offload.as_deref(), cx.caller, a).await?),
+        |cx, a| lore_records::sql::metrics::query(&cx.engine.ports, &cx.engine.usage, &cx.engine.config.sql, cx.engine.offload.as_deref(), cx.caller, a).await?),
     method!("metrics".define, Admin, Try, DefineMetric => Metric,
         "Define an org metric: a named read-only SQL query with a value column.",
-        |cx, a| crate::sql::metrics::define(&cx.engine.ports, cx.caller, a).await?),
+        |cx, a| lore_records::sql::metrics::define(&cx.engine.ports, cx.caller, a).await?),
     method!("metrics".delete, Admin, Try, ByName => Done,
         "Delete an org metric.",
         |cx, a| metrics::delete(&cx.engine.ports, cx.caller, a).await?),
     // sql
     method!("sql".query, Read, Try, QuerySql => SqlResult,
         "Run one read-only SQL SELECT over the org's tables (entities, relationships, events, event_history, entity_types, feeds, operations, actions, metrics, one per entity type, one per virtual feed); paginated like query_sql.",
-        |cx, a| crate::sql::query(&cx.engine.ports, cx.caller, &cx.engine.config.sql, &cx.engine.sql_cache, cx.engine.offload.as_deref(), a).await?),
+        |cx, a| lore_records::sql::query(&cx.engine.ports, cx.caller, &cx.engine.config.sql, &cx.engine.sql_cache, cx.engine.offload.as_deref(), a).await?),
     // agents
     method!("agents".list, Read, Try, NoArgs => Vec<Member>,
         "List the org's registered agents.",

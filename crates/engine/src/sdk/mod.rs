@@ -115,10 +115,10 @@ pub async fn check_call(
         authorize(engine, caller, spec.tier, allowed, path)?;
         lore_base::schema::check(validator(index), args, "")?;
         if spec.is("operations.run") {
-            let a: crate::records::operations::RunOperation = parse_args(args.clone())?;
-            let op = crate::records::operations::get(&engine.ports, caller, &a.name).await?;
+            let a: lore_records::operations::RunOperation = parse_args(args.clone())?;
+            let op = lore_records::operations::get(&engine.ports, caller, &a.name).await?;
             authorize(engine, caller, op.access, allowed, path)?;
-            crate::records::operations::check_args(&op, &Value::Object(a.args))?;
+            lore_records::operations::check_args(&op, &Value::Object(a.args))?;
             return Ok(op.access);
         }
         return Ok(spec.tier);
@@ -160,13 +160,13 @@ pub async fn resolve(
     if let Some((_, spec)) = find(path) {
         if spec.is("operations.run") {
             let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
-            let op = crate::records::operations::get(&engine.ports, caller, name).await?;
+            let op = lore_records::operations::get(&engine.ports, caller, name).await?;
             return Ok(Resolved {
                 tier: op.access,
                 mode: op.mode,
                 external: matches!(
                     op.body,
-                    crate::records::operations::OperationBody::Http { .. }
+                    lore_records::operations::OperationBody::Http { .. }
                 ),
             });
         }

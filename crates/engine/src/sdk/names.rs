@@ -5,20 +5,20 @@
 use serde_json::Value;
 
 use super::results::{MemoryHit, MemoryPage, MemoryResults, MemoryVersions, SavedIds, SdkMethod};
-use crate::records::Done;
-use crate::records::actions::Action;
-use crate::records::behaviors::Behavior;
-use crate::records::connections::{CallResult, Connection};
-use crate::records::entities::Entity;
-use crate::records::feeds::{Feed, FeedCreated, FeedItems, FeedWithSecret, PullResult};
-use crate::records::metrics::{Metric, MetricInfo, MetricValue};
-use crate::records::operations::Operation;
-use crate::records::people::{GrantInfo, Member, OrgInfo};
-use crate::records::relationships::Relationship;
-use crate::records::types::EntityType;
 use lore_base::schema::schema_of;
 use lore_directory::admin::{IssuedToken, TokenSummary};
 use lore_directory::invites::{Invite, InviteOutcome};
+use lore_records::Done;
+use lore_records::actions::Action;
+use lore_records::behaviors::Behavior;
+use lore_records::connections::{CallResult, Connection};
+use lore_records::entities::Entity;
+use lore_records::feeds::{Feed, FeedCreated, FeedItems, FeedWithSecret, PullResult};
+use lore_records::metrics::{Metric, MetricInfo, MetricValue};
+use lore_records::operations::Operation;
+use lore_records::people::{GrantInfo, Member, OrgInfo};
+use lore_records::relationships::Relationship;
+use lore_records::types::EntityType;
 
 /// A declared record type: its TypeScript name and its JSON Schema.
 pub type RecordType = (&'static str, fn() -> Value);
@@ -55,7 +55,7 @@ pub static RECORD_TYPES: &[RecordType] = &[
     ("InviteOutcome", schema_of::<InviteOutcome>),
     ("Done", schema_of::<Done>),
     ("SdkMethod", schema_of::<SdkMethod>),
-    ("SqlResult", schema_of::<crate::sql::SqlResult>),
+    ("SqlResult", schema_of::<lore_records::sql::SqlResult>),
 ];
 
 /// Names a Noun may not take: the declared record types, the `.d.ts`'s own names, and the

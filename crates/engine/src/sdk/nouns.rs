@@ -10,15 +10,15 @@ use serde_json::{Map, Value};
 
 use super::spec::{Cx, Json, authorize, parse_args};
 use super::tstype;
-use crate::records::entities::{
-    self, CreateEntity, DeleteEntity, Entity, ListEntities, UpdateEntity,
-};
-use crate::records::operations::{self, Operation};
-use crate::records::relationships::{self, LinkEntity};
-use crate::records::types::{self, EntityType};
 use lore_base::error::{LoreError, Result};
 use lore_base::model::{Mode, Tier};
 use lore_base::schema::schema_of;
+use lore_records::entities::{
+    self, CreateEntity, DeleteEntity, Entity, ListEntities, UpdateEntity,
+};
+use lore_records::operations::{self, Operation};
+use lore_records::relationships::{self, LinkEntity};
+use lore_records::types::{self, EntityType};
 
 /// `Noun.get`
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -308,7 +308,7 @@ pub async fn call(cx: &Cx<'_>, path: &str, args: Value) -> Result<Json> {
                 let a: DeleteEntity = parse_args(args)?;
                 of_type(cx, &ty, &a.id).await?;
                 serde_json::value::to_raw_value(
-                    &crate::records::relationships::delete_entity(
+                    &lore_records::relationships::delete_entity(
                         ps,
                         &*cx.engine.sql_cache,
                         caller,

@@ -11,9 +11,9 @@ use super::methods::{HELPERS, METHODS};
 use super::results::SdkMethod;
 use super::spec::{Cx, may_call};
 use super::{nouns, typescript};
-use crate::memory::keyword::Tokenizer;
 use lore_base::error::Result;
 use lore_base::model::Tier;
+use lore_memory::keyword::Tokenizer;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -11,9 +11,9 @@ use super::names::RECORD_TYPES;
 use super::nouns::NounMethod;
 use super::spec::{MethodSpec, may_call};
 use super::tstype::{Render, args_ts, doc_comment, rust_to_ts, ts_type};
-use crate::records::types::EntityType;
 use lore_base::model::Tier;
 use lore_directory::Caller;
+use lore_records::types::EntityType;
 
 /// `name(args): Promise<R>` of a static method.
 pub fn signature(m: &MethodSpec) -> String {

@@ -17,12 +17,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::instance::Engine;
-use crate::{compact, runs, sdk, sql};
+use crate::{compact, runs, sdk};
 use lore_base::error::LoreError;
 use lore_base::keys::OrgKeys;
 use lore_base::model::Profile;
 use lore_base::reply::Reply;
 use lore_directory::Caller;
+use lore_records::sql;
 
 /// Whether a tool only reads or also writes; writes need the `mcp:write` scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,23 +93,16 @@ pub struct ToolSpec {
     /// Whether its results are rows of the org's records, marked as data and never
     /// instructions (`query_sql`).
     pub untrusted_rows: bool,
+    /// The org keys a call reads first on a warm instance, which the front reads ahead in the
+    /// same storage call as the caller's auth stamp (`Caller::read_ahead`): one read
+    /// transaction where there would be two. Only a tool that writes nothing before those
+    /// reads names any: `search_memory` the org's event sequence number (is the index
+    /// current?), `query_sql` its records version (are the cached tables?).
+    pub first_reads: Option<fn(&OrgKeys) -> Vec<String>>,
     /// `None`: an admin tool, whose schema comes from the SDK methods it runs.
     input_schema: Option<fn() -> Value>,
     output_schema: Option<fn() -> Value>,
     run: Handler,
-}
-
-/// The org keys a call of `tool` reads first on a warm instance, which the front reads ahead
-/// in the same storage call as the caller's auth stamp (`Caller::read_ahead`): one read
-/// transaction where there would be two. Only a tool that writes nothing before those reads
-/// names any: `search_memory` the org's event sequence number (is the index current?),
-/// `query_sql` its records version (are the cached tables?).
-pub fn first_reads(tool: &str, keys: &OrgKeys) -> Vec<String> {
-    match tool {
-        SEARCH_MEMORY => crate::memory::first_reads(keys),
-        QUERY_SQL => sql::first_reads(keys),
-        _ => Vec::new(),
-    }
 }
 
 pub const SAVE_MEMORY: &str = "save_memory";
@@ -152,6 +146,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: false,
         untrusted_rows: false,
+        first_reads: Some(lore_memory::first_reads),
         input_schema: Some(schemas::search_input),
         output_schema: Some(schemas::search_output),
         run: handler!(search_memory),
@@ -167,6 +162,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: false,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::search_sdk_input),
         output_schema: Some(schemas::search_sdk_output),
         run: handler!(search_sdk),
@@ -182,6 +178,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: false,
         untrusted_rows: true,
+        first_reads: Some(sql::first_reads),
         input_schema: Some(schemas::query_sql_input),
         output_schema: Some(schemas::query_sql_output),
         run: handler!(query_sql),
@@ -200,6 +197,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: true,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::query_sdk_input),
         output_schema: Some(schemas::script_output),
         run: handler!(query_sdk),
@@ -215,6 +213,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: false,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::save_input),
         output_schema: Some(schemas::save_output),
         run: handler!(save_memory),
@@ -233,6 +232,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: true,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::run_sdk_input),
         output_schema: Some(schemas::script_output),
         run: handler!(run_sdk),
@@ -248,6 +248,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: false,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::compact_search_input),
         output_schema: Some(schemas::compact_search_output),
         run: handler!(search),
@@ -263,6 +264,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: false,
         runs_script: false,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::compact_fetch_input),
         output_schema: Some(schemas::compact_fetch_output),
         run: handler!(fetch),
@@ -278,6 +280,7 @@ pub static TOOLS: &[ToolSpec] = &[
         open_world: true,
         runs_script: true,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: Some(schemas::compact_do_input),
         output_schema: Some(schemas::compact_do_output),
         run: handler!(run_do),
@@ -357,6 +360,7 @@ const fn admin(name: &'static str, description: &'static str, target: Target) ->
         open_world: false,
         runs_script: false,
         untrusted_rows: false,
+        first_reads: None,
         input_schema: None,
         output_schema: None,
         run: handler!(run_admin),
@@ -457,12 +461,6 @@ impl ToolSpec {
     /// Runs the tool with arguments [`ToolSpec::validate`] has passed.
     pub fn run<'a>(&'static self, call: ToolCall<'a>) -> Running<'a> {
         (self.run)(self, call)
-    }
-
-    /// Validates `call`'s arguments, then runs the tool.
-    pub async fn call(&'static self, call: ToolCall<'_>) -> Result<Reply, LoreError> {
-        self.validate(&call.args)?;
-        self.run(call).await
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-pub(super) use crate::memory::schemas::{save_input, save_output, search_input, search_output};
+pub(super) use lore_memory::schemas::{save_input, save_output, search_input, search_output};
 
 pub(super) fn search_sdk_input() -> Value {
     lore_base::schema::schema_of::<crate::sdk::search::SearchSdk>()
@@ -20,7 +20,7 @@ pub(super) fn search_sdk_output() -> Value {
 }
 
 pub(super) fn query_sql_input() -> Value {
-    lore_base::schema::schema_of::<crate::sql::QuerySql>()
+    lore_base::schema::schema_of::<lore_records::sql::QuerySql>()
 }
 
 pub(super) fn query_sql_output() -> Value {

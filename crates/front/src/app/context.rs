@@ -45,7 +45,7 @@ impl App<'_> {
     pub async fn call(&self, path: &str, args: Value) -> Result<Value, LoreError> {
         self.lore()
             .engine
-            .call(OrgRequest::new(&self.caller, path, args, Reach::App))
+            .call(OrgRequest::new(&self.caller, path, args, Reach::App)?)
             .await
     }
 

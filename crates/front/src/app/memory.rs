@@ -13,7 +13,7 @@ use super::view::{self, alert, forbidden, not_found, when, who};
 use crate::oauth::form::Params;
 use crate::oauth::pages::{self, esc};
 use lore_base::error::LoreError;
-use lore_engine::memory::event::MEMORY_KINDS;
+use lore_memory::event::MEMORY_KINDS;
 
 /// Memories per page of the timeline.
 const PAGE: usize = 50;

@@ -14,7 +14,7 @@ use crate::instance::Lore;
 use lore_base::error::LoreError;
 use lore_directory::Caller;
 use lore_engine::request::{OrgRequest, Reach};
-use lore_engine::tools::{self, Access};
+use lore_engine::tools;
 
 /// MCP log levels (RFC 5424 order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -222,9 +222,9 @@ impl<'a> Exchange<'a> {
             log.tool(name);
         }
         let profile = self.endpoint.profile;
-        let spec =
-            match lore_engine::request::listed_tool(name, profile) {
-                Ok(spec) => spec,
+        let mut request =
+            match OrgRequest::new(self.caller, name, args, Reach::Listed(profile)) {
+                Ok(request) => request,
                 Err(e) => {
                     let message = match e {
                         LoreError::InvalidArgument { message, .. } => message,
@@ -232,44 +232,40 @@ impl<'a> Exchange<'a> {
                     };
                     let known: Vec<&str> = tools::listed(profile).map(|t| t.name).collect();
                     return Err(RpcError::new(jsonrpc::INVALID_PARAMS, message, 200).with_data(
-                    json!({ "tool": name, "available": known, "profile": profile.as_str() }),
-                ));
+                        json!({ "tool": name, "available": known, "profile": profile.as_str() }),
+                    ));
                 }
             };
-        if spec.access == Access::Write && !self.caller.scopes().write {
-            return Err(insufficient_scope(name));
-        }
+        let spec = request
+            .spec()
+            .expect("a listed request calls a tool of the table");
         // Scripts report each SDK call and sleep, and a heartbeat, as they run.
         let step = |message: &str| self.progress_step(message);
-        let progress =
-            (spec.runs_script && self.progress_token.is_some()).then_some(&step as &dyn Fn(&str));
-        // Progress goes out only for a call that passes validation (the engine validates again;
-        // without a progress token there is nothing to send, so nothing to validate twice).
-        let announced = self.progress_token.is_some() && spec.validate(&args).is_ok();
-        if announced {
+        // Progress goes out only for a call the engine admitted (its scope checked and its
+        // arguments validated, once, there).
+        let announced = std::cell::Cell::new(false);
+        let announce = || {
+            announced.set(true);
             let total = (!spec.runs_script).then_some(1.0);
             self.progress(0.0, total, Some("started"));
+        };
+        if self.progress_token.is_some() {
+            request.progress = spec.runs_script.then_some(&step as &dyn Fn(&str));
+            request.admitted = Some(&announce as &dyn Fn());
         }
-        let outcome = self
-            .lore
-            .engine
-            .reply(OrgRequest {
-                caller: self.caller,
-                tool: name,
-                args,
-                reach: Reach::Listed(profile),
-                meta: params.get("_meta"),
-                base_url: self.endpoint.base_url.as_deref(),
-                progress,
-            })
-            .await;
-        if announced {
+        request.meta = params.get("_meta");
+        request.base_url = self.endpoint.base_url.as_deref();
+        let outcome = self.lore.engine.reply(request).await;
+        if announced.get() {
             let last = if spec.runs_script {
                 self.progress_sent.get() + 1.0
             } else {
                 1.0
             };
             self.progress(last, Some(last), Some("done"));
+        }
+        if let Err(LoreError::InsufficientScope(_)) = outcome {
+            return Err(insufficient_scope(name));
         }
         Ok(match outcome {
             Ok(value) if spec.untrusted_rows => ToolResult::Untrusted(value),

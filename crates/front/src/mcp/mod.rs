@@ -217,7 +217,9 @@ async fn post(
             .as_ref()
             .ok()
             .and_then(called_tool)
-            .map_or_else(Vec::new, |tool| lore_engine::tools::first_reads(tool, keys))
+            .and_then(lore_engine::tools::find)
+            .and_then(|tool| tool.first_reads)
+            .map_or_else(Vec::new, |reads| reads(keys))
     };
     let caller = match authenticate(lore, request, path_org, first_reads).await {
         Ok(c) => c,

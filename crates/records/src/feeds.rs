@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::connections::{self, CallConnection};
 use super::{ByName, Done, check_name, now_text, require, to_bytes};
-use crate::memory::event::Event;
-use crate::memory::{FeedItem, MemoryService};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::new_ulid;
 use lore_base::ports::Ports;
 use lore_base::storage::Batch;
 use lore_directory::Caller;
+use lore_memory::event::Event;
+use lore_memory::{FeedItem, MemoryService};
 
 /// Largest item text kept as an event's content.
 const MAX_CONTENT_CHARS: usize = 4000;
@@ -327,7 +327,7 @@ pub async fn delete(ports: &Ports, caller: &Caller, args: ByName) -> Result<Done
 }
 
 /// GETs the feed's path through its connection and returns the item list.
-pub(crate) async fn fetch_items(ports: &Ports, caller: &Caller, feed: &Feed) -> Result<Vec<Value>> {
+pub async fn fetch_items(ports: &Ports, caller: &Caller, feed: &Feed) -> Result<Vec<Value>> {
     let connection = feed
         .connection
         .clone()

@@ -517,7 +517,7 @@ impl MemoryService {
     /// events since. Appends do not conflict: the run's events are numbered again after the
     /// current last when the batch is committed ([`Self::commit_events`], retried while other
     /// saves keep numbering first). A conflict on any other key is the run's to report.
-    pub(crate) async fn commit_run_batch(
+    pub async fn commit_run_batch(
         &self,
         ports: &Ports,
         keys: &OrgKeys,

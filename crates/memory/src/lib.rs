@@ -1,6 +1,7 @@
-//! Memory: `save_memory` appends events (and their embeddings); `search_memory` fuses keyword
-//! ranking (BM25, `keyword.rs`) with vector similarity (`semantic.rs`, `vector.rs`) under the
-//! same filters. Superseded events stay stored and are hidden unless asked for.
+//! One org's memory, below its records (`lore-records`) and the org engine (`lore-engine`):
+//! `save_memory` appends events (and their embeddings); `search_memory` fuses keyword ranking
+//! (BM25, `keyword.rs`) with vector similarity (`semantic.rs`, `vector.rs`) under the same
+//! filters. Superseded events stay stored and are hidden unless asked for.
 //!
 //! Every batch of new events also bumps the org's event sequence number (with a precondition,
 //! so concurrent batches are ordered by commit) and records `evseq/{n} → event`. A core instance

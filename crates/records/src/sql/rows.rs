@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::value::{from_json, from_map, text};
-use crate::records::relationships::Relationship;
+use crate::relationships::Relationship;
 use lore_base::error::Result;
 
 fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {

@@ -35,7 +35,7 @@ use lore_base::storage::Write;
 
 use super::catalog::{Needed, Source, Table};
 use super::rows::Keyed;
-use crate::records::RecordsCopies;
+use crate::RecordsCopies;
 
 /// One cached table.
 struct Entry {

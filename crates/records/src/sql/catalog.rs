@@ -16,16 +16,16 @@ use serde_json::Value as Json;
 use super::budget::Budget;
 use super::rows::{Keyed, RowDecoder};
 use super::value::{data_type_of_schema, from_json, opt_text, text};
-use crate::memory::event::Event;
-use crate::records::actions::Action;
-use crate::records::feeds::{self, Feed, FeedKind};
-use crate::records::metrics::{self, Metric};
-use crate::records::operations::{Operation, OperationBody};
-use crate::records::types::EntityType;
+use crate::actions::Action;
+use crate::feeds::{self, Feed, FeedKind};
+use crate::metrics::{self, Metric};
+use crate::operations::{Operation, OperationBody};
+use crate::types::EntityType;
 use lore_base::error::Result;
 use lore_base::ports::Ports;
 use lore_base::time::format_time;
 use lore_directory::Caller;
+use lore_memory::event::Event;
 
 /// The tables every org has, in the order errors list them.
 pub const BUILT_IN: &[&str] = &[
@@ -199,8 +199,8 @@ impl Catalog {
 
 async fn names(ports: &Ports, caller: &Caller) -> Result<(Vec<EntityType>, Vec<Feed>)> {
     let keys = caller.keys();
-    let types: Vec<EntityType> = crate::records::all(ports, &keys.entity_types()).await?;
-    let feeds: Vec<Feed> = crate::records::all(ports, &keys.all_named("feed")).await?;
+    let types: Vec<EntityType> = crate::all(ports, &keys.entity_types()).await?;
+    let feeds: Vec<Feed> = crate::all(ports, &keys.all_named("feed")).await?;
     Ok((
         types,
         feeds
@@ -600,7 +600,7 @@ fn decoder(source: &Source, needed: &Needed<'_>) -> Option<RowDecoder> {
                 // A name that is not a valid type name has no rows.
                 types
                     .iter()
-                    .filter(|t| crate::records::check_name("type", t).is_ok())
+                    .filter(|t| crate::check_name("type", t).is_ok())
                     .cloned()
                     .collect()
             }),

@@ -1,16 +1,16 @@
 //! Org-defined metrics (a named read-only SQL query with a value column) and evaluating any
 //! metric, built-in usage counts or SQL. The records and the usage counters are
-//! [`crate::records::metrics`]'s; what needs the SQL engine is here.
+//! [`crate::metrics`]'s; what needs the SQL engine is here.
 
 use std::collections::BTreeMap;
 
 use lore_directory::Caller;
 
-use crate::records::metrics::{
+use crate::metrics::{
     BUILT_IN, Counts, DefineMetric, GroupBy, Metric, MetricValue, QueryMetric, Sample,
     UsageCounters,
 };
-use crate::records::{check_name, commit_new, now_text, to_bytes};
+use crate::{check_name, commit_new, now_text, to_bytes};
 use lore_base::error::{LoreError, Result};
 use lore_base::ports::{Offload, Ports};
 use lore_base::storage::Batch;

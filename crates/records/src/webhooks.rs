@@ -12,12 +12,12 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use super::feeds::{self, Feed, FeedKind, WebhookAuth};
-use crate::memory::event::Event;
-use crate::memory::{FeedItem, MemoryService};
 use lore_base::error::{LoreError, Result};
 use lore_base::ids::OrgId;
 use lore_base::keys::{OrgKeys, sha256_hex};
 use lore_base::ports::Ports;
+use lore_memory::event::Event;
+use lore_memory::{FeedItem, MemoryService};
 
 /// Largest delivery body.
 pub const MAX_DELIVERY_BYTES: usize = 256 * 1024;

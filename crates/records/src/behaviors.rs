@@ -280,7 +280,7 @@ pub async fn list_in(ports: &Ports, keys: &lore_base::keys::OrgKeys) -> Result<V
 
 /// Whether `event` fires `trigger`: its kind is one of the trigger's event kinds, or it came
 /// from the trigger's feed. Schedules fire nothing here (`runs::schedules` runs them).
-pub fn fires(trigger: &Trigger, event: &crate::memory::event::Event) -> bool {
+pub fn fires(trigger: &Trigger, event: &lore_memory::event::Event) -> bool {
     trigger.event_kinds.contains(&event.kind)
         || trigger
             .feed

@@ -1,8 +1,9 @@
-//! The org's records (SPEC 2) beyond memory: entity types (templates), entities,
+//! One org's records (SPEC 2) beyond memory, below the org engine (`lore-engine`), and member-safe
+//! read-only SQL over them ([`sql`]): entity types (templates), entities,
 //! relationships, feeds, connections, operations, behaviors, actions, metrics, and the people
 //! side (agents, members, tokens, organizations). Each module stores its records through the
 //! storage port under keys from the caller's [`OrgKeys`](lore_base::keys::OrgKeys), and is reached
-//! only through the SDK dispatcher ([`crate::sdk`]), which has already checked role, scopes and
+//! only through the SDK dispatcher (`lore_engine::sdk`), which has already checked role, scopes and
 //! tier. Record types derive `JsonSchema`: the SDK's TypeScript declarations come from them.
 
 pub mod actions;
@@ -15,6 +16,7 @@ pub mod operations;
 pub mod outbound;
 pub mod people;
 pub mod relationships;
+pub mod sql;
 #[doc(hidden)]
 pub mod types;
 pub mod webhooks;
@@ -116,7 +118,7 @@ pub trait RecordsCopies {
 /// read at, so that once it commits they take its writes and stay current; if another write
 /// came first, that condition fails, and the batch commits without it (the copies go stale).
 /// A conflict on any other key is the caller's, as without copies.
-pub(crate) async fn commit_records(
+pub async fn commit_records(
     ports: &Ports,
     caller: &lore_directory::Caller,
     copies: &dyn RecordsCopies,
