@@ -5,7 +5,7 @@
 #
 # BENCH_SMOKE=1 (bench/lib.sh): no build (the debug example the test command built), 200
 # memories (the example checks every call's answer); the retrieval evaluation is left to
-# `cargo test` (tests/retrieval.rs), which the same test command runs, and which fails below
+# `cargo test` (tests/it/retrieval.rs), which the same test command runs, and which fails below
 # its recall thresholds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ if smoke; then
   BIN=$(smoke_example memory_bench)
   smoke_note
   "$BIN" --memories "${1:-200}"
-  echo "retrieval evaluation: not in a smoke run (tests/retrieval.rs, run by cargo test)"
+  echo "retrieval evaluation: not in a smoke run (tests/it/retrieval.rs, run by cargo test)"
   exit 0
 fi
 N=${1:-10000}

@@ -402,7 +402,7 @@ mod tests {
 
     /// A kept value is answered without a statement until its key is written: by this
     /// connection, by another one of the process, or by another process (a second mapping of
-    /// the counters and a connection of its own stand for one here; `tests/processes.rs` runs
+    /// the counters and a connection of its own stand for one here; `tests/it/processes.rs` runs
     /// real ones).
     #[test]
     fn kept_values_are_read_again_after_any_write_of_their_key() {

@@ -94,7 +94,7 @@ test('a forged import page gives no token for another org and replaces no princi
   const server = await startServer();
   try {
     if (server.target === 'native') {
-      t.skip('natively an import reads a file (tests/transfer.rs forges those)');
+      t.skip('natively an import reads a file (tests/it/transfer.rs forges those)');
       return;
     }
     const { createHash } = await import('node:crypto');

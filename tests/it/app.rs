@@ -5,9 +5,7 @@
 //! session's token change nothing. The timeline and versions (`memory.list`,
 //! `memory.versions`) are checked through the REST surface too.
 
-#[path = "oauth/harness.rs"]
-#[allow(dead_code)]
-mod harness;
+use crate::oauth::harness;
 
 use futures_executor::block_on;
 use serde_json::{Value, json};

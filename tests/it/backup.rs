@@ -15,7 +15,7 @@ use lore::backup::{backup, doctor, restore};
 use lore::sqlite::SqliteStorage;
 use lore_base::storage::{Batch, Storage};
 
-mod common;
+use crate::common;
 use common::Dir;
 
 /// Writes `n` pairs `a/{i}`, `b/{i}`, each pair in one batch.

@@ -5,7 +5,7 @@
 //! owner's permissions as they are now; script operations return their value, check their
 //! arguments, are Actions, nest inside a run (same overlay, shared budget) up to a depth.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 
@@ -13,8 +13,7 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, jumping_ports, ok};
-use lore_base::model::{Role, Scopes};
-use lore_directory::admin::{self, TokenRequest};
+use lore_base::model::Role;
 use lore_testing::ports::Later;
 
 fn harness() -> Harness {
@@ -32,17 +31,7 @@ fn harness_with(background: Option<Rc<dyn lore_base::ports::Background>>) -> Har
 }
 
 fn token(h: &Harness, role: Role) -> String {
-    let request = TokenRequest {
-        org: "acme".into(),
-        role: Some(role),
-        scopes: Scopes::parse("mcp:read mcp:write").unwrap(),
-        principal: None,
-        name: None,
-        expires_at_ms: None,
-    };
-    block_on(admin::create_token(h.lore.ports(), request))
-        .unwrap()
-        .token
+    common::token(&h.lore, "acme", role, "mcp:read mcp:write")
 }
 
 fn run(h: &Harness, token: &str, code: &str) -> Value {

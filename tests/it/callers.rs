@@ -15,7 +15,7 @@ use lore_front::{Config, Lore};
 use lore_testing::faulty::FaultyStorage;
 use lore_testing::ports::step_ports;
 
-mod common;
+use crate::common;
 
 const V26: &str = "2026-07-28";
 

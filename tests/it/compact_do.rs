@@ -3,21 +3,19 @@
 //! against a flaky local HTTP operation (a real server on loopback that fails twice, then
 //! answers), with idempotency keys that must not repeat side effects.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use expect_test::expect_file;
-use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore_base::model::{Role, Scopes};
+use lore_base::model::Role;
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 /// A loopback HTTP server: while `fail` is above zero it takes one off and answers 503;
@@ -135,17 +133,7 @@ impl World {
     }
 
     fn token(&self, role: Role, scopes: &str) -> String {
-        let request = TokenRequest {
-            org: "acme".into(),
-            role: Some(role),
-            scopes: Scopes::parse(scopes).unwrap(),
-            principal: None,
-            name: None,
-            expires_at_ms: None,
-        };
-        block_on(admin::create_token(self.h.lore.ports(), request))
-            .unwrap()
-            .token
+        common::token(&self.h.lore, "acme", role, scopes)
     }
 
     /// `do` as `token`, with `args` (`code`, `mode`, ...) and `_meta`: the tool result.

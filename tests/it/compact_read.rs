@@ -3,7 +3,7 @@
 //! and every hit's id fetches; `/$.d.ts` is the caller's own; another org's records never show;
 //! unknown paths say what exists; the ChatGPT connector shape; the `GET /api/{org}/fetch` route.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -12,10 +12,10 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore_base::model::{Role, Scopes};
+use lore_base::model::Role;
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, TokenRequest};
+use lore_directory::admin;
 use lore_testing::ports::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
@@ -184,17 +184,7 @@ fn org() -> Org {
 }
 
 fn viewer(h: &Harness) -> String {
-    let request = TokenRequest {
-        org: "acme".into(),
-        role: Some(Role::Viewer),
-        scopes: Scopes::parse("mcp:read").unwrap(),
-        principal: None,
-        name: None,
-        expires_at_ms: None,
-    };
-    block_on(admin::create_token(h.lore.ports(), request))
-        .unwrap()
-        .token
+    common::token(&h.lore, "acme", Role::Viewer, "mcp:read")
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! never a panic, and the next attempt is served and complete. Only work after a request's own
 //! commit may fail without failing the request, and is logged: the behaviors lookup for
 //! reactions and the Action a REST write is audited with.
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -4,7 +4,7 @@
 //! credentials may leave in storage (each record rate-limited per client address, and gone
 //! once it ends).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

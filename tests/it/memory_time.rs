@@ -3,7 +3,7 @@
 //! saved by it), the same question in SQL over `event_history`, and equal scores ordered by
 //! event id on any server.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 

@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 /// The CLI, as another process, on the test's database; its JSON output.
 fn cli(db: &Path, args: &[&str]) -> Value {

@@ -2,7 +2,7 @@
 //! 429 with `Retry-After` and an error naming the limit; buckets refill with time; an org may
 //! lower its limits but not raise them; other orgs are not affected.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 
@@ -10,11 +10,11 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::{Harness, V26};
-use lore_base::model::{Role, Scopes};
+use lore_base::model::Role;
 use lore_base::ports::Ports;
 use lore_base::ratelimit::{MemoryLimiter, RateLimits};
 use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, TokenRequest};
+use lore_directory::admin;
 use lore_front::{Config, Lore};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
@@ -51,17 +51,7 @@ fn world() -> World {
 
 impl World {
     fn token(&self, role: Role) -> String {
-        let request = TokenRequest {
-            org: "acme".into(),
-            role: Some(role),
-            scopes: Scopes::parse("mcp:read mcp:write").unwrap(),
-            principal: None,
-            name: None,
-            expires_at_ms: None,
-        };
-        block_on(admin::create_token(self.h.lore.ports(), request))
-            .unwrap()
-            .token
+        common::token(&self.h.lore, "acme", role, "mcp:read mcp:write")
     }
 
     /// `tools/list` on `/mcp`: status, `Retry-After`, body.

@@ -1,7 +1,7 @@
 //! The structured line every request leaves (SPEC 10): request id (the client's, when sane),
 //! org, principal, JSON-RPC method, tool, status, error code and cap, and nothing secret.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 

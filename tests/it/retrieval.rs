@@ -6,7 +6,7 @@
 //! static table). Prints recall@5 and MRR@10 for each (`bench/memory.sh` records them) and fails
 //! if the fused ranking falls back towards keywords alone.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use common::{Harness, ids};
 use lore_base::ports::{Embedder, Ports};
 use lore_base::storage::memory::MemoryStorage;
-use lore_engine::memory::Ranking;
+use lore_memory::Ranking;
 use lore_testing::ports::step_ports;
 
 fn lines(path: &str) -> Vec<Value> {

@@ -2,22 +2,18 @@
 //! clock whose sleeps advance it: reads, writes, atomic runs, dry runs, both script forms,
 //! positions of errors in the TypeScript, the caps, and the Action each run leaves.
 
-mod common;
+use crate::common;
 
 /// The memory cap counts through the allocator, as in `lore serve`.
-#[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
-
 use std::rc::Rc;
 
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use common::Harness;
-use lore_base::model::{Role, Scopes};
+use lore_base::model::Role;
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, TokenRequest};
 use lore_testing::ports::{JumpClock, SeqRandom};
 
 /// Org `acme` on the in-memory store with `clock` and randomness seeded with `seed`.
@@ -46,17 +42,7 @@ fn harness() -> Harness {
 }
 
 fn token(h: &Harness, role: Role, scopes: &str) -> String {
-    let request = TokenRequest {
-        org: "acme".into(),
-        role: Some(role),
-        scopes: Scopes::parse(scopes).unwrap(),
-        principal: None,
-        name: None,
-        expires_at_ms: None,
-    };
-    block_on(admin::create_token(h.lore.ports(), request))
-        .unwrap()
-        .token
+    common::token(&h.lore, "acme", role, scopes)
 }
 
 fn run(h: &Harness, code: &str, args: Option<Value>) -> Value {

@@ -3,12 +3,9 @@
 //! The cases run on a thread with the stack the native server gives the threads that run
 //! scripts ([`lore_sandbox::failure::STACK_BYTES`]); a case that overflowed it would abort this test.
 
-mod common;
+use crate::common;
 
 /// The memory cap counts through the allocator, as in `lore serve`.
-#[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
-
 use std::rc::Rc;
 
 use futures_executor::block_on;

@@ -5,7 +5,7 @@
 //! host that wakes orgs (Workers) is asked to, at the right time, instead of the pass running
 //! them; schedules saved before schedules ran are adopted.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 

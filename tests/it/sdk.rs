@@ -3,16 +3,17 @@
 //! what clients see is a visible diff), `search_sdk` ranking and filtering, and the REST error
 //! statuses.
 
+use crate::common;
 use std::rc::Rc;
 
 use expect_test::expect_file;
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_base::model::{Role, Scopes};
+use lore_base::model::Role;
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_directory::admin::{self, InitOutcome};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
@@ -53,17 +54,7 @@ impl Harness {
     }
 
     fn token(&self, role: Role, scopes: &str) -> String {
-        let request = TokenRequest {
-            org: "acme".into(),
-            role: Some(role),
-            scopes: Scopes::parse(scopes).unwrap(),
-            principal: None,
-            name: None,
-            expires_at_ms: None,
-        };
-        block_on(admin::create_token(self.lore.ports(), request))
-            .unwrap()
-            .token
+        common::token(&self.lore, "acme", role, scopes)
     }
 
     fn request(&self, method: &str, path: &str, token: &str, ctype: &str, body: Vec<u8>) -> Reply {

@@ -1,4 +1,4 @@
-//! The keyword index as stored segments (`lore_engine::memory::segments`): a fresh instance
+//! The keyword index as stored segments (`lore_memory::segments`): a fresh instance
 //! answers `search_memory` with the same number of storage reads whatever the org's size;
 //! corrupt, foreign and stale segments are detected and replaced, never trusted; a failed
 //! segment write loses nothing; and every segment key is the org's.
@@ -15,8 +15,8 @@ use lore_base::storage::Storage;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::Caller;
 use lore_directory::admin;
-use lore_engine::memory::segments::{Manifest, SEGMENT_EVENTS};
 use lore_front::{Config, Lore};
+use lore_memory::segments::{Manifest, SEGMENT_EVENTS};
 use lore_testing::faulty::FaultyStorage;
 use lore_testing::ports::{Later, SeqRandom};
 
@@ -283,11 +283,7 @@ fn foreign_and_stale_manifests_are_not_trusted() {
         let (_, ids) = cold_search(store.clone(), "heron deploy");
         assert_eq!(ids, expected, "{spoil}");
         let fixed = manifest(&store).expect("replaced");
-        assert_eq!(
-            fixed.format,
-            lore_engine::memory::segments::FORMAT,
-            "{spoil}"
-        );
+        assert_eq!(fixed.format, lore_memory::segments::FORMAT, "{spoil}");
     }
 }
 
@@ -828,7 +824,7 @@ fn a_long_history_without_segments_catches_up_in_bounded_writes() {
     let (after, _, _) = counted.counts();
     assert_eq!(
         covered(&store) as usize,
-        lore_engine::memory::MAX_TAIL_EVENTS,
+        lore_memory::MAX_TAIL_EVENTS,
         "a first segment"
     );
     eprintln!(

@@ -13,7 +13,7 @@ use std::process::{Child, Command};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 struct Server {
     child: Child,

@@ -4,7 +4,7 @@
 //! to vector hits. The embedder here is the port's test double (word hashing); what the
 //! built-in embedder understands is tested with it, in the retrieval evaluation.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 
@@ -16,7 +16,7 @@ use lore_base::ports::{Embedder, Ports, Storage};
 use lore_base::reply::Reply;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin;
-use lore_engine::memory::{Ranking, SearchInput};
+use lore_memory::{Ranking, SearchInput};
 use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
@@ -261,7 +261,7 @@ fn a_long_memory_is_found_by_the_window_that_answers_the_question() {
     let short_id = n.h.save(&owner, json!({"content": short}))[0].clone();
     assert_eq!(
         n.embedder.texts.get(),
-        lore_engine::memory::semantic::pieces(&long).len() + 1,
+        lore_memory::semantic::pieces(&long).len() + 1,
         "the long memory is embedded in windows, the short one whole"
     );
     assert_eq!(

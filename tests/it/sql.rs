@@ -3,12 +3,9 @@
 //! name the problem, a virtual feed served by a local HTTP server, SQL metrics, and a
 //! cross-org probe suite that must never return another org's row.
 
-mod common;
+use crate::common;
 
 /// The query's memory budget counts through the allocator, as in `lore serve`.
-#[global_allocator]
-static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
-
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures_executor::block_on;
 use serde_json::{Value, json};
 
-use lore_base::model::{Role, Scopes};
+use lore_base::model::Role;
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_directory::admin::{self, InitOutcome};
 use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
@@ -66,17 +63,7 @@ impl Harness {
     }
 
     fn token(&self, role: Role, scopes: &str) -> String {
-        let request = TokenRequest {
-            org: "acme".into(),
-            role: Some(role),
-            scopes: Scopes::parse(scopes).unwrap(),
-            principal: None,
-            name: None,
-            expires_at_ms: None,
-        };
-        block_on(admin::create_token(self.lore.ports(), request))
-            .unwrap()
-            .token
+        common::token(&self.lore, "acme", role, scopes)
     }
 
     fn api_in(&self, org: &str, token: &str, name: &str, args: Value) -> Reply {
@@ -669,12 +656,12 @@ fn errors_name_the_problem() {
 #[test]
 fn budgets_stop_runaway_queries_with_a_clear_error() {
     let config = Config {
-        sql: lore_engine::sql::Limits {
+        sql: lore_records::sql::Limits {
             max_loaded_rows: 60,
             max_row_visits: 5_000,
             time_ms: 1_000_000,
             max_result_bytes: 1 << 20,
-            ..lore_engine::sql::Limits::default()
+            ..lore_records::sql::Limits::default()
         },
         ..Config::default()
     };
@@ -701,9 +688,9 @@ fn budgets_stop_runaway_queries_with_a_clear_error() {
 
     // Time, from the clock port: the step clock advances 1 ms per reading.
     let config = Config {
-        sql: lore_engine::sql::Limits {
+        sql: lore_records::sql::Limits {
             time_ms: 3,
-            ..lore_engine::sql::Limits::default()
+            ..lore_records::sql::Limits::default()
         },
         ..Config::default()
     };
@@ -1035,7 +1022,7 @@ fn type_push_down_gives_the_rows_a_full_scan_gives() {
         let pushed = h.sql(json!({"sql": sql, "params": params, "limit": 1000}));
         let reference = unpushed(sql);
         assert!(
-            lore_engine::sql::statement::parse(&reference)
+            lore_records::sql::statement::parse(&reference)
                 .unwrap()
                 .entity_types
                 .is_empty(),
@@ -1478,9 +1465,9 @@ fn no_query_builds_a_value_or_holds_a_total_past_its_bounds() {
 fn a_query_that_holds_too_much_while_it_runs_is_stopped() {
     assert!(lore_meter::installed(), "needs the metered allocator");
     let config = Config {
-        sql: lore_engine::sql::Limits {
+        sql: lore_records::sql::Limits {
             max_query_bytes: 1 << 20,
-            ..lore_engine::sql::Limits::default()
+            ..lore_records::sql::Limits::default()
         },
         ..Config::default()
     };

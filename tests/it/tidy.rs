@@ -1,8 +1,12 @@
 //! Tidy checks for invariants a reviewer would otherwise repeat: every module says what it owns,
 //! the core names no platform crate, the crates keep their layer order, and inside every crate
-//! no file imports another that imports it back.
+//! of the workspace (every target: libraries, binaries, examples, tests, benches, fuzz targets,
+//! build scripts) no file imports another that imports it back. Imports are read with a Rust
+//! parser (`imports.rs`, over `syn`).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod imports;
+
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -28,6 +32,8 @@ const CORE_DIRS: &[&str] = &[
     "crates/embed/src",
     "crates/directory/src",
     "crates/sandbox/src",
+    "crates/memory/src",
+    "crates/records/src",
     "crates/engine/src",
     "crates/front/src",
     "crates/testing/src",
@@ -96,8 +102,8 @@ fn no_file_grows_past_a_reviewable_size() {
 
 /// Every crate of the workspace on its layer. A crate depends (normal or build dependency)
 /// only on crates of lower layers, so the compiler keeps the order: the base under everything;
-/// the embedders, the directory and the script machine over it; the org engine over those; the
-/// front over the engine; test support over the front; and the adapters on top. A
+/// the embedders, the directory and the script machine over it; an org's memory, then its
+/// records, then the org engine over those; the front over the engine; test support over the front; and the adapters on top. A
 /// dev-dependency may also name test support.
 const LAYERS: &[(&str, u8)] = &[
     ("lore-meter", 0),
@@ -107,9 +113,11 @@ const LAYERS: &[(&str, u8)] = &[
     ("lore-embed", 2),
     ("lore-directory", 2),
     ("lore-sandbox", 2),
-    ("lore-engine", 3),
-    ("lore-front", 4),
-    ("lore-testing", 5),
+    ("lore-memory", 3),
+    ("lore-records", 4),
+    ("lore-engine", 5),
+    ("lore-front", 6),
+    ("lore-testing", 7),
     ("lore", ADAPTERS),
     ("lore-worker", ADAPTERS),
     ("lore-spin", ADAPTERS),
@@ -120,7 +128,7 @@ const LAYERS: &[(&str, u8)] = &[
 
 /// The adapters' layer: the native server and CLI (this package), the Worker, the Spin
 /// component and its dev host, and the fuzz targets and benches that drive the core.
-const ADAPTERS: u8 = 6;
+const ADAPTERS: u8 = 8;
 
 /// Crates that reach an operating system or a host: only the adapters depend on them.
 const PLATFORM_CRATES: &[&str] = &[
@@ -204,490 +212,133 @@ fn every_crate_depends_only_on_the_layers_below_it() {
     );
 }
 
-/// One Rust file and the module path it defines (`src/records/mod.rs` -> `records`).
-struct Module {
-    path: Vec<String>,
-    file: PathBuf,
-}
-
-fn modules(src: &Path) -> Vec<Module> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    files.sort();
-    files
-        .into_iter()
-        .map(|file| {
-            let rel = file.strip_prefix(src).unwrap().with_extension("");
-            let mut path: Vec<String> = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            if matches!(
-                path.last().map(String::as_str),
-                Some("mod" | "lib" | "main")
-            ) {
-                path.pop();
-            }
-            Module { path, file }
-        })
-        .collect()
-}
-
-/// The code of a file without comments, string literals and its `#[cfg(test)]` tail.
-fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    };
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '/' if chars.peek() == Some(&'/') => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            '"' => {
-                let mut escaped = false;
-                for c in chars.by_ref() {
-                    if !escaped && c == '"' {
-                        break;
-                    }
-                    escaped = !escaped && c == '\\';
-                }
-                out.push_str("\"\"");
-            }
-            c => out.push(c),
+/// Every target of every workspace crate: (its name, its root file).
+fn targets() -> Vec<(String, PathBuf)> {
+    let metadata = metadata();
+    let mut out = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        for target in package["targets"].as_array().unwrap() {
+            let name = format!(
+                "{} ({})",
+                package["name"].as_str().unwrap(),
+                target["name"].as_str().unwrap()
+            );
+            out.push((name, PathBuf::from(target["src_path"].as_str().unwrap())));
         }
     }
     out
 }
 
-/// Every path the code names with `crate::`, `super::`, `self::`, or a child module's name
-/// first, as a module path from the crate root; `use` trees with braces are expanded.
-fn named_paths(code: &str, here: &[String], children: &BTreeSet<String>) -> Vec<Vec<String>> {
-    let tokens: Vec<String> = {
-        let mut tokens = Vec::new();
-        let mut word = String::new();
-        let mut chars = code.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c.is_alphanumeric() || c == '_' {
-                word.push(c);
-                continue;
-            }
-            if !word.is_empty() {
-                tokens.push(std::mem::take(&mut word));
-            }
-            if c == ':' && chars.peek() == Some(&':') {
-                chars.next();
-                tokens.push("::".into());
-            } else if "{},;*".contains(c) {
-                tokens.push(c.to_string());
-            } else if !c.is_whitespace() {
-                tokens.push(" ".into());
-            }
-        }
-        tokens
-    };
+/// The circles of one crate, each import inside one with the names it takes.
+fn circles_of(root_file: &Path) -> Vec<Vec<String>> {
+    let krate = imports::Crate::read(root_file).unwrap_or_else(|e| panic!("{e:#?}"));
+    let graph = krate.graph();
+    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap_or(f).display().to_string();
     let mut found = Vec::new();
-    let mut i = 0;
-    while i < tokens.len() {
-        let first = tokens[i].as_str();
-        let starts =
-            (first == "crate" || first == "super" || first == "self" || children.contains(first))
-                && tokens.get(i + 1).map(String::as_str) == Some("::")
-                && (i == 0 || tokens[i - 1] != "::");
-        if !starts {
-            i += 1;
-            continue;
-        }
-        let base: Vec<String> = match first {
-            "crate" => Vec::new(),
-            "self" => here.to_vec(),
-            "super" => here[..here.len().saturating_sub(1)].to_vec(),
-            child => {
-                let mut b = here.to_vec();
-                b.push(child.to_string());
-                b
+    for circle in imports::circles(&graph) {
+        let mut ties = Vec::new();
+        for from in &circle {
+            for (to, names) in &graph[from] {
+                if circle.contains(to) {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    ties.push(format!(
+                        "{} -> {}: {}",
+                        rel(from),
+                        rel(to),
+                        names.join(", ")
+                    ));
+                }
             }
-        };
-        i = tree(&tokens, i + 2, base, &mut found);
+        }
+        found.push(ties);
     }
     found
 }
 
-/// Reads a `use` tree or a path from `tokens[i]` on, under `prefix`; returns where it ends.
-fn tree(
-    tokens: &[String],
-    mut i: usize,
-    mut prefix: Vec<String>,
-    found: &mut Vec<Vec<String>>,
-) -> usize {
-    loop {
-        match tokens.get(i).map(String::as_str) {
-            Some("super") => {
-                prefix.pop();
-                i += 1;
-            }
-            Some("{") => {
-                i += 1;
-                loop {
-                    i = tree(tokens, i, prefix.clone(), found);
-                    match tokens.get(i).map(String::as_str) {
-                        Some(",") => i += 1,
-                        Some("}") => return i + 1,
-                        _ => return i,
-                    }
-                }
-            }
-            Some("self") => {
-                found.push(prefix.clone());
-                return i + 1;
-            }
-            Some(word) if word.chars().all(|c| c.is_alphanumeric() || c == '_') => {
-                prefix.push(word.to_string());
-                i += 1;
-            }
-            _ => {
-                found.push(prefix);
-                return i;
-            }
-        }
-        if tokens.get(i).map(String::as_str) == Some("::") {
-            i += 1;
-        } else {
-            found.push(prefix);
-            return i;
-        }
-    }
-}
-
-/// What a module file says of the names it holds: the items it defines, and the names it
-/// passes on (`pub use`) with the path each comes from. A file that only passes a name on is
-/// a face, not the name's room: an import of the name counts toward the file that defines it.
-#[derive(Default)]
-struct Names {
-    defined: BTreeSet<String>,
-    passed_on: BTreeMap<String, Vec<String>>,
-}
-
-/// The `pub use` statements of `code` (any visibility but private), cut out of it, and what
-/// each passes on: (exported name, path), with `as` honoured and `self` resolved.
-fn cut_reexports(code: &str, here: &[String]) -> (String, Vec<(String, Vec<String>)>) {
-    let mut rest = String::new();
-    let mut found = Vec::new();
-    let mut text = code;
-    while let Some(start) = find_pub_use(text) {
-        rest.push_str(&text[..start]);
-        let end = text[start..]
-            .find(';')
-            .map_or(text.len(), |e| start + e + 1);
-        let stmt = &text[start..end];
-        let tree = stmt[stmt.find(" use ").map_or(0, |u| u + 5)..]
-            .trim_end_matches(';')
-            .trim();
-        flatten_use(tree, &[], &mut found);
-        text = &text[end..];
-    }
-    rest.push_str(text);
-    let found = found
-        .into_iter()
-        .filter_map(|(name, path)| {
-            let mut resolved: Vec<String> = match path.first().map(String::as_str) {
-                Some("crate") => Vec::new(),
-                Some("self") => here.to_vec(),
-                Some("super") => here[..here.len().saturating_sub(1)].to_vec(),
-                // A child module of this file.
-                Some(_) => here.to_vec(),
-                None => return None,
-            };
-            let skip = usize::from(matches!(
-                path.first().map(String::as_str),
-                Some("crate" | "self" | "super")
-            ));
-            for seg in &path[skip..] {
-                if seg == "super" {
-                    resolved.pop();
-                } else {
-                    resolved.push(seg.clone());
-                }
-            }
-            Some((name, resolved))
-        })
-        .collect();
-    (rest, found)
-}
-
-/// Where the next `pub use` / `pub(crate) use` / `pub(super) use` statement starts.
-fn find_pub_use(text: &str) -> Option<usize> {
-    let mut from = 0;
-    while let Some(i) = text[from..].find("pub") {
-        let at = from + i;
-        let before_ok = at == 0
-            || !text[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
-        let after = &text[at + 3..];
-        let after = match after.strip_prefix('(') {
-            Some(a) => a.split_once(')').map_or("", |(_, r)| r),
-            None => after,
-        };
-        if before_ok && after.trim_start().starts_with("use ") {
-            return Some(at);
-        }
-        from = at + 3;
-    }
-    None
-}
-
-/// Flattens a use tree (`a::{b, c::d as e}`) into (exported name, path) pairs.
-fn flatten_use(tree: &str, prefix: &[String], out: &mut Vec<(String, Vec<String>)>) {
-    let tree = tree.trim();
-    if let Some(open) = tree.find('{') {
-        let head: Vec<String> = tree[..open]
-            .split("::")
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect();
-        let mut base = prefix.to_vec();
-        base.extend(head);
-        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
-        let mut depth = 0;
-        let mut start = 0;
-        for (i, c) in inner.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    flatten_use(&inner[start..i], &base, out);
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        flatten_use(&inner[start..], &base, out);
-        return;
-    }
-    if tree.is_empty() || tree == "*" || tree.ends_with("::*") {
-        return;
-    }
-    let (path, alias) = match tree.split_once(" as ") {
-        Some((p, a)) => (p.trim(), Some(a.trim())),
-        None => (tree, None),
-    };
-    let mut full = prefix.to_vec();
-    full.extend(path.split("::").map(|s| s.trim().to_string()));
-    if full.last().is_some_and(|l| l == "self") {
-        full.pop();
-    }
-    let name = alias
-        .map(str::to_string)
-        .or_else(|| full.last().cloned())
-        .unwrap_or_default();
-    if name != "_" {
-        out.push((name, full));
-    }
-}
-
-/// The items `code` defines by name.
-fn defined_names(code: &str) -> BTreeSet<String> {
-    let words: Vec<&str> = code
-        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '!'))
-        .filter(|w| !w.is_empty())
-        .collect();
-    let mut out = BTreeSet::new();
-    for pair in words.windows(2) {
-        if matches!(
-            pair[0],
-            "fn" | "struct"
-                | "enum"
-                | "trait"
-                | "type"
-                | "const"
-                | "static"
-                | "union"
-                | "mod"
-                | "macro_rules!"
-        ) {
-            out.insert(pair[1].to_string());
-        }
-    }
-    out
-}
-
-/// The import graph among one crate's files: file -> the files whose names it takes. A path
-/// counts toward the file that defines what it names, seen through files that only pass the
-/// name on (`pub use`); a name the crate root only aliases (`use lore_base::error;`) is another
-/// crate's, and no edge.
-fn file_graph(src: &Path) -> BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>> {
-    let modules = modules(src);
-    let by_path: BTreeMap<&[String], &PathBuf> = modules
-        .iter()
-        .map(|m| (m.path.as_slice(), &m.file))
-        .collect();
-    let mut codes: BTreeMap<&PathBuf, String> = BTreeMap::new();
-    let mut names: BTreeMap<&PathBuf, Names> = BTreeMap::new();
-    for module in &modules {
-        let code = code_of(&fs::read_to_string(&module.file).unwrap());
-        let (rest, passed_on) = cut_reexports(&code, &module.path);
-        names.insert(
-            &module.file,
-            Names {
-                defined: defined_names(&rest),
-                passed_on: passed_on.into_iter().collect(),
-            },
-        );
-        codes.insert(&module.file, rest);
-    }
-    // The file a path from the crate root names, if it is one of this crate's.
-    let resolve = |path: &[String]| -> Option<PathBuf> {
-        let mut path = path.to_vec();
-        for _ in 0..8 {
-            let (n, file) = (0..=path.len())
-                .rev()
-                .find_map(|n| by_path.get(&path[..n]).map(|f| (n, *f)))?;
-            let Some(next) = path.get(n) else {
-                return Some(file.clone());
-            };
-            let held = &names[file];
-            if held.defined.contains(next) {
-                return Some(file.clone());
-            }
-            match held.passed_on.get(next) {
-                Some(from) => {
-                    let mut again = from.clone();
-                    again.extend(path[n + 1..].iter().cloned());
-                    path = again;
-                }
-                None if n == 0 => return None,
-                None => return Some(file.clone()),
-            }
-        }
-        None
-    };
-    let mut graph = BTreeMap::new();
-    for module in &modules {
-        let children: BTreeSet<String> = modules
-            .iter()
-            .filter(|m| m.path.len() == module.path.len() + 1 && m.path.starts_with(&module.path))
-            .map(|m| m.path.last().unwrap().clone())
-            .collect();
-        let mut targets: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
-        for path in named_paths(&codes[&module.file], &module.path, &children) {
-            if let Some(target) = resolve(&path)
-                && target != module.file
-            {
-                let name = path.last().cloned().unwrap_or_default();
-                targets.entry(target).or_default().insert(name);
-            }
-        }
-        graph.insert(module.file.clone(), targets);
-    }
-    graph
-}
-
-/// The files that lie on a circle of imports (strongly connected components of two or more).
-fn circles(
-    graph: &BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>>,
-) -> Vec<BTreeSet<PathBuf>> {
-    let reach = |from: &PathBuf| {
-        let mut seen = BTreeSet::new();
-        let mut stack = vec![from.clone()];
-        while let Some(f) = stack.pop() {
-            for t in graph.get(&f).into_iter().flat_map(BTreeMap::keys) {
-                if seen.insert(t.clone()) {
-                    stack.push(t.clone());
-                }
-            }
-        }
-        seen
-    };
-    let reaches: BTreeMap<&PathBuf, BTreeSet<PathBuf>> =
-        graph.keys().map(|f| (f, reach(f))).collect();
-    let mut out: Vec<BTreeSet<PathBuf>> = Vec::new();
-    for (f, from_f) in &reaches {
-        if !from_f.contains(*f) || out.iter().any(|c| c.contains(*f)) {
-            continue;
-        }
-        let circle: BTreeSet<PathBuf> = from_f
-            .iter()
-            .filter(|g| reaches.get(g).is_some_and(|r| r.contains(*f)))
-            .cloned()
-            .collect();
-        out.push(circle);
-    }
-    out
-}
-
-/// Every crate's sources: the product's crates, test support, the layer-0 crates and the
-/// native adapter (this package).
-const CRATE_DIRS: &[&str] = &[
-    "crates/meter/src",
-    "crates/jsregex/src",
-    "crates/changes/src",
-    "crates/base/src",
-    "crates/embed/src",
-    "crates/directory/src",
-    "crates/sandbox/src",
-    "crates/engine/src",
-    "crates/front/src",
-    "crates/testing/src",
-    "src",
-];
-
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
     let mut found = Vec::new();
-    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap().display().to_string();
-    for dir in CRATE_DIRS {
-        let graph = file_graph(&root().join(dir));
-        for circle in circles(&graph) {
-            // Each import inside the circle, with the names it takes.
-            let mut ties = Vec::new();
-            for from in &circle {
-                for (to, names) in &graph[from] {
-                    if circle.contains(to) {
-                        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                        ties.push(format!(
-                            "{} -> {}: {}",
-                            rel(from),
-                            rel(to),
-                            names.join(", ")
-                        ));
-                    }
-                }
-            }
-            found.push(ties);
+    let mut files = BTreeSet::new();
+    for (name, root_file) in targets() {
+        let krate = imports::Crate::read(&root_file).unwrap_or_else(|e| panic!("{name}: {e:#?}"));
+        files.extend(krate.files());
+        files.extend(krate.test_files().iter().cloned());
+        for circle in circles_of(&root_file) {
+            found.push((name.clone(), circle));
         }
     }
     assert!(found.is_empty(), "import circles: {found:#?}");
+    // Every Rust file of the product's crates and adapters is read as part of some crate.
+    let mut unread = Vec::new();
+    for dir in [
+        "crates",
+        "src",
+        "wasm",
+        "fuzz/fuzz_targets",
+        "bench/vector/src",
+        "examples",
+    ] {
+        let mut all = Vec::new();
+        rust_files(&root().join(dir), &mut all);
+        unread.extend(
+            all.into_iter().filter(|f| {
+                !files.contains(f) && !f.components().any(|c| c.as_os_str() == "target")
+            }),
+        );
+    }
+    assert!(unread.is_empty(), "files no crate reads: {unread:#?}");
 }
 
-/// The import graph sees through a file that only passes names on, and not through one that
-/// defines them.
+/// The graph sees a circle through a `use` in a function body, a path in a macro call and a
+/// name passed on by a face, and none through a `#[cfg(test)]` module or another crate's path.
 #[test]
-fn the_import_graph_counts_a_name_toward_its_definition() {
-    let (rest, passed) = cut_reexports(
-        "pub use a::{B, c::D as E};\npub(crate) use self::f::G;\nuse h::I;\nfn j() {}",
-        &["m".to_string()],
+fn the_import_graph_sees_every_kind_of_import() {
+    let dir = std::env::temp_dir().join(format!("lore-tidy-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("src/face")).unwrap();
+    let write = |name: &str, text: &str| fs::write(dir.join(name), text).unwrap();
+    write(
+        "src/lib.rs",
+        "//! root\nmod face;\nmod room;\n#[path = \"elsewhere.rs\"]\nmod moved;\n\
+         pub struct Root;\n#[cfg(test)]\nmod tests { use crate::room::Room; }\n",
     );
-    assert_eq!(
-        passed,
-        vec![
-            ("B".to_string(), vec!["m".into(), "a".into(), "B".into()]),
-            (
-                "E".to_string(),
-                vec!["m".into(), "a".into(), "c".into(), "D".into()]
-            ),
-            ("G".to_string(), vec!["m".into(), "f".into(), "G".into()]),
-        ]
+    write(
+        "src/face/mod.rs",
+        "pub use crate::room::Room;\npub use crate::moved::*;\n",
     );
-    assert!(rest.contains("use h::I;") && !rest.contains("pub use"));
-    assert_eq!(defined_names(&rest), BTreeSet::from(["j".to_string()]));
+    // `room` names the root inside a macro; the root names nothing of `room` but in tests.
+    write(
+        "src/room.rs",
+        "pub struct Room;\nfn f() { let _ = format!(\"{:?}\", std::mem::size_of::<crate::Root>()); }\n",
+    );
+    write(
+        "src/elsewhere.rs",
+        "pub fn g() { use crate::face::Room; let _ = Room; }\n",
+    );
+    let read = || imports::Crate::read(&dir.join("src/lib.rs")).unwrap();
+    let graph = read().graph();
+    let room = dir.join("src/room.rs");
+    let moved = dir.join("src/elsewhere.rs");
+    assert!(
+        graph[&room].contains_key(&dir.join("src/lib.rs")),
+        "{graph:#?}"
+    );
+    // Through the face, toward the definition.
+    assert!(graph[&moved].contains_key(&room), "{graph:#?}");
+    assert!(!graph[&moved].contains_key(&dir.join("src/face/mod.rs")));
+    assert!(imports::circles(&graph).is_empty(), "{graph:#?}");
+    // A planted circle: the root takes `g` from the moved file, which takes `Room` back.
+    write(
+        "src/lib.rs",
+        "//! root\nmod face;\nmod room;\n#[path = \"elsewhere.rs\"]\nmod moved;\n\
+         pub struct Root;\npub fn h() { crate::face::g() }\n",
+    );
+    write(
+        "src/room.rs",
+        "pub struct Room;\nfn f() { let _ = serde_json::json!({ \"a\": crate::h() }); }\n",
+    );
+    let circles = imports::circles(&read().graph());
+    assert_eq!(circles.len(), 1, "{circles:#?}");
+    assert!(circles[0].contains(&room) && circles[0].contains(&dir.join("src/lib.rs")));
+    fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,7 +5,7 @@
 //! principal replaced); and a move-in copies an org's rows from the store it used to live in
 //! (a Workers deployment's D1 before org objects) into its own.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 

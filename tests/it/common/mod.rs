@@ -160,6 +160,21 @@ impl Harness {
 }
 
 /// The structured result of a tool call that succeeded.
+/// A new token of `org` for a new agent with `role` and `scopes` (`"mcp:read mcp:write"`).
+pub fn token(lore: &Lore, org: &str, role: lore_base::model::Role, scopes: &str) -> String {
+    let request = lore_directory::admin::TokenRequest {
+        org: org.into(),
+        role: Some(role),
+        scopes: lore_base::model::Scopes::parse(scopes).unwrap(),
+        principal: None,
+        name: None,
+        expires_at_ms: None,
+    };
+    block_on(lore_directory::admin::create_token(lore.ports(), request))
+        .unwrap()
+        .token
+}
+
 pub fn ok(r: &Value) -> Value {
     assert_eq!(r["isError"], false, "{r}");
     r["structuredContent"]["result"].clone()

@@ -75,6 +75,12 @@ pub struct State {
     pub spin: spin::SpinState,
 }
 
+impl spin::WithSpin for State {
+    fn spin(&mut self) -> &mut spin::SpinState {
+        &mut self.spin
+    }
+}
+
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {

@@ -25,8 +25,6 @@ use wasmtime::component::{
 };
 use wasmtime::error::Context;
 
-use crate::State;
-
 /// What every request's instance shares: the database path, the key-value file's connection
 /// and the variables.
 pub struct Shared {
@@ -401,32 +399,37 @@ type ExecuteAsync = Result<
     SqlError,
 >;
 
-pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
+/// What a host's per-request state lends the Spin imports: its [`SpinState`].
+pub trait WithSpin: Send + 'static {
+    fn spin(&mut self) -> &mut SpinState;
+}
+
+pub fn add_to_linker<T: WithSpin>(linker: &mut Linker<T>) -> Result<()> {
     let mut sqlite = linker.instance("spin:sqlite/sqlite@3.1.0")?;
     sqlite.resource(
         "connection",
         ResourceType::host::<SqliteConnection>(),
         |mut store, rep| {
-            store.data_mut().spin.connections.remove(&rep);
+            store.data_mut().spin().connections.remove(&rep);
             Ok(())
         },
     )?;
     sqlite.func_wrap(
         "[static]connection.open",
-        |mut store, (label,): (String,)| Ok((store.data_mut().spin.open(&label),)),
+        |mut store, (label,): (String,)| Ok((store.data_mut().spin().open(&label),)),
     )?;
     sqlite.func_wrap_concurrent(
         "[static]connection.open-async",
         |accessor, (label,): (String,)| {
             Box::pin(
-                async move { Ok((accessor.with(|mut access| access.get().spin.open(&label)),)) },
+                async move { Ok((accessor.with(|mut access| access.get().spin().open(&label)),)) },
             )
         },
     )?;
     sqlite.func_wrap(
         "[method]connection.execute",
         |mut store, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
-            let result = store.data_mut().spin.connection(&handle).and_then(|db| {
+            let result = store.data_mut().spin().connection(&handle).and_then(|db| {
                 let conn = db.conn.lock().map_err(|_| SqlError::InvalidConnection)?;
                 traced(|out| described(&sql, out), || execute(&conn, &sql, params))
             });
@@ -437,7 +440,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
         "[method]connection.execute-async",
         |accessor, (handle, sql, params): (Resource<SqliteConnection>, String, Vec<SqlValue>)| {
             Box::pin(async move {
-                let conn = accessor.with(|mut access| access.get().spin.connection(&handle));
+                let conn = accessor.with(|mut access| access.get().spin().connection(&handle));
                 let result = match conn {
                     Ok(conn) => execute_blocking(conn, sql, params).await,
                     Err(e) => Err(e),
@@ -459,7 +462,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
     sqlite.func_wrap(
         "[method]connection.last-insert-rowid",
         |mut store, (handle,): (Resource<SqliteConnection>,)| {
-            let id = match store.data_mut().spin.connection(&handle) {
+            let id = match store.data_mut().spin().connection(&handle) {
                 Ok(db) => db.conn.lock().map(|c| c.last_insert_rowid()).unwrap_or(0),
                 Err(_) => 0,
             };
@@ -469,7 +472,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
     sqlite.func_wrap(
         "[method]connection.changes",
         |mut store, (handle,): (Resource<SqliteConnection>,)| {
-            let n = match store.data_mut().spin.connection(&handle) {
+            let n = match store.data_mut().spin().connection(&handle) {
                 Ok(db) => db.conn.lock().map(|c| c.changes()).unwrap_or(0),
                 Err(_) => 0,
             };
@@ -488,7 +491,7 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
                     accessor.with(|mut access| {
                         access
                             .get()
-                            .spin
+                            .spin()
                             .shared
                             .variables
                             .get(&name.to_ascii_lowercase())
@@ -504,27 +507,27 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
     Ok(())
 }
 
-fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
+fn add_key_value<T: WithSpin>(linker: &mut Linker<T>) -> Result<()> {
     let mut kv = linker.instance("spin:key-value/key-value@3.0.0")?;
     kv.resource(
         "store",
         ResourceType::host::<KvStore>(),
         |mut store, rep| {
-            store.data_mut().spin.stores.remove(&rep);
+            store.data_mut().spin().stores.remove(&rep);
             Ok(())
         },
     )?;
     kv.func_wrap_concurrent("[static]store.open", |accessor, (label,): (String,)| {
-        Box::pin(
-            async move { Ok((accessor.with(|mut access| access.get().spin.open_store(&label)),)) },
-        )
+        Box::pin(async move {
+            Ok((accessor.with(|mut access| access.get().spin().open_store(&label)),))
+        })
     })?;
     kv.func_wrap_concurrent(
         "[method]store.get",
         |accessor, (handle, key): (Resource<KvStore>, String)| {
             Box::pin(async move {
                 let result: KvOp<Option<Vec<u8>>> =
-                    match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                    match accessor.with(|mut a| a.get().spin().store(&handle)) {
                         Ok((label, conn)) => {
                             kv_blocking(format!("get {key}"), conn, move |c| {
                                 c.prepare_cached(
@@ -545,7 +548,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
         "[method]store.set",
         |accessor, (handle, key, value): (Resource<KvStore>, String, Vec<u8>)| {
             Box::pin(async move {
-                let result: KvOp<()> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                let result: KvOp<()> = match accessor.with(|mut a| a.get().spin().store(&handle)) {
                     Ok((label, conn)) => {
                         kv_blocking(format!("set {key}"), conn, move |c| {
                             c.prepare_cached(
@@ -567,7 +570,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
         "[method]store.delete",
         |accessor, (handle, key): (Resource<KvStore>, String)| {
             Box::pin(async move {
-                let result: KvOp<()> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                let result: KvOp<()> = match accessor.with(|mut a| a.get().spin().store(&handle)) {
                     Ok((label, conn)) => {
                         kv_blocking(format!("delete {key}"), conn, move |c| {
                             c.prepare_cached(
@@ -588,7 +591,8 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
         "[method]store.exists",
         |accessor, (handle, key): (Resource<KvStore>, String)| {
             Box::pin(async move {
-                let result: KvOp<bool> = match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                let result: KvOp<bool> = match accessor.with(|mut a| a.get().spin().store(&handle))
+                {
                     Ok((label, conn)) => {
                         kv_blocking(format!("exists {key}"), conn, move |c| {
                             c.prepare_cached(
@@ -609,7 +613,7 @@ fn add_key_value(linker: &mut Linker<State>) -> Result<()> {
         |accessor, (handle,): (Resource<KvStore>,)| {
             Box::pin(async move {
                 let keys: KvOp<Vec<String>> =
-                    match accessor.with(|mut a| a.get().spin.store(&handle)) {
+                    match accessor.with(|mut a| a.get().spin().store(&handle)) {
                         Ok((label, conn)) => {
                             kv_blocking("get-keys".into(), conn, move |c| {
                                 c.prepare_cached(

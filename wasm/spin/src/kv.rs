@@ -12,6 +12,9 @@ use async_trait::async_trait;
 use lore_base::ports::{Cache, Clock, PortError};
 use spin_sdk::key_value::Store;
 
+/// The Spin key-value store lore caches in (`key_value_stores` in `spin.toml`).
+pub const KV_STORE: &str = "default";
+
 /// A Spin key-value store as lore's cache.
 pub struct SpinKvCache {
     label: &'static str,

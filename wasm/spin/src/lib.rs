@@ -33,14 +33,9 @@ use spin_sdk::http::body::IncomingBodyExt;
 use spin_sdk::http::{Request, StatusCode};
 use spin_sdk::http_service;
 
-pub use kv::SpinKvCache;
+pub use kv::{KV_STORE, SpinKvCache};
 pub use ports::{SpinClock, SpinHttp, WasiRandom};
-pub use sqlite::SpinSqliteStorage;
-
-/// The Spin SQLite database lore uses (`sqlite_databases` in `spin.toml`).
-pub const DATABASE: &str = "default";
-/// The Spin key-value store lore caches in (`key_value_stores` in `spin.toml`).
-pub const KV_STORE: &str = "default";
+pub use sqlite::{DATABASE, SpinSqliteStorage};
 /// How many usage-counter names Spin instances share (see `instance`).
 const USAGE_SLOTS: u8 = 16;
 

@@ -27,6 +27,10 @@ use lore_base::storage::{
 use spin_sdk::sqlite::{Connection, Value};
 
 const GET: &str = "SELECT v FROM lore_kv WHERE k = ?1";
+
+/// The Spin SQLite database lore uses (`sqlite_databases` in `spin.toml`).
+pub const DATABASE: &str = "default";
+
 /// Keys per multi-row statement of a batch (SQLite allows 32,766 parameters).
 const ROWS_PER_STATEMENT: usize = 100;
 /// How many times a `BEGIN IMMEDIATE` refused as locked is made in all.

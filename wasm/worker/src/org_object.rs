@@ -287,8 +287,8 @@ pub fn split_storage(
     home: Option<(String, Rc<ObjectStorage>)>,
     subrequests: &Subrequests,
 ) -> worker::Result<Rc<dyn Storage>> {
-    let directory = Rc::new(crate::D1Storage::counted(
-        env.d1(crate::D1_BINDING)?,
+    let directory = Rc::new(crate::d1::D1Storage::counted(
+        env.d1(crate::platform::D1_BINDING)?,
         subrequests.clone(),
     ));
     let orgs = ObjectOrgs {
@@ -328,12 +328,12 @@ impl OrgObject {
         );
         let ports = Ports {
             background: Some(Rc::new(later)),
-            ..crate::platform_ports(
+            ..crate::platform::platform_ports(
                 &self.env,
                 split_storage(&self.env, home, &self.subrequests)?,
             )
         };
-        let config = crate::config(&self.env).map_err(worker::Error::RustError)?;
+        let config = crate::platform::config(&self.env).map_err(worker::Error::RustError)?;
         // One object per org and never two at once, so the usage counters' keys can be fixed.
         let lore = Rc::new(
             Lore::with_usage_instance(ports, config, "object".into())
@@ -396,12 +396,12 @@ impl DurableObject for OrgObject {
             })
             .await;
             return match response {
-                Some(response) => crate::from_http(response),
+                Some(response) => crate::platform::from_http(response),
                 None => Response::error(format!("no object test route {route}"), 404),
             };
         }
         let lore = self.instance(&org)?;
-        let request = crate::to_http(req).await?;
+        let request = crate::platform::to_http(req).await?;
         let before = self.subrequests.get();
         let streams = lore_front::mcp::reply::may_stream(
             request.method(),
@@ -436,7 +436,7 @@ impl DurableObject for OrgObject {
             crate::ports::OBJECT_SUBREQUESTS,
             self.subrequests.get() - before,
         );
-        crate::from_http(response)
+        crate::platform::from_http(response)
     }
 
     /// Runs the org's due schedules. A failure is an error, which the runtime retries.
@@ -452,7 +452,7 @@ impl DurableObject for OrgObject {
                 None => return Response::empty(),
             },
         };
-        let now = lore_base::ports::Clock::now_ms(&crate::WorkersClock);
+        let now = lore_base::ports::Clock::now_ms(&crate::ports::WorkersClock);
         self.run_schedules(&org, now).await?;
         Response::empty()
     }

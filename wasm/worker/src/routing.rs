@@ -38,7 +38,8 @@ pub async fn placement(
     if let Some(found) = PLACEMENTS.with(|p| p.borrow().get(org).cloned()) {
         return Ok(found);
     }
-    let directory = crate::D1Storage::counted(env.d1(crate::D1_BINDING)?, subrequests.clone());
+    let directory =
+        crate::d1::D1Storage::counted(env.d1(crate::platform::D1_BINDING)?, subrequests.clone());
     let key = format!("{}{org}", lore_base::keys::ORG_PREFIX);
     let record = directory
         .get(&key)
@@ -95,7 +96,7 @@ pub async fn forward(
 ) -> worker::Result<Response> {
     let stub = stub(env, org, subrequests).await?;
     subrequests.made().await;
-    let headers = crate::worker_headers(request.headers())?;
+    let headers = crate::platform::worker_headers(request.headers())?;
     // Replaces any the client sent.
     headers.set(ORG_HEADER, org)?;
     let mut init = RequestInit::new();

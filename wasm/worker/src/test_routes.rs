@@ -27,7 +27,8 @@ use lore_testing::routes;
 use serde_json::{Value, json};
 use worker::Env;
 
-use crate::{D1_BINDING, D1Storage};
+use crate::d1::D1Storage;
+use crate::platform::D1_BINDING;
 
 /// The object the suites run in: no org can have this name.
 const SUITES_OBJECT: &str = "__suites";
@@ -48,7 +49,9 @@ pub async fn handle(
         let url = url.replacen(&format!("/__test/alarm/{org}"), "/__test/alarm", 1);
         return Some(crate::routing::forward(env, org, &url, request, &uncounted).await);
     }
-    Some(crate::from_http(answer(lore, env, route, request).await))
+    Some(crate::platform::from_http(
+        answer(lore, env, route, request).await,
+    ))
 }
 
 async fn answer(
