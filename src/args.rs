@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use lore::backup::{BackupArgs, DoctorArgs, RestoreArgs};
 use lore::outbound::UreqClient;
@@ -43,84 +43,7 @@ pub(crate) enum LogFormat {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Serve MCP over HTTP (the embedded default: SQLite file, loopback address).
-    Serve {
-        #[arg(long, default_value = "127.0.0.1:8787", env = "LORE_ADDR")]
-        addr: SocketAddr,
-        #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
-        db: PathBuf,
-        /// Serve tokenless requests as the local owner (refused unless the address is loopback).
-        #[arg(long, env = "LORE_NO_AUTH")]
-        no_auth: bool,
-        /// The org of tokenless requests, and the one created on first run.
-        #[arg(long, default_value = "default", env = "LORE_ORG")]
-        org: String,
-        /// A browser origin allowed to call the server besides its own (repeatable).
-        #[arg(
-            long = "allowed-origin",
-            env = "LORE_ALLOWED_ORIGINS",
-            value_delimiter = ','
-        )]
-        allowed_origins: Vec<String>,
-        /// Host names accepted in the Host header; default: loopback names when bound to
-        /// loopback, any otherwise.
-        #[arg(
-            long = "allowed-host",
-            env = "LORE_ALLOWED_HOSTS",
-            value_delimiter = ','
-        )]
-        allowed_hosts: Vec<String>,
-        /// Worker threads (default: one per core).
-        #[arg(long, env = "LORE_WORKERS")]
-        workers: Option<usize>,
-        /// Largest request body in bytes.
-        #[arg(long, default_value_t = lore_front::DEFAULT_MAX_BODY, env = "LORE_MAX_BODY_BYTES")]
-        max_body_bytes: usize,
-        /// Open connections at most; further ones are closed at once.
-        #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
-        max_connections: usize,
-        /// Requests per minute one token may make (0: no limit); an org may lower it.
-        #[arg(long, default_value_t = 600, env = "LORE_RATE_TOKEN_PER_MINUTE")]
-        rate_token_per_minute: u32,
-        /// Requests per minute all of one org's tokens may make (0: no limit).
-        #[arg(long, default_value_t = 3000, env = "LORE_RATE_ORG_PER_MINUTE")]
-        rate_org_per_minute: u32,
-        /// Records (sign-in sessions, pending authorizations, client registrations, fetched
-        /// client documents) one client address may make per minute without credentials (0: no
-        /// limit); each also expires.
-        #[arg(long, default_value_t = lore_front::config::DEFAULT_ANONYMOUS_PER_MINUTE, env = "LORE_RATE_ANONYMOUS_PER_MINUTE")]
-        rate_anonymous_per_minute: u32,
-        /// Networks that connections, webhooks and client documents may reach although they are
-        /// not public: `10.0.0.0/8`, `127.0.0.1` (default: public addresses only).
-        #[arg(
-            long = "outbound-allow",
-            env = "LORE_OUTBOUND_ALLOW",
-            value_delimiter = ','
-        )]
-        outbound_allow: Vec<String>,
-        /// A script run's wall clock, in milliseconds.
-        #[arg(long, default_value_t = 180_000, env = "LORE_SCRIPT_WALL_MS")]
-        script_wall_ms: u64,
-        /// The memory a script run may hold, in bytes; its process ends past it.
-        #[arg(long, default_value_t = 64 << 20, env = "LORE_SCRIPT_MEMORY_BYTES")]
-        script_memory_bytes: usize,
-        /// Scripts (query_sdk, run_sdk, do) running at once in the server; more are refused
-        /// with `overloaded` (default: 8 per worker thread).
-        #[arg(long, env = "LORE_MAX_SCRIPTS")]
-        max_scripts: Option<usize>,
-        /// Of those, how many one org may run at once (default: half of --max-scripts).
-        #[arg(long, env = "LORE_MAX_SCRIPTS_PER_ORG")]
-        max_scripts_per_org: Option<usize>,
-        /// Of those, how many one token may run at once (default: a quarter of --max-scripts).
-        #[arg(long, env = "LORE_MAX_SCRIPTS_PER_TOKEN")]
-        max_scripts_per_token: Option<usize>,
-        #[command(flatten)]
-        embeddings: EmbeddingsArgs,
-        /// The public base URL clients reach the server at (e.g. https://lore.example.com):
-        /// the OAuth issuer, and what tokens are bound to. Default: from each request's Host
-        /// (http on loopback names, https otherwise).
-        #[arg(long, env = "LORE_PUBLIC_URL")]
-        public_url: Option<String>,
-    },
+    Serve(ServeArgs),
     /// Create the local owner and the first org, and print an owner token.
     Init {
         #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
@@ -209,6 +132,87 @@ pub(crate) enum Command {
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
     },
+}
+
+/// `lore serve`'s arguments.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    #[arg(long, default_value = "127.0.0.1:8787", env = "LORE_ADDR")]
+    pub(crate) addr: SocketAddr,
+    #[arg(long, default_value = "./lore.db", env = "LORE_DB")]
+    pub(crate) db: PathBuf,
+    /// Serve tokenless requests as the local owner (refused unless the address is loopback).
+    #[arg(long, env = "LORE_NO_AUTH")]
+    pub(crate) no_auth: bool,
+    /// The org of tokenless requests, and the one created on first run.
+    #[arg(long, default_value = "default", env = "LORE_ORG")]
+    pub(crate) org: String,
+    /// A browser origin allowed to call the server besides its own (repeatable).
+    #[arg(
+        long = "allowed-origin",
+        env = "LORE_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub(crate) allowed_origins: Vec<String>,
+    /// Host names accepted in the Host header; default: loopback names when bound to
+    /// loopback, any otherwise.
+    #[arg(
+        long = "allowed-host",
+        env = "LORE_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long, env = "LORE_WORKERS")]
+    pub(crate) workers: Option<usize>,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = lore_front::DEFAULT_MAX_BODY, env = "LORE_MAX_BODY_BYTES")]
+    pub(crate) max_body_bytes: usize,
+    /// Open connections at most; further ones are closed at once.
+    #[arg(long, default_value_t = 2048, env = "LORE_MAX_CONNECTIONS")]
+    pub(crate) max_connections: usize,
+    /// Requests per minute one token may make (0: no limit); an org may lower it.
+    #[arg(long, default_value_t = 600, env = "LORE_RATE_TOKEN_PER_MINUTE")]
+    pub(crate) rate_token_per_minute: u32,
+    /// Requests per minute all of one org's tokens may make (0: no limit).
+    #[arg(long, default_value_t = 3000, env = "LORE_RATE_ORG_PER_MINUTE")]
+    pub(crate) rate_org_per_minute: u32,
+    /// Records (sign-in sessions, pending authorizations, client registrations, fetched
+    /// client documents) one client address may make per minute without credentials (0: no
+    /// limit); each also expires.
+    #[arg(long, default_value_t = lore_front::config::DEFAULT_ANONYMOUS_PER_MINUTE, env = "LORE_RATE_ANONYMOUS_PER_MINUTE")]
+    pub(crate) rate_anonymous_per_minute: u32,
+    /// Networks that connections, webhooks and client documents may reach although they are
+    /// not public: `10.0.0.0/8`, `127.0.0.1` (default: public addresses only).
+    #[arg(
+        long = "outbound-allow",
+        env = "LORE_OUTBOUND_ALLOW",
+        value_delimiter = ','
+    )]
+    pub(crate) outbound_allow: Vec<String>,
+    /// A script run's wall clock, in milliseconds.
+    #[arg(long, default_value_t = 180_000, env = "LORE_SCRIPT_WALL_MS")]
+    pub(crate) script_wall_ms: u64,
+    /// The memory a script run may hold, in bytes; its process ends past it.
+    #[arg(long, default_value_t = 64 << 20, env = "LORE_SCRIPT_MEMORY_BYTES")]
+    pub(crate) script_memory_bytes: usize,
+    /// Scripts (query_sdk, run_sdk, do) running at once in the server; more are refused
+    /// with `overloaded` (default: 8 per worker thread).
+    #[arg(long, env = "LORE_MAX_SCRIPTS")]
+    pub(crate) max_scripts: Option<usize>,
+    /// Of those, how many one org may run at once (default: half of --max-scripts).
+    #[arg(long, env = "LORE_MAX_SCRIPTS_PER_ORG")]
+    pub(crate) max_scripts_per_org: Option<usize>,
+    /// Of those, how many one token may run at once (default: a quarter of --max-scripts).
+    #[arg(long, env = "LORE_MAX_SCRIPTS_PER_TOKEN")]
+    pub(crate) max_scripts_per_token: Option<usize>,
+    #[command(flatten)]
+    pub(crate) embeddings: EmbeddingsArgs,
+    /// The public base URL clients reach the server at (e.g. https://lore.example.com):
+    /// the OAuth issuer, and what tokens are bound to. Default: from each request's Host
+    /// (http on loopback names, https otherwise).
+    #[arg(long, env = "LORE_PUBLIC_URL")]
+    pub(crate) public_url: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -28,7 +28,10 @@ macro_rules! outln {
 
 mod args;
 
-use args::{Cli, Command, LogFormat, MemoryCommand, OrgCommand, TokenCommand};
+use args::{
+    Cli, Command, EmbeddingsArgs, LogFormat, MemoryCommand, OrgCommand, ServeArgs, TokenCommand,
+};
+use lore::backup::DoctorArgs;
 
 /// Every request allocates many small JSON values; mimalloc serves them faster than glibc's
 /// allocator across worker threads. The meter around it counts what scripts hold, for the
@@ -181,137 +184,7 @@ fn print_issued(issued: &IssuedToken, json_out: bool) {
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve {
-            addr,
-            db,
-            no_auth,
-            org,
-            allowed_origins,
-            allowed_hosts,
-            workers,
-            max_body_bytes,
-            max_connections,
-            rate_token_per_minute,
-            rate_org_per_minute,
-            rate_anonymous_per_minute,
-            outbound_allow,
-            script_wall_ms,
-            script_memory_bytes,
-            max_scripts,
-            max_scripts_per_org,
-            max_scripts_per_token,
-            embeddings,
-            public_url,
-        } => {
-            if no_auth && !addr.ip().is_loopback() {
-                bail!(
-                    "--no-auth serves anyone who can connect as the owner; it is refused on {addr}, use a loopback address"
-                );
-            }
-            let embedder = embeddings.choice()?;
-            let lore = open(&db, &embedder)?;
-            let first_run = block_on(admin::init(lore.ports(), &org))?;
-            // A new database gets an owner password for the sign-in page: the one in
-            // LORE_OWNER_PASSWORD, or a random one shown once below.
-            let first_password = match &first_run {
-                InitOutcome::Created(_) => Some(set_owner_password(&lore, false)?),
-                InitOutcome::AlreadyInitialised { .. } => None,
-            };
-            let origins = if !allowed_hosts.is_empty() {
-                OriginPolicy {
-                    allowed_hosts: Some(allowed_hosts),
-                    allowed_origins,
-                }
-            } else if addr.ip().is_loopback() {
-                OriginPolicy {
-                    allowed_origins,
-                    ..OriginPolicy::loopback()
-                }
-            } else {
-                OriginPolicy {
-                    allowed_hosts: None,
-                    allowed_origins,
-                }
-            };
-            let config = Config {
-                default_org: lore_base::ids::OrgId::parse(&org)?,
-                no_auth,
-                origins,
-                max_body_bytes,
-                public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
-                upstream: lore_front::providers::from_vars(|name| std::env::var(name).ok())
-                    .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
-                rate_limits: lore_base::ratelimit::RateLimits {
-                    token_per_minute: rate_token_per_minute,
-                    org_per_minute: rate_org_per_minute,
-                },
-                anonymous_per_minute: rate_anonymous_per_minute,
-                outbound: lore_base::outbound::Policy::parse(&outbound_allow.join(","))
-                    .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?,
-                scripts: lore_engine::ScriptCaps {
-                    wall_ms: script_wall_ms,
-                    memory_bytes: script_memory_bytes,
-                    ..lore_engine::ScriptCaps::default()
-                },
-                ..Config::default()
-            };
-            drop(lore);
-            let workers = workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-            let options = ServeOptions {
-                addr,
-                db: db.clone(),
-                config,
-                workers,
-                limits: ConnectionLimits {
-                    header_timeout: Duration::from_secs(10),
-                    body_timeout: Duration::from_secs(30),
-                    drain_timeout: Duration::from_secs(10),
-                    max_connections,
-                },
-                scripts: {
-                    let max = max_scripts.unwrap_or(8 * workers).max(1);
-                    lore_base::ratelimit::ScriptSlots::with_shares(
-                        max,
-                        max_scripts_per_org.unwrap_or(max / 2),
-                        max_scripts_per_token.unwrap_or(max / 4),
-                    )
-                },
-                embedder,
-                script_program: std::env::current_exe()
-                    .context("cannot find the lore binary to start script processes from")?,
-            };
-            serve(options, |local| {
-                let url = format!("http://{local}/mcp");
-                if let InitOutcome::Created(issued) = &first_run {
-                    eprintln!(
-                        "Created {} with org {:?} and its owner token (shown once):\n\n  {}\n",
-                        db.display(),
-                        issued.org,
-                        issued.token
-                    );
-                    eprintln!(
-                        "Connect Claude Code:\n  claude mcp add --transport http lore {url} --header \"Authorization: Bearer {}\"\n",
-                        issued.token
-                    );
-                }
-                if let Some(NewPassword::Generated(password)) = &first_password {
-                    eprintln!(
-                        "Owner password for the sign-in page (shown once; change it with `lore password`):\n\n  {password}\n"
-                    );
-                }
-                eprintln!(
-                    "OAuth clients (Claude, ChatGPT, Cursor) connect to {url} and sign in at http://{local}/oauth/signin\n"
-                );
-                if no_auth {
-                    tracing::warn!(
-                        "--no-auth: requests without a token act as the local owner of org {org:?}"
-                    );
-                }
-                tracing::info!(%url, db = %db.display(), workers, "lore listening");
-                eprintln!("lore listening on {url}");
-            })
-        }
+        Command::Serve(args) => run_serve(args),
         Command::Password { db, password_stdin } => {
             let lore = open(&db, &EmbedderChoice::Builtin)?;
             match set_owner_password(&lore, password_stdin)? {
@@ -361,152 +234,21 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Org {
-            command:
-                OrgCommand::Create {
-                    name,
-                    location_hint,
-                    jurisdiction,
-                    db,
-                    json,
-                },
-        } => {
-            let lore = open(&db, &EmbedderChoice::Builtin)?;
-            let placement = lore_base::model::Placement::new(
-                location_hint.as_deref(),
-                jurisdiction.as_deref(),
-            )?;
-            let issued = admin::create_placed_org(lore.ports(), &name, placement);
-            print_issued(&block_on(issued)?, json);
-            Ok(())
-        }
-        Command::Org {
-            command: OrgCommand::List { db, json },
-        } => {
-            let lore = open(&db, &EmbedderChoice::Builtin)?;
-            let orgs = block_on(admin::list_orgs(lore.ports()))?;
-            if json {
-                print_json(&serde_json::to_value(&orgs)?);
-            } else {
-                for o in orgs {
-                    outln!("{}", o.id);
-                }
-            }
-            Ok(())
-        }
-        Command::Org {
-            command:
-                OrgCommand::Export {
-                    org,
-                    file,
-                    side,
-                    force,
-                    json,
-                },
-        } => {
-            let side = Side::from_args(side.db, side.url, side.operator_secret)?;
-            moved(
-                block_on(lore::transfer::export(&side, &org, &file, force))?,
-                json,
-            );
-            Ok(())
-        }
-        Command::Org {
-            command:
-                OrgCommand::Import {
-                    file,
-                    org,
-                    side,
-                    carry_credentials,
-                    json,
-                },
-        } => {
-            let side = Side::from_args(side.db, side.url, side.operator_secret)?;
-            let credentials = if carry_credentials {
-                lore_directory::transfer::Credentials::Carry
-            } else {
-                lore_directory::transfer::Credentials::IssueAnew
-            };
-            moved(
-                block_on(lore::transfer::import(&side, &file, &org, credentials))?,
-                json,
-            );
-            Ok(())
-        }
-        Command::Org {
-            command:
-                OrgCommand::MoveIn {
-                    org,
-                    url,
-                    operator_secret,
-                    json,
-                },
-        } => {
-            let Side::Remote { base, secret } =
-                Side::from_args(PathBuf::new(), Some(url), Some(operator_secret))?
-            else {
-                unreachable!("a URL was given");
-            };
-            moved(
-                block_on(lore::transfer::move_in(&base, &secret, &org))?,
-                json,
-            );
-            Ok(())
-        }
+        Command::Org { command } => org(command),
         Command::Token { command } => token(command),
         Command::Backup(a) => copied(lore::backup::backup(&a.db, &a.file, a.force)?, a.json),
         Command::Restore(a) => copied(lore::backup::restore(&a.file, &a.db, a.force)?, a.json),
         Command::Doctor {
-            args: a,
+            args,
             org,
             embeddings,
-        } => {
-            let report = lore::backup::doctor(&a.db);
-            // The memory index only of a database that opened and checked out.
-            let index = if report.ok {
-                let lore = open(&a.db, &embeddings.choice()?)?;
-                Some(block_on(lore.memory_index(org.as_deref(), false))?)
-            } else {
-                None
-            };
-            if a.json {
-                let mut out = serde_json::to_value(&report)?;
-                out["memory_index"] = index.clone().unwrap_or(Value::Null);
-                print_json(&out);
-            } else {
-                lore::backup::print_report(&report);
-                if let Some(index) = &index {
-                    print_memory_index(index);
-                }
-            }
-            if !report.ok {
-                bail!("{} has problems (see the report)", a.db.display());
-            }
-            if index.is_some_and(|i| i["healthy"] != true) {
-                bail!(
-                    "a memory index is unusable (see the report); `lore reindex` rebuilds it (servers also rebuild it themselves)"
-                );
-            }
-            Ok(())
-        }
+        } => doctor(args, org, embeddings),
         Command::Reindex {
             db,
             org,
-            json: json_out,
+            json,
             embeddings,
-        } => {
-            let lore = open(&db, &embeddings.choice()?)?;
-            let index = block_on(lore.memory_index(org.as_deref(), true))?;
-            if json_out {
-                print_json(&index);
-            } else {
-                print_memory_index(&index);
-            }
-            if index["healthy"] != true {
-                bail!("an org's memory index could not be rebuilt (see the report)");
-            }
-            Ok(())
-        }
+        } => reindex(db, org, json, embeddings),
         Command::Model { verify } => {
             let dir = lore::model::ensure(true)?;
             if verify {
@@ -535,73 +277,342 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Memory {
-            command:
-                MemoryCommand::Run {
-                    tool,
-                    args,
-                    db,
-                    url,
-                    token,
-                    org,
-                    raw,
-                    embeddings,
-                },
+        Command::Memory { command } => memory(command),
+    }
+}
+
+/// `lore serve`: opens (and on first run creates) the database, then serves until stopped.
+fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let ServeArgs {
+        addr,
+        db,
+        no_auth,
+        org,
+        allowed_origins,
+        allowed_hosts,
+        workers,
+        max_body_bytes,
+        max_connections,
+        rate_token_per_minute,
+        rate_org_per_minute,
+        rate_anonymous_per_minute,
+        outbound_allow,
+        script_wall_ms,
+        script_memory_bytes,
+        max_scripts,
+        max_scripts_per_org,
+        max_scripts_per_token,
+        embeddings,
+        public_url,
+    } = args;
+    if no_auth && !addr.ip().is_loopback() {
+        bail!(
+            "--no-auth serves anyone who can connect as the owner; it is refused on {addr}, use a loopback address"
+        );
+    }
+    let embedder = embeddings.choice()?;
+    let lore = open(&db, &embedder)?;
+    let first_run = block_on(admin::init(lore.ports(), &org))?;
+    // A new database gets an owner password for the sign-in page: the one in
+    // LORE_OWNER_PASSWORD, or a random one shown once below.
+    let first_password = match &first_run {
+        InitOutcome::Created(_) => Some(set_owner_password(&lore, false)?),
+        InitOutcome::AlreadyInitialised { .. } => None,
+    };
+    let origins = if !allowed_hosts.is_empty() {
+        OriginPolicy {
+            allowed_hosts: Some(allowed_hosts),
+            allowed_origins,
+        }
+    } else if addr.ip().is_loopback() {
+        OriginPolicy {
+            allowed_origins,
+            ..OriginPolicy::loopback()
+        }
+    } else {
+        OriginPolicy {
+            allowed_hosts: None,
+            allowed_origins,
+        }
+    };
+    let config = Config {
+        default_org: lore_base::ids::OrgId::parse(&org)?,
+        no_auth,
+        origins,
+        max_body_bytes,
+        public_url: public_url.map(|u| validate_public_url(&u)).transpose()?,
+        upstream: lore_front::providers::from_vars(|name| std::env::var(name).ok())
+            .map_err(|e| anyhow::anyhow!("identity provider configuration: {e}"))?,
+        rate_limits: lore_base::ratelimit::RateLimits {
+            token_per_minute: rate_token_per_minute,
+            org_per_minute: rate_org_per_minute,
+        },
+        anonymous_per_minute: rate_anonymous_per_minute,
+        outbound: lore_base::outbound::Policy::parse(&outbound_allow.join(","))
+            .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?,
+        scripts: lore_engine::ScriptCaps {
+            wall_ms: script_wall_ms,
+            memory_bytes: script_memory_bytes,
+            ..lore_engine::ScriptCaps::default()
+        },
+        ..Config::default()
+    };
+    drop(lore);
+    let workers =
+        workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let options = ServeOptions {
+        addr,
+        db: db.clone(),
+        config,
+        workers,
+        limits: ConnectionLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(10),
+            max_connections,
+        },
+        scripts: {
+            let max = max_scripts.unwrap_or(8 * workers).max(1);
+            lore_base::ratelimit::ScriptSlots::with_shares(
+                max,
+                max_scripts_per_org.unwrap_or(max / 2),
+                max_scripts_per_token.unwrap_or(max / 4),
+            )
+        },
+        embedder,
+        script_program: std::env::current_exe()
+            .context("cannot find the lore binary to start script processes from")?,
+    };
+    serve(options, |local| {
+        let url = format!("http://{local}/mcp");
+        if let InitOutcome::Created(issued) = &first_run {
+            eprintln!(
+                "Created {} with org {:?} and its owner token (shown once):\n\n  {}\n",
+                db.display(),
+                issued.org,
+                issued.token
+            );
+            eprintln!(
+                "Connect Claude Code:\n  claude mcp add --transport http lore {url} --header \"Authorization: Bearer {}\"\n",
+                issued.token
+            );
+        }
+        if let Some(NewPassword::Generated(password)) = &first_password {
+            eprintln!(
+                "Owner password for the sign-in page (shown once; change it with `lore password`):\n\n  {password}\n"
+            );
+        }
+        eprintln!(
+            "OAuth clients (Claude, ChatGPT, Cursor) connect to {url} and sign in at http://{local}/oauth/signin\n"
+        );
+        if no_auth {
+            tracing::warn!(
+                "--no-auth: requests without a token act as the local owner of org {org:?}"
+            );
+        }
+        tracing::info!(%url, db = %db.display(), workers, "lore listening");
+        eprintln!("lore listening on {url}");
+    })
+}
+
+/// `lore org …`.
+fn org(command: OrgCommand) -> anyhow::Result<()> {
+    match command {
+        OrgCommand::Create {
+            name,
+            location_hint,
+            jurisdiction,
+            db,
+            json,
         } => {
-            let args: Value =
-                serde_json::from_str(&args).context("the arguments are not valid JSON")?;
-            if !args.is_object() {
-                bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            let placement = lore_base::model::Placement::new(
+                location_hint.as_deref(),
+                jurisdiction.as_deref(),
+            )?;
+            let issued = admin::create_placed_org(lore.ports(), &name, placement);
+            print_issued(&block_on(issued)?, json);
+            Ok(())
+        }
+        OrgCommand::List { db, json } => {
+            let lore = open(&db, &EmbedderChoice::Builtin)?;
+            let orgs = block_on(admin::list_orgs(lore.ports()))?;
+            if json {
+                print_json(&serde_json::to_value(&orgs)?);
+            } else {
+                for o in orgs {
+                    outln!("{}", o.id);
+                }
             }
-            let admin = tool.contains('.')
-                || lore_engine::tools::find(&tool).is_some_and(|t| t.profile().is_none());
-            // Without --token, a remote URL uses what `lore login` stored for it.
-            let token = match (&url, token.filter(|t| !t.is_empty())) {
-                (Some(url), None) => block_on(lore::login::token_for(&UreqClient::default(), url))?,
-                (_, token) => token,
+            Ok(())
+        }
+        OrgCommand::Export {
+            org,
+            file,
+            side,
+            force,
+            json,
+        } => {
+            let side = Side::from_args(side.db, side.url, side.operator_secret)?;
+            moved(
+                block_on(lore::transfer::export(&side, &org, &file, force))?,
+                json,
+            );
+            Ok(())
+        }
+        OrgCommand::Import {
+            file,
+            org,
+            side,
+            carry_credentials,
+            json,
+        } => {
+            let side = Side::from_args(side.db, side.url, side.operator_secret)?;
+            let credentials = if carry_credentials {
+                lore_directory::transfer::Credentials::Carry
+            } else {
+                lore_directory::transfer::Credentials::IssueAnew
             };
-            let result = match url {
-                Some(url) if admin => block_on(call_remote_admin(
-                    &UreqClient::default(),
-                    &admin_url(&url, org.as_deref(), &tool)?,
-                    token.as_deref(),
-                    args,
-                ))?,
-                Some(url) => {
-                    let envelope = block_on(call_remote_tool(
-                        &UreqClient::default(),
-                        &compact_url(url, &tool),
-                        token.as_deref(),
-                        &tool,
-                        args,
-                    ))?;
-                    if raw {
-                        envelope
-                    } else {
-                        tool_result(envelope)?
-                    }
-                }
-                None => {
-                    let db = db.unwrap_or_else(|| PathBuf::from("./lore.db"));
-                    if !db.exists() {
-                        bail!(
-                            "{} does not exist; run `lore init --db {}` first or pass --url",
-                            db.display(),
-                            db.display()
-                        );
-                    }
-                    let lore = open(&db, &embeddings.choice()?)?;
-                    block_on(async {
-                        let caller = lore.local_caller(org.as_deref()).await?;
-                        lore.call_tool(&caller, &tool, args).await
-                    })
-                    .map_err(|e| anyhow::anyhow!("{}", e.to_json()))?
-                }
+            moved(
+                block_on(lore::transfer::import(&side, &file, &org, credentials))?,
+                json,
+            );
+            Ok(())
+        }
+        OrgCommand::MoveIn {
+            org,
+            url,
+            operator_secret,
+            json,
+        } => {
+            let Side::Remote { base, secret } =
+                Side::from_args(PathBuf::new(), Some(url), Some(operator_secret))?
+            else {
+                unreachable!("a URL was given");
             };
-            print_json(&result);
+            moved(
+                block_on(lore::transfer::move_in(&base, &secret, &org))?,
+                json,
+            );
             Ok(())
         }
     }
+}
+
+/// `lore doctor`: the database's checks, then its memory indexes.
+fn doctor(args: DoctorArgs, org: Option<String>, embeddings: EmbeddingsArgs) -> anyhow::Result<()> {
+    let report = lore::backup::doctor(&args.db);
+    // The memory index only of a database that opened and checked out.
+    let index = if report.ok {
+        let lore = open(&args.db, &embeddings.choice()?)?;
+        Some(block_on(lore.memory_index(org.as_deref(), false))?)
+    } else {
+        None
+    };
+    if args.json {
+        let mut out = serde_json::to_value(&report)?;
+        out["memory_index"] = index.clone().unwrap_or(Value::Null);
+        print_json(&out);
+    } else {
+        lore::backup::print_report(&report);
+        if let Some(index) = &index {
+            print_memory_index(index);
+        }
+    }
+    if !report.ok {
+        bail!("{} has problems (see the report)", args.db.display());
+    }
+    if index.is_some_and(|i| i["healthy"] != true) {
+        bail!(
+            "a memory index is unusable (see the report); `lore reindex` rebuilds it (servers also rebuild it themselves)"
+        );
+    }
+    Ok(())
+}
+
+/// `lore reindex`: rebuilds the memory indexes of one org or every org.
+fn reindex(
+    db: PathBuf,
+    org: Option<String>,
+    json_out: bool,
+    embeddings: EmbeddingsArgs,
+) -> anyhow::Result<()> {
+    let lore = open(&db, &embeddings.choice()?)?;
+    let index = block_on(lore.memory_index(org.as_deref(), true))?;
+    if json_out {
+        print_json(&index);
+    } else {
+        print_memory_index(&index);
+    }
+    if index["healthy"] != true {
+        bail!("an org's memory index could not be rebuilt (see the report)");
+    }
+    Ok(())
+}
+
+/// `lore memory run`: one tool or SDK method, on a local database or a server.
+fn memory(command: MemoryCommand) -> anyhow::Result<()> {
+    let MemoryCommand::Run {
+        tool,
+        args,
+        db,
+        url,
+        token,
+        org,
+        raw,
+        embeddings,
+    } = command;
+    let args: Value = serde_json::from_str(&args).context("the arguments are not valid JSON")?;
+    if !args.is_object() {
+        bail!("the arguments must be a JSON object, e.g. '{{\"query\": \"billing\"}}'");
+    }
+    let admin = tool.contains('.')
+        || lore_engine::tools::find(&tool).is_some_and(|t| t.profile().is_none());
+    // Without --token, a remote URL uses what `lore login` stored for it.
+    let token = match (&url, token.filter(|t| !t.is_empty())) {
+        (Some(url), None) => block_on(lore::login::token_for(&UreqClient::default(), url))?,
+        (_, token) => token,
+    };
+    let result = match url {
+        Some(url) if admin => block_on(call_remote_admin(
+            &UreqClient::default(),
+            &admin_url(&url, org.as_deref(), &tool)?,
+            token.as_deref(),
+            args,
+        ))?,
+        Some(url) => {
+            let envelope = block_on(call_remote_tool(
+                &UreqClient::default(),
+                &compact_url(url, &tool),
+                token.as_deref(),
+                &tool,
+                args,
+            ))?;
+            if raw {
+                envelope
+            } else {
+                tool_result(envelope)?
+            }
+        }
+        None => {
+            let db = db.unwrap_or_else(|| PathBuf::from("./lore.db"));
+            if !db.exists() {
+                bail!(
+                    "{} does not exist; run `lore init --db {}` first or pass --url",
+                    db.display(),
+                    db.display()
+                );
+            }
+            let lore = open(&db, &embeddings.choice()?)?;
+            block_on(async {
+                let caller = lore.local_caller(org.as_deref()).await?;
+                lore.call_tool(&caller, &tool, args).await
+            })
+            .map_err(|e| anyhow::anyhow!("{}", e.to_json()))?
+        }
+    };
+    print_json(&result);
+    Ok(())
 }
 
 /// What a person wants of a `tools/call` result: its structured content (or its text content,
