@@ -36,7 +36,7 @@ use lore::sqlite::SqliteStorage;
 use lore_base::model::Tier;
 use lore_base::ports::Ports;
 use lore_directory::admin::{self, InitOutcome};
-use lore_engine::sdk;
+use lore_engine::call_method;
 use lore_front::{Config, Lore};
 use lore_records::entities::Entity;
 use lore_records::sql::QuerySql;
@@ -118,7 +118,7 @@ fn main() {
     };
     let caller = block_on(lore.local_caller(Some("bench"))).unwrap();
     let call = |path: &str, args: Value| -> Value {
-        let json = block_on(sdk::call(&lore.engine, &caller, path, args, Tier::Admin))
+        let json = block_on(call_method(&lore.engine, &caller, path, args, Tier::Admin))
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(json.get()).unwrap()
     };

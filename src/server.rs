@@ -271,7 +271,7 @@ async fn worker(
     let schedules = runs_schedules.then(|| {
         let lore = lore.clone();
         tokio::task::spawn_local(async move {
-            let every = Duration::from_millis(lore_engine::runs::schedules::PASS_EVERY_MS);
+            let every = Duration::from_millis(lore_engine::schedules::PASS_EVERY_MS);
             let mut adopt = true;
             loop {
                 let now = lore.ports().clock.now_ms();

@@ -12,7 +12,7 @@ use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::caller::resolve_caller;
 use lore_directory::tokens::verify_token;
-use lore_engine::runs::{Surface, run_with_caps};
+use lore_engine::scripts::{Surface, run_with_caps};
 use lore_front::{Config, Lore};
 use lore_meter::Metered;
 use lore_sandbox::caps::ScriptCaps;

@@ -541,7 +541,7 @@ fn owner(o: &Org) -> lore_directory::Caller {
 #[test]
 fn without_a_base_url_ids_are_lore_urls() {
     let o = org();
-    let page = block_on(lore_engine::compact::fetch::fetch(
+    let page = block_on(lore_engine::compact_profile::fetch(
         &o.h.lore.engine,
         &owner(&o),
         "/types/Offer",
@@ -550,7 +550,7 @@ fn without_a_base_url_ids_are_lore_urls() {
     .unwrap();
     assert_eq!(page["url"], "lore://acme/types/Offer");
     assert_eq!(page["id"], "/types/Offer");
-    let page = block_on(lore_engine::compact::fetch::fetch(
+    let page = block_on(lore_engine::compact_profile::fetch(
         &o.h.lore.engine,
         &owner(&o),
         "lore://acme/docs/caps",
@@ -583,7 +583,7 @@ fn the_entity_scan_reads_the_newest_windows_first() {
         }
     }
     let caller = owner(&o);
-    let all = block_on(lore_engine::compact::catalog::newest_entities(
+    let all = block_on(lore_engine::compact_profile::newest_entities(
         &o.h.lore.engine,
         &caller,
         20,
@@ -606,7 +606,7 @@ fn the_entity_scan_reads_the_newest_windows_first() {
         ]
     );
     // Five: the whole last day, then the 30-day window fills the rest (its oldest first).
-    let five = block_on(lore_engine::compact::catalog::newest_entities(
+    let five = block_on(lore_engine::compact_profile::newest_entities(
         &o.h.lore.engine,
         &caller,
         5,

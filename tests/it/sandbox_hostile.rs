@@ -649,10 +649,10 @@ async fn wall_clock_cases() {
         }
         #[allow(clippy::disallowed_methods)] // a native test: wall time from the OS
         let started = std::time::Instant::now();
-        let r = lore_engine::runs::run_with_caps(
+        let r = lore_engine::scripts::run_with_caps(
             &lore.engine,
             &caller,
-            lore_engine::runs::Surface::Query,
+            lore_engine::scripts::Surface::Query,
             code,
             None,
             false,

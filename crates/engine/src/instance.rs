@@ -92,7 +92,7 @@ pub struct Engine {
     pub script_threads: Option<Rc<dyn ScriptThreads>>,
     /// Where SQL queries compute when not here (natively: a thread per query); `None`: inline.
     pub offload: Option<Rc<dyn Offload>>,
-    /// The script runner (see [`Scripts`]).
+    /// The script runner (see `Scripts`).
     pub scripts: &'static dyn Scripts,
     orgs: OrgCache,
 }

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use lore_base::model::{Profile, Tier};
 use lore_directory::Caller;
-use lore_engine::request::{OrgRequest, Reach};
 use lore_engine::tools;
+use lore_engine::{OrgRequest, Reach};
 
 use crate::instance::Lore;
 use lore_base::error::LoreError;
@@ -170,7 +170,7 @@ async fn fetch(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<V
             "id",
             format!(
                 "give ?id= with a path such as /types or /$.d.ts ({})",
-                lore_engine::compact::fetch::FORMS
+                lore_engine::compact_profile::FORMS
             ),
         ));
     };

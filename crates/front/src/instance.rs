@@ -7,8 +7,8 @@ use std::rc::Rc;
 use serde_json::{Value, json};
 
 use lore_directory::Caller;
-use lore_engine::instance::{Engine, EngineConfig};
-use lore_engine::request::{OrgRequest, Reach};
+use lore_engine::{Engine, EngineConfig};
+use lore_engine::{OrgRequest, Reach};
 
 use crate::config::Config;
 use lore_base::error::LoreError;
@@ -161,20 +161,20 @@ impl Lore {
     }
 
     /// Runs `org`'s behaviors' schedules due at `now_ms` and says when the next is due (an
-    /// org object's alarm; see `lore_engine::runs::schedules`).
+    /// org object's alarm; see `lore_engine::schedules`).
     pub async fn run_schedules(
         &self,
         org: &lore_base::ids::OrgId,
         now_ms: i64,
-    ) -> Result<lore_engine::runs::schedules::OrgPass, LoreError> {
-        lore_engine::runs::schedules::run_due(&self.engine, org, now_ms).await
+    ) -> Result<lore_engine::schedules::OrgPass, LoreError> {
+        lore_engine::schedules::run_due(&self.engine, org, now_ms).await
     }
 
     /// A pass over every org with schedules (`lore serve`'s timer, the operator route
     /// `schedules`), at `now_ms`; with `adopt`, every org's schedules saved before schedules
     /// ran are given their first run. Its report: orgs visited, runs made, orgs woken, errors.
     pub async fn schedule_pass(&self, now_ms: i64, adopt: bool) -> Value {
-        lore_engine::runs::schedules::run_every_org(&self.engine, now_ms, adopt).await
+        lore_engine::schedules::run_every_org(&self.engine, now_ms, adopt).await
     }
 
     /// The ports this instance reaches the world through (the engine's).

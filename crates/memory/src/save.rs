@@ -515,7 +515,7 @@ impl MemoryService {
     /// Commits a script run's batch. The run's saves numbered their events in the run's overlay,
     /// after the org's sequence number as the run read it; another writer may have numbered
     /// events since. Appends do not conflict: the run's events are numbered again after the
-    /// current last when the batch is committed ([`Self::commit_events`], retried while other
+    /// current last when the batch is committed (`commit_events`, retried while other
     /// saves keep numbering first). A conflict on any other key is the run's to report.
     pub async fn commit_run_batch(
         &self,

@@ -12,7 +12,7 @@ use lore_base::model::Tier;
 use lore_base::ports::Storage;
 use lore_directory::caller::{self, Caller};
 use lore_directory::{admin, tokens};
-use lore_engine::sdk;
+use lore_engine::call_method;
 use lore_front::{Config, Lore};
 use lore_records::metrics::Counts;
 
@@ -31,7 +31,7 @@ async fn setup(storage: Rc<dyn Storage>) -> (Lore, Caller) {
 }
 
 async fn call(lore: &Lore, caller: &Caller, path: &str, args: Value) -> Result<Value, LoreError> {
-    let json = sdk::call(&lore.engine, caller, path, args, Tier::Admin).await?;
+    let json = call_method(&lore.engine, caller, path, args, Tier::Admin).await?;
     Ok(serde_json::from_str(json.get()).expect("results are JSON"))
 }
 
@@ -558,7 +558,7 @@ pub async fn roles_scopes_and_tiers_gate_every_call(s: Rc<dyn Storage>) {
     let created = ok(&lore, &member, "Ticket.create", t.clone()).await;
     ok(&lore, &viewer, "Ticket.get", json!({"id": created["id"]})).await;
     // A read-only surface (query_sdk) refuses writes whatever the role.
-    let refused = sdk::call(
+    let refused = call_method(
         &lore.engine,
         &owner,
         "entities.create",

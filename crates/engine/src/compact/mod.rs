@@ -20,8 +20,6 @@ use serde::Deserialize;
 use lore_base::error::LoreError;
 use lore_base::model::Mode;
 
-pub use lore_base::model::Profile;
-
 /// `search` arguments (the seed's schema; see `crate::tools`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct SearchArgs {

@@ -42,9 +42,6 @@ use lore_memory::event::Event;
 use lore_records::operations::Operation;
 use run::{Origin, Spec, run_script};
 
-pub use dispatch::{CallRecord, PreviewWrite};
-pub use run::{COMMIT_ATTEMPTS, MAX_NESTING};
-
 /// `query_sdk` arguments.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -119,8 +116,6 @@ impl<'c> Spec<'c> {
         }
     }
 }
-
-pub use lore_base::error::ScriptFailure;
 
 /// Runs a script for `caller` through `surface`; `Ok` is the tool's structured result.
 pub async fn run(

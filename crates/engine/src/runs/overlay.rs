@@ -50,7 +50,7 @@ impl Overlay {
     }
 
     /// The one batch that commits the run: the kept checks and every buffered write.
-    pub fn into_batch(&self) -> Batch {
+    pub fn to_batch(&self) -> Batch {
         let mut batch = Batch::new();
         batch.checks = self.checks.borrow().clone();
         for (key, value) in self.writes.borrow().iter() {
@@ -341,7 +341,7 @@ mod tests {
                 o.commit(bad).await,
                 Err(StorageError::Conflict { .. })
             ));
-            let batch = o.into_batch();
+            let batch = o.to_batch();
             assert_eq!(
                 batch.checks,
                 vec![Check::Equals("a/1".into(), b"one".to_vec())]

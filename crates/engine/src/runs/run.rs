@@ -319,7 +319,7 @@ async fn run_once(engine: &Engine, caller: &Caller, spec: Spec<'_>) -> Result<Va
             let mut batch = if dry_run {
                 lore_base::storage::Batch::new()
             } else {
-                overlay.into_batch()
+                overlay.to_batch()
             };
             let writes = batch.writes.len();
             let sends = modes.as_ref().map(|m| m.sends.take()).unwrap_or_default();

@@ -173,7 +173,7 @@ pub async fn adopt(engine: &Engine, org: &OrgId, now: i64) -> Result<Option<i64>
 /// operator route `schedules`): where the host wakes each org itself ([`Background::wake`]:
 /// Workers) the org is woken at its next due time, which runs it there; elsewhere its due
 /// schedules run here. An org left with none leaves the index. With `adopt`, every org is
-/// visited first and given the stored runs it lacks ([`adopt`]).
+/// visited first and given the stored runs it lacks (`adopt`).
 ///
 /// [`Background::wake`]: lore_base::ports::Background::wake
 pub async fn run_every_org(engine: &Engine, now_ms: i64, adopt_all: bool) -> Value {

@@ -11,7 +11,7 @@ use crate::oauth::form::Params;
 use crate::oauth::session::Session;
 use lore_base::error::LoreError;
 use lore_directory::Caller;
-use lore_engine::request::{OrgRequest, Reach};
+use lore_engine::{OrgRequest, Reach};
 
 /// One request to the app: the OAuth page context, the session, the caller in the org.
 pub(crate) struct App<'a> {

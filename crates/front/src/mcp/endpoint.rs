@@ -36,7 +36,7 @@ Keep each call short and focused. Never invent ids or URLs: use only ids that lo
 /// What the request's URL and org choose for it: the tool profile (`?profile=`, else the
 /// org's default) and the public base URL links point at.
 pub struct Endpoint {
-    pub profile: lore_engine::compact::Profile,
+    pub profile: lore_base::model::Profile,
     pub base_url: Option<String>,
     /// The request's log line, for the method, tool and outcome.
     pub log: Option<std::sync::Arc<RequestLog>>,
@@ -57,9 +57,9 @@ impl Endpoint {
             )
         })?;
         let profile = match asked {
-            Some(p) => lore_engine::compact::Profile::parse(p).map_err(|e| {
+            Some(p) => lore_base::model::Profile::parse(p).map_err(|e| {
                 RpcError::new(jsonrpc::INVALID_PARAMS, e.to_string(), 400).with_data(
-                    json!({ "profile": p, "profiles": lore_engine::compact::Profile::NAMES }),
+                    json!({ "profile": p, "profiles": lore_base::model::Profile::NAMES }),
                 )
             })?,
             None => {
@@ -83,8 +83,8 @@ impl Endpoint {
     /// The instructions `initialize` and `server/discover` give for this profile.
     pub fn instructions(&self) -> &'static str {
         match self.profile {
-            lore_engine::compact::Profile::Workspace => INSTRUCTIONS,
-            lore_engine::compact::Profile::Compact => COMPACT_INSTRUCTIONS,
+            lore_base::model::Profile::Workspace => INSTRUCTIONS,
+            lore_base::model::Profile::Compact => COMPACT_INSTRUCTIONS,
         }
     }
 }

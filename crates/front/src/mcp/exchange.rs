@@ -13,8 +13,8 @@ use super::result::{ToolResult, tool_error};
 use crate::instance::Lore;
 use lore_base::error::LoreError;
 use lore_directory::Caller;
-use lore_engine::request::{OrgRequest, Reach};
 use lore_engine::tools;
+use lore_engine::{OrgRequest, Reach};
 
 /// MCP log levels (RFC 5424 order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
