@@ -17,7 +17,8 @@
 #   python mcp tools/list                stateless 2026-07-28 requests (JSON-response mode)
 # and extra rows: the Python peer in 2 uvicorn workers, lore with RUST_LOG=warn, and with
 # LORE_BASELINE_BIN=<another lore binary> the same two lore requests against that binary (an
-# earlier build, to compare two versions of lore side by side in one run).
+# earlier build, to compare two versions of lore side by side in one run). LORE_BIN=<binary>:
+# measure that build instead of building one.
 #
 # Every lore server runs with its rate limits off (`--rate-token-per-minute 0
 # --rate-org-per-minute 0`): the bench measures throughput, which a per-token limit of 600 a
@@ -84,6 +85,8 @@ fi
 if smoke; then
     LORE=$(smoke_lore)
     log "$(smoke_note "lore servers run with rate limits off")"
+elif [[ -n ${LORE_BIN:-} ]]; then
+    LORE=$LORE_BIN
 else
     log "building lore (release)"
     (cd "$ROOT" && cargo build --release --bin lore -q)
