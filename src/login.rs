@@ -239,11 +239,19 @@ fn wait_for_callback(listener: &TcpListener) -> anyhow::Result<BTreeMap<String, 
         let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
-        let page = if params.contains_key("code") {
-            "<!doctype html><html lang=en><title>lore</title><h1>Signed in</h1><p>You can close this tab and return to the terminal.</p></html>"
+        let (heading, next) = if params.contains_key("code") {
+            (
+                "Signed in",
+                "You can close this tab and return to the terminal.",
+            )
         } else {
-            "<!doctype html><html lang=en><title>lore</title><h1>Sign-in did not complete</h1><p>See the terminal.</p></html>"
+            ("Sign-in did not complete", "See the terminal.")
         };
+        let page = maud::html! {
+            (maud::DOCTYPE)
+            html lang="en" { title { "lore" } h1 { (heading) } p { (next) } }
+        }
+        .into_string();
         let _ = write!(
             stream,
             "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",

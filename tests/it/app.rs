@@ -361,10 +361,7 @@ fn memory_text_shows_as_text_and_every_page_sends_its_headers() {
         assert_eq!(r.header("cache-control"), "no-store");
     }
     let r = h.get(&format!("/app/default/memory/{id}"));
-    assert!(
-        r.text
-            .contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;")
-    );
+    assert!(r.text.contains("&lt;script&gt;alert('x')&lt;/script&gt;"));
 }
 
 #[test]

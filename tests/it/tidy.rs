@@ -1,9 +1,10 @@
 //! Tidy checks for invariants a reviewer would otherwise repeat: every module says what it owns,
 //! the core names no platform crate, the crates keep their layer order, and inside every crate
 //! of the workspace (every target: libraries, binaries, examples, tests, benches, fuzz targets,
-//! build scripts) no file imports another that imports it back. Imports are read with a Rust
-//! parser (`imports.rs`, over `syn`).
+//! build scripts) no file imports another that imports it back, and HTML is built only by
+//! templates that escape. Rust is read with a Rust parser (`syn`: `imports.rs`, `html.rs`).
 
+mod html;
 mod imports;
 
 use std::collections::BTreeSet;

@@ -174,7 +174,7 @@ async fn fetch(lore: &Lore, request: &Request<Vec<u8>>, org: &str) -> Response<V
             ),
         ));
     };
-    let base = crate::oauth::resource::base_url(&lore.config, request.headers());
+    let base = lore.config.base_url(request.headers());
     let request = OrgRequest::new(
         &caller,
         tools::FETCH,

@@ -109,7 +109,7 @@ impl Lore {
         let Some(audience) = audience else {
             return Ok(());
         };
-        let base = crate::oauth::resource::base_url(&self.config, headers);
+        let base = self.config.base_url(headers);
         if crate::oauth::resource::audience_allows(audience, base.as_deref(), path_org) {
             return Ok(());
         }

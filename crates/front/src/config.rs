@@ -24,7 +24,7 @@
 //! names up in its own spelling ([`Spelling`]); errors name the variable as the platform spells it.
 //! Sessions are always off at the edge: an instance lives for a short while and serves any org.
 
-use crate::headers::OriginPolicy;
+use crate::headers::{self, OriginPolicy};
 use crate::providers::{self, Provider};
 use lore_base::ids::OrgId;
 use lore_base::ratelimit;
@@ -309,6 +309,31 @@ pub fn embeddings_from_vars(
         key: vars.get("LORE_EMBEDDINGS_KEY"),
         dimensions,
     }))
+}
+
+impl Config {
+    /// The server's public base URL (scheme, host, port; no trailing slash): the issuer, and the
+    /// prefix of every resource URL. From the configured `public_url`, else from the request's
+    /// `Host` (`http` for loopback names, `https` otherwise). `None` without either.
+    pub fn base_url(&self, request_headers: &http::HeaderMap) -> Option<String> {
+        if let Some(url) = &self.public_url {
+            return Some(url.trim_end_matches('/').to_string());
+        }
+        let host = headers::get(request_headers, "host")?.to_ascii_lowercase();
+        let valid = !host.is_empty()
+            && host.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_')
+            });
+        if !valid {
+            return None;
+        }
+        let scheme = if headers::is_loopback(&host) {
+            "http"
+        } else {
+            "https"
+        };
+        Some(format!("{scheme}://{host}"))
+    }
 }
 
 #[cfg(test)]

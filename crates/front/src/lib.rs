@@ -21,6 +21,7 @@ pub mod providers;
 pub mod request_log;
 mod responses;
 mod routes;
+mod web;
 
 pub use config::{Config, DEFAULT_MAX_BODY};
 pub use instance::Lore;

@@ -86,7 +86,7 @@ fn instance(env: &Env) -> worker::Result<Instance> {
     // Before org objects every org's keys were rows of D1; `org-move-in` copies them over.
     let former = Rc::new(D1Storage::counted(env.d1(D1_BINDING)?, subrequests.clone()));
     let found = Instance {
-        // Its rate-limit buckets (what outsiders may make: `oauth::anonymous`) are the
+        // Its rate-limit buckets (what outsiders may make: `web::anonymous`) are the
         // isolate's; an org's requests are limited in the org's object.
         lore: Rc::new(
             Lore::new(ports, config)

@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 
 use http::Response;
+use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::context::App;
 use super::view::{self, alert, not_found, when, who};
-use crate::oauth::pages::esc;
 use lore_base::error::LoreError;
 
 /// Actions per page.
@@ -50,47 +50,43 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
     if let Some(c) = &cursor {
         args["cursor"] = json!(c);
     }
-    let mut body = filters(app, &names, agent.as_deref(), status.as_deref());
-    match app.call("actions.list", args).await {
-        Ok(v) => {
-            let items = v["items"].as_array().cloned().unwrap_or_default();
-            body.push_str(&format!(
-                "<p class=\"muted\" role=\"status\">{}</p>\n",
-                match items.len() {
-                    0 => "No actions here.".to_string(),
-                    n => format!("{n} actions, newest first."),
-                }
-            ));
-            if !items.is_empty() {
-                body.push_str("<div class=\"scroll\"><table>\n<thead><tr><th>When</th><th>Who</th><th>What</th><th>Status</th><th>Calls</th><th>Time</th></tr></thead>\n<tbody>\n");
-                for a in &items {
-                    body.push_str(&row(app, &names, a));
-                }
-                body.push_str("</tbody></table></div>\n");
-            }
-            let here = |c: Option<&str>| {
-                let mut q = url::form_urlencoded::Serializer::new(String::new());
-                if let Some(a) = &agent {
-                    q.append_pair("agent", a);
-                }
-                if let Some(s) = &status {
-                    q.append_pair("status", s);
-                }
-                if let Some(c) = c {
-                    q.append_pair("cursor", c);
-                }
-                q.finish()
-            };
-            body.push_str(&view::pager(
-                here,
-                cursor.is_some(),
-                v["next_cursor"].as_str(),
-                "Older actions",
-            ));
+    let answer = app.call("actions.list", args).await;
+    let here = |c: Option<&str>| {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        if let Some(a) = &agent {
+            q.append_pair("agent", a);
         }
-        Err(e) => body.push_str(&alert(&e)),
-    }
-    view::page(app, "actions", "Actions", &body)
+        if let Some(s) = &status {
+            q.append_pair("status", s);
+        }
+        if let Some(c) = c {
+            q.append_pair("cursor", c);
+        }
+        q.finish()
+    };
+    let body = html! {
+        (filters(app, &names, agent.as_deref(), status.as_deref()))
+        @match &answer {
+            Ok(v) => {
+                @let items = v["items"].as_array().cloned().unwrap_or_default();
+                p.muted role="status" {
+                    @match items.len() {
+                        0 => "No actions here.",
+                        n => { (n) " actions, newest first." }
+                    }
+                }
+                @if !items.is_empty() {
+                    div.scroll { table {
+                        thead { tr { th { "When" } th { "Who" } th { "What" } th { "Status" } th { "Calls" } th { "Time" } } }
+                        tbody { @for a in &items { (row(app, &names, a)) } }
+                    } }
+                }
+                (view::pager(here, cursor.is_some(), v["next_cursor"].as_str(), "Older actions"))
+            }
+            Err(e) => (alert(e)),
+        }
+    };
+    view::page(app, "actions", "Actions", body)
 }
 
 fn filters(
@@ -98,42 +94,35 @@ fn filters(
     names: &HashMap<String, String>,
     agent: Option<&str>,
     status: Option<&str>,
-) -> String {
-    let selected = |on: bool| if on { " selected" } else { "" };
-    let mut out = format!(
-        "<form class=\"filters\" method=\"get\" action=\"/app/{}/actions\">\n",
-        esc(app.org())
-    );
-    if app.is_admin() {
-        let mut people: Vec<(&String, &String)> = names.iter().collect();
-        people.sort_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
-        out.push_str(&format!(
-            "<div><label for=\"agent\">Who</label><select id=\"agent\" name=\"agent\"><option value=\"\">Everyone</option>{}</select></div>\n",
-            people
-                .iter()
-                .map(|(id, name)| format!(
-                    "<option value=\"{}\"{}>{}</option>",
-                    esc(id),
-                    selected(agent == Some(id.as_str())),
-                    esc(name)
-                ))
-                .collect::<String>()
-        ));
+) -> Markup {
+    let mut people: Vec<(&String, &String)> = names.iter().collect();
+    people.sort_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+    html! {
+        form.filters method="get" action={ "/app/" (app.org()) "/actions" } {
+            @if app.is_admin() {
+                div {
+                    label for="agent" { "Who" }
+                    select #agent name="agent" {
+                        option value="" { "Everyone" }
+                        @for (id, name) in &people {
+                            option value=(id) selected[agent == Some(id.as_str())] { (name) }
+                        }
+                    }
+                }
+            }
+            div {
+                label for="status" { "Status" }
+                select #status name="status" {
+                    option value="" { "Any" }
+                    @for s in STATUSES { option selected[status == Some(*s)] { (s) } }
+                }
+            }
+            div { button.primary type="submit" { "Show" } }
+        }
+        @if !app.is_admin() {
+            p.muted { "You see your own actions; the org's admins see everyone's." }
+        }
     }
-    out.push_str(&format!(
-        "<div><label for=\"status\">Status</label><select id=\"status\" name=\"status\"><option value=\"\">Any</option>{}</select></div>\n\
-<div><button type=\"submit\" class=\"primary\">Show</button></div>\n</form>\n",
-        STATUSES
-            .iter()
-            .map(|s| format!("<option{}>{s}</option>", selected(status == Some(*s))))
-            .collect::<String>()
-    ));
-    if !app.is_admin() {
-        out.push_str(
-            "<p class=\"muted\">You see your own actions; the org's admins see everyone's.</p>\n",
-        );
-    }
-    out
 }
 
 /// The milliseconds an action's calls took together.
@@ -143,41 +132,38 @@ fn elapsed(a: &Value) -> u64 {
     })
 }
 
-fn status_tag(status: &str) -> String {
-    let class = if status == "ok" { "tag" } else { "tag bad" };
-    format!("<span class=\"{class}\">{}</span>", esc(status))
+fn status_tag(status: &str) -> Markup {
+    html! { span class=(if status == "ok" { "tag" } else { "tag bad" }) { (status) } }
 }
 
-fn row(app: &App<'_>, names: &HashMap<String, String>, a: &Value) -> String {
+fn row(app: &App<'_>, names: &HashMap<String, String>, a: &Value) -> Markup {
     let s = |k: &str| a[k].as_str().unwrap_or("");
     let steps = a["steps"].as_array().map_or(0, Vec::len);
     let single = a["steps"]
         .as_array()
         .filter(|s| s.len() == 1)
         .and_then(|s| s[0]["method"].as_str());
-    let what = match (a["operation"].as_str(), a["behavior"].as_str(), single) {
-        (Some(op), _, _) => format!("{} · operation {}", esc(s("source")), esc(op)),
-        (None, Some(b), _) => format!("{} · behavior {}", esc(s("source")), esc(b)),
-        (None, None, Some(m)) if matches!(s("source"), "api" | "app") => {
-            format!("<code>{}</code> · {}", esc(m), esc(s("source")))
+    let what = html! {
+        @match (a["operation"].as_str(), a["behavior"].as_str(), single) {
+            (Some(op), _, _) => { (s("source")) " · operation " (op) }
+            (None, Some(b), _) => { (s("source")) " · behavior " (b) }
+            (None, None, Some(m)) if matches!(s("source"), "api" | "app") => { code { (m) } " · " (s("source")) }
+            _ => (s("source")),
         }
-        _ => esc(s("source")),
     };
-    let dry = if a["dry_run"].as_bool() == Some(true) {
-        " <span class=\"tag\">dry run</span>"
-    } else {
-        ""
-    };
-    format!(
-        "<tr><td class=\"when\"><a href=\"/app/{org}/actions/{id}\">{at}</a></td><td>{who}</td><td>{what} <span class=\"muted\">({mode})</span>{dry}</td><td>{status}</td><td>{steps}</td><td>{ms} ms</td></tr>\n",
-        org = esc(app.org()),
-        id = esc(s("id")),
-        at = esc(&when_secs(s("created_at"))),
-        who = who(names, s("principal")),
-        mode = esc(s("mode")),
-        status = status_tag(s("status")),
-        ms = elapsed(a),
-    )
+    html! {
+        tr {
+            td.when { a href={ "/app/" (app.org()) "/actions/" (s("id")) } { (when_secs(s("created_at"))) } }
+            td { (who(names, s("principal"))) }
+            td {
+                (what) " " span.muted { "(" (s("mode")) ")" }
+                @if a["dry_run"].as_bool() == Some(true) { " " span.tag { "dry run" } }
+            }
+            td { (status_tag(s("status"))) }
+            td { (steps) }
+            td { (elapsed(a)) " ms" }
+        }
+    }
 }
 
 /// `GET /app/{org}/actions/{id}`.
@@ -185,23 +171,19 @@ pub async fn one(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
     let a = match app.call("actions.get", json!({ "id": id })).await {
         Ok(a) => a,
         Err(LoreError::NotFound { .. } | LoreError::InvalidArgument { .. }) => return not_found(),
-        Err(e) => return view::page(app, "actions", "Actions", &alert(&e)),
+        Err(e) => return view::page(app, "actions", "Actions", alert(&e)),
     };
     let names = app.names().await;
     let s = |k: &str| a[k].as_str().unwrap_or("");
-    let mut facts = vec![
-        ("When", esc(&when_secs(s("created_at")))),
+    let mut facts: Vec<(&str, Markup)> = vec![
+        ("When", html! { (when_secs(s("created_at"))) }),
         ("Who", who(&names, s("principal"))),
-        ("Source", esc(s("source"))),
-        ("Mode", esc(s("mode"))),
+        ("Source", html! { (s("source")) }),
+        ("Mode", html! { (s("mode")) }),
         ("Status", status_tag(s("status"))),
         (
             "Dry run",
-            if a["dry_run"].as_bool() == Some(true) {
-                "yes".into()
-            } else {
-                "no".into()
-            },
+            html! { (if a["dry_run"].as_bool() == Some(true) { "yes" } else { "no" }) },
         ),
     ];
     for (label, key) in [
@@ -211,129 +193,112 @@ pub async fn one(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
         ("Script SHA-256", "code_hash"),
     ] {
         if let Some(v) = a[key].as_str() {
-            facts.push((label, format!("<code>{}</code>", esc(v))));
+            facts.push((label, html! { code { (v) } }));
         }
     }
     if let Some(d) = a["depth"].as_u64() {
-        facts.push(("Reaction depth", d.to_string()));
+        facts.push(("Reaction depth", html! { (d) }));
     }
-    let mut body = format!(
-        "<p><a href=\"/app/{}/actions\">All actions</a></p>\n<dl class=\"facts\">{}</dl>\n",
-        esc(app.org()),
-        facts
-            .iter()
-            .map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>"))
-            .collect::<String>()
-    );
-    if !a["error"].is_null() {
-        let e = &a["error"];
-        body.push_str(&format!(
-            "<h2>Error</h2>\n<p><span class=\"tag bad\">{}</span>{}</p>\n<pre class=\"card\">{}</pre>\n",
-            esc(e["code"].as_str().unwrap_or("error")),
-            e["cap"]
-                .as_str()
-                .map(|c| format!(" the <code>{}</code> cap", esc(c)))
-                .unwrap_or_default(),
-            esc(e["message"].as_str().unwrap_or("")),
-        ));
-    }
-    body.push_str(&caps_used(&a));
     let steps = a["steps"].as_array().cloned().unwrap_or_default();
-    body.push_str(&format!(
-        "<h2>Calls</h2>\n<p class=\"muted\">{} SDK calls, {} ms in all.</p>\n",
-        steps.len(),
-        elapsed(&a)
-    ));
-    if !steps.is_empty() {
-        body.push_str("<div class=\"scroll\"><table>\n<thead><tr><th>#</th><th>Method</th><th>Mode</th><th>Outcome</th><th>Time</th></tr></thead>\n<tbody>\n");
-        for (i, st) in steps.iter().enumerate() {
-            let t = |k: &str| st[k].as_str().unwrap_or("");
-            let mut outcome = if st["ok"].as_bool() == Some(true) {
-                "ok".to_string()
-            } else {
-                format!(
-                    "<span class=\"tag bad\">{}</span>",
-                    esc(if t("error_code").is_empty() {
-                        "error"
-                    } else {
-                        t("error_code")
-                    })
-                )
-            };
-            if let Some(n) = st["attempts"].as_u64().filter(|n| *n > 1) {
-                outcome.push_str(&format!(" after {n} attempts"));
-            }
-            if st["replayed"].as_bool() == Some(true) {
-                outcome.push_str(" (replayed)");
-            }
-            body.push_str(&format!(
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{outcome}</td><td>{} ms</td></tr>\n",
-                i + 1,
-                esc(t("method")),
-                esc(if t("mode").is_empty() { s("mode") } else { t("mode") }),
-                st["elapsed_ms"].as_u64().unwrap_or(0),
-            ));
-        }
-        body.push_str("</tbody></table></div>\n");
-    }
     let sends = a["sends"].as_array().cloned().unwrap_or_default();
-    if !sends.is_empty() {
-        body.push_str("<h2>Queued calls</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th>Method</th><th>Status</th><th>Attempts</th><th>Finished</th></tr></thead>\n<tbody>\n");
-        for q in &sends {
-            let t = |k: &str| q[k].as_str().unwrap_or("");
-            body.push_str(&format!(
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"when\">{}</td></tr>\n",
-                esc(t("method")),
-                status_tag(t("status")),
-                q["attempts"].as_u64().unwrap_or(0),
-                esc(&when(t("finished_at"))),
-            ));
+    let e = &a["error"];
+    let body = html! {
+        p { a href={ "/app/" (app.org()) "/actions" } { "All actions" } }
+        dl.facts { @for (k, v) in &facts { dt { (k) } dd { (v) } } }
+        @if !e.is_null() {
+            h2 { "Error" }
+            p {
+                span.tag.bad { (e["code"].as_str().unwrap_or("error")) }
+                @if let Some(c) = e["cap"].as_str() { " the " code { (c) } " cap" }
+            }
+            pre.card { (e["message"].as_str().unwrap_or("")) }
         }
-        body.push_str("</tbody></table></div>\n");
-    }
-    view::page(app, "actions", "An action", &body)
+        (caps_used(&a))
+        h2 { "Calls" }
+        p.muted { (steps.len()) " SDK calls, " (elapsed(&a)) " ms in all." }
+        @if !steps.is_empty() {
+            div.scroll { table {
+                thead { tr { th { "#" } th { "Method" } th { "Mode" } th { "Outcome" } th { "Time" } } }
+                tbody {
+                    @for (i, st) in steps.iter().enumerate() {
+                        @let t = |k: &str| st[k].as_str().unwrap_or("");
+                        tr {
+                            td { (i + 1) }
+                            td { code { (t("method")) } }
+                            td { (if t("mode").is_empty() { s("mode") } else { t("mode") }) }
+                            td {
+                                @if st["ok"].as_bool() == Some(true) {
+                                    "ok"
+                                } @else {
+                                    span.tag.bad { (if t("error_code").is_empty() { "error" } else { t("error_code") }) }
+                                }
+                                @if let Some(n) = st["attempts"].as_u64().filter(|n| *n > 1) { " after " (n) " attempts" }
+                                @if st["replayed"].as_bool() == Some(true) { " (replayed)" }
+                            }
+                            td { (st["elapsed_ms"].as_u64().unwrap_or(0)) " ms" }
+                        }
+                    }
+                }
+            } }
+        }
+        @if !sends.is_empty() {
+            h2 { "Queued calls" }
+            div.scroll { table {
+                thead { tr { th { "Method" } th { "Status" } th { "Attempts" } th { "Finished" } } }
+                tbody {
+                    @for q in &sends {
+                        @let t = |k: &str| q[k].as_str().unwrap_or("");
+                        tr {
+                            td { code { (t("method")) } }
+                            td { (status_tag(t("status"))) }
+                            td { (q["attempts"].as_u64().unwrap_or(0)) }
+                            td.when { (when(t("finished_at"))) }
+                        }
+                    }
+                }
+            } }
+        }
+    };
+    view::page(app, "actions", "An action", body)
 }
 
 /// A script run's use of its caps: each cap's amount used, its limit and the share as a bar;
 /// the cap the run ended on (if any) is marked.
-fn caps_used(a: &Value) -> String {
+fn caps_used(a: &Value) -> Markup {
     let Some(caps) = a["caps_used"].as_array().filter(|c| !c.is_empty()) else {
-        return String::new();
+        return html! {};
     };
     let reached = a["error"]["cap"].as_str().unwrap_or("");
-    let mut out = String::from(
-        "<h2>Caps used</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th>Cap</th><th>Used</th><th>Limit</th><th>Share</th></tr></thead>\n<tbody>\n",
-    );
-    for c in caps {
-        let cap = c["cap"].as_str().unwrap_or("");
-        let used = c["used"].as_u64().unwrap_or(0);
-        let limit = c["limit"].as_u64().unwrap_or(0);
-        let share = if limit == 0 {
-            0.0
-        } else {
-            (used as f64 / limit as f64).min(1.0)
-        };
-        let label = match cap {
-            "sdk_calls" => "SDK calls",
-            "wall_clock" => "wall clock",
-            "buffered_writes" => "writes",
-            other => other,
-        };
-        let mark = if cap == reached {
-            " <span class=\"tag bad\">reached</span>"
-        } else {
-            ""
-        };
-        out.push_str(&format!(
-            "<tr><td>{}{mark}</td><td>{}</td><td>{}</td><td><meter min=\"0\" max=\"1\" value=\"{share:.4}\"></meter> {:.1}%</td></tr>\n",
-            esc(label),
-            amount(cap, used),
-            amount(cap, limit),
-            share * 100.0,
-        ));
+    html! {
+        h2 { "Caps used" }
+        div.scroll { table {
+            thead { tr { th { "Cap" } th { "Used" } th { "Limit" } th { "Share" } } }
+            tbody {
+                @for c in caps {
+                    @let cap = c["cap"].as_str().unwrap_or("");
+                    @let used = c["used"].as_u64().unwrap_or(0);
+                    @let limit = c["limit"].as_u64().unwrap_or(0);
+                    @let share = if limit == 0 { 0.0 } else { (used as f64 / limit as f64).min(1.0) };
+                    @let label = match cap {
+                        "sdk_calls" => "SDK calls",
+                        "wall_clock" => "wall clock",
+                        "buffered_writes" => "writes",
+                        other => other,
+                    };
+                    tr {
+                        td { (label) @if cap == reached { " " span.tag.bad { "reached" } } }
+                        td { (amount(cap, used)) }
+                        td { (amount(cap, limit)) }
+                        td {
+                            meter min="0" max="1" value=(format!("{share:.4}")) {}
+                            " " (format!("{:.1}%", share * 100.0))
+                        }
+                    }
+                }
+            }
+        } }
+        p.muted { "Memory is the most the server's scripts held at one of this run's checks (runs on one thread share it)." }
     }
-    out.push_str("</tbody></table></div>\n<p class=\"muted\">Memory is the most the server's scripts held at one of this run's checks (runs on one thread share it).</p>\n");
-    out
 }
 
 /// An amount of `cap`'s unit, for people.

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use crate::instance::Lore;
-use crate::oauth::context::Cx;
-use crate::oauth::form::Params;
-use crate::oauth::session::Session;
+use crate::web::Cx;
+use crate::web::form::Params;
+use crate::web::session::Session;
 use lore_base::error::LoreError;
 use lore_directory::Caller;
 use lore_engine::{OrgRequest, Reach};

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 
 use http::Response;
+use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::context::App;
 use super::view::{self, alert, forbidden, not_found, when, who};
-use crate::oauth::form::Params;
-use crate::oauth::pages::{self, esc};
+use crate::web::form::Params;
+use crate::web::page;
 use lore_base::error::LoreError;
 use lore_memory::event::MEMORY_KINDS;
 
@@ -117,79 +118,78 @@ pub async fn list(app: &App<'_>) -> Response<Vec<u8>> {
         (app.call("memory.search", args).await, true)
     };
     let names = app.names().await;
-    let mut body = filters_form(app, &names, &f);
-    match answer {
-        Ok(v) => {
-            let items = v[if searching { "results" } else { "items" }]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            body.push_str(&format!(
-                "<p class=\"muted\" role=\"status\">{}</p>\n",
-                match (searching, items.len()) {
-                    (true, 0) => "No memory matches this search.".to_string(),
-                    (true, n) => format!("{n} memories, best match first."),
-                    (false, 0) => "No memories here yet.".to_string(),
-                    (false, n) => format!("{n} memories, newest first."),
+    let body = html! {
+        (filters_form(app, &names, &f))
+        @match answer {
+            Ok(v) => {
+                @let items = v[if searching { "results" } else { "items" }]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                p.muted role="status" {
+                    (match (searching, items.len()) {
+                        (true, 0) => "No memory matches this search.".to_string(),
+                        (true, n) => format!("{n} memories, best match first."),
+                        (false, 0) => "No memories here yet.".to_string(),
+                        (false, n) => format!("{n} memories, newest first."),
+                    })
                 }
-            ));
-            body.push_str("<ol class=\"memories\">\n");
-            for m in &items {
-                body.push_str(&memory_item(app, &names, m, None));
+                ol.memories {
+                    @for m in &items { (memory_item(app, &names, m, None)) }
+                }
+                (view::pager(
+                    |c| f.with_cursor(c),
+                    !f.cursor.is_empty(),
+                    v["next_cursor"].as_str(),
+                    "Older memories",
+                ))
             }
-            body.push_str("</ol>\n");
-            body.push_str(&view::pager(
-                |c| f.with_cursor(c),
-                !f.cursor.is_empty(),
-                v["next_cursor"].as_str(),
-                "Older memories",
-            ));
+            Err(e) => (alert(&e)),
         }
-        Err(e) => body.push_str(&alert(&e)),
-    }
-    view::page(app, "memory", "Memory", &body)
+    };
+    view::page(app, "memory", "Memory", body)
 }
 
-fn filters_form(app: &App<'_>, names: &HashMap<String, String>, f: &Filters) -> String {
+fn filters_form(app: &App<'_>, names: &HashMap<String, String>, f: &Filters) -> Markup {
     let mut people: Vec<(&String, &String)> = names.iter().collect();
     people.sort_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
-    let mut authors: String = people
-        .iter()
-        .map(|(id, name)| {
-            let on = if **id == f.author { " selected" } else { "" };
-            format!("<option value=\"{}\"{on}>{}</option>", esc(id), esc(name))
-        })
-        .collect();
-    if !f.author.is_empty() && !names.contains_key(&f.author) {
-        // Someone no longer a member (or an id typed into the address).
-        authors.push_str(&format!(
-            "<option value=\"{0}\" selected>{0}</option>",
-            esc(&f.author)
-        ));
+    html! {
+        form.filters method="get" action={ "/app/" (app.org()) "/memory" } role="search" {
+            div.q {
+                label for="q" { "Search" }
+                input #q name="q" type="search" value=(f.q) placeholder="Ask in your own words";
+            }
+            div {
+                label for="kind" { "Kind" }
+                input #kind name="kind" list="kinds" value=(f.kind);
+                // The built-in kinds are offered; any other kind can be typed.
+                datalist #kinds { @for k in MEMORY_KINDS { option value=(k); } }
+            }
+            div {
+                label for="author" { "Author" }
+                select #author name="author" {
+                    option value="" { "Anyone" }
+                    @for (id, name) in &people {
+                        option value=(id) selected[**id == f.author] { (name) }
+                    }
+                    @if !f.author.is_empty() && !names.contains_key(&f.author) {
+                        // Someone no longer a member (or an id typed into the address).
+                        option value=(f.author) selected { (f.author) }
+                    }
+                }
+            }
+            div { label for="entity" { "Entity id" } input #entity name="entity" value=(f.entity); }
+            div { label for="since" { "About, from" } input #since name="since" type="date" value=(f.since); }
+            div { label for="until" { "About, until" } input #until name="until" type="date" value=(f.until); }
+            div {
+                label.check {
+                    input type="checkbox" name="superseded" value="1" checked[f.superseded];
+                    " Show replaced versions"
+                }
+            }
+            div { button.primary type="submit" { "Show" } }
+        }
     }
-    // The built-in kinds are offered; any other kind can be typed.
-    let kinds: String = MEMORY_KINDS
-        .iter()
-        .map(|k| format!("<option value=\"{k}\">"))
-        .collect();
-    format!(
-        "<form class=\"filters\" method=\"get\" action=\"/app/{org}/memory\" role=\"search\">\n\
-<div class=\"q\"><label for=\"q\">Search</label><input id=\"q\" name=\"q\" type=\"search\" value=\"{q}\" placeholder=\"Ask in your own words\"></div>\n\
-<div><label for=\"kind\">Kind</label><input id=\"kind\" name=\"kind\" list=\"kinds\" value=\"{kind}\"><datalist id=\"kinds\">{kinds}</datalist></div>\n\
-<div><label for=\"author\">Author</label><select id=\"author\" name=\"author\"><option value=\"\">Anyone</option>{authors}</select></div>\n\
-<div><label for=\"entity\">Entity id</label><input id=\"entity\" name=\"entity\" value=\"{entity}\"></div>\n\
-<div><label for=\"since\">About, from</label><input id=\"since\" name=\"since\" type=\"date\" value=\"{since}\"></div>\n\
-<div><label for=\"until\">About, until</label><input id=\"until\" name=\"until\" type=\"date\" value=\"{until}\"></div>\n\
-<div><label class=\"check\"><input type=\"checkbox\" name=\"superseded\" value=\"1\"{checked}> Show replaced versions</label></div>\n\
-<div><button type=\"submit\" class=\"primary\">Show</button></div>\n</form>\n",
-        org = esc(app.org()),
-        q = esc(&f.q),
-        kind = esc(&f.kind),
-        entity = esc(&f.entity),
-        since = esc(&f.since),
-        until = esc(&f.until),
-        checked = if f.superseded { " checked" } else { "" },
-    )
 }
 
 /// One memory in a list: its text, kind, author, times and links to its versions.
@@ -198,9 +198,9 @@ fn memory_item(
     names: &HashMap<String, String>,
     m: &Value,
     marked: Option<&str>,
-) -> String {
+) -> Markup {
     let text = |k: &str| m[k].as_str().unwrap_or("");
-    let org = esc(app.org());
+    let org = app.org();
     let id = text("id");
     let replaced = m["superseded_by"].as_str();
     let mut classes = Vec::new();
@@ -210,47 +210,39 @@ fn memory_item(
     if marked == Some(id) {
         classes.push("current");
     }
-    let mut meta = format!(
-        "<span class=\"tag\">{}</span><span>by {}</span><span>saved {}</span>",
-        esc(text("kind")),
-        who(names, text("author")),
-        esc(&when(text("created_at")))
-    );
-    if let Some(at) = m["occurred_at"].as_str() {
-        meta.push_str(&format!("<span>about {}</span>", esc(&when(at))));
+    let entities: Vec<&str> = m["entity_ids"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    html! {
+        li class=(classes.join(" ")) id=(id) {
+            p.memory-text { (text("content")) }
+            p.meta {
+                span.tag { (text("kind")) }
+                span { "by " (who(names, text("author"))) }
+                span { "saved " (when(text("created_at"))) }
+                @if let Some(at) = m["occurred_at"].as_str() { span { "about " (when(at)) } }
+                @if !entities.is_empty() {
+                    span {
+                        "about "
+                        @for (i, e) in entities.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            code { (e) }
+                        }
+                    }
+                }
+                @if let Some(newer) = replaced {
+                    span { "replaced by " a href={ "/app/" (org) "/memory/" (newer) } { (newer) } }
+                }
+                @if let Some(older) = m["supersedes_event_id"].as_str() {
+                    span { "replaces " a href={ "/app/" (org) "/memory/" (older) } { (older) } }
+                }
+                @if marked.is_none() {
+                    a href={ "/app/" (org) "/memory/" (id) } aria-label={ "Versions of " (id) } { "versions" }
+                }
+            }
+        }
     }
-    if let Some(ids) = m["entity_ids"].as_array().filter(|a| !a.is_empty()) {
-        let ids: Vec<String> = ids
-            .iter()
-            .filter_map(Value::as_str)
-            .map(|e| format!("<code>{}</code>", esc(e)))
-            .collect();
-        meta.push_str(&format!("<span>about {}</span>", ids.join(", ")));
-    }
-    if let Some(newer) = replaced {
-        meta.push_str(&format!(
-            "<span>replaced by <a href=\"/app/{org}/memory/{0}\">{0}</a></span>",
-            esc(newer)
-        ));
-    }
-    if let Some(older) = m["supersedes_event_id"].as_str() {
-        meta.push_str(&format!(
-            "<span>replaces <a href=\"/app/{org}/memory/{0}\">{0}</a></span>",
-            esc(older)
-        ));
-    }
-    if marked.is_none() {
-        meta.push_str(&format!(
-            "<a href=\"/app/{org}/memory/{0}\" aria-label=\"Versions of {0}\">versions</a>",
-            esc(id)
-        ));
-    }
-    format!(
-        "<li class=\"{}\" id=\"{}\"><p class=\"memory-text\">{}</p><p class=\"meta\">{meta}</p></li>\n",
-        classes.join(" "),
-        esc(id),
-        esc(text("content"))
-    )
 }
 
 /// `GET /app/{org}/memory/{id}`: the memory's versions, and the correction form.
@@ -269,7 +261,7 @@ async fn versions_page(
     let versions = match app.call("memory.versions", json!({ "id": id })).await {
         Ok(v) => v["versions"].as_array().cloned().unwrap_or_default(),
         Err(LoreError::NotFound { .. } | LoreError::InvalidArgument { .. }) => return not_found(),
-        Err(e) => return view::page(app, "memory", "Memory", &alert(&e)),
+        Err(e) => return view::page(app, "memory", "Memory", alert(&e)),
     };
     let Some(current) = versions
         .iter()
@@ -280,20 +272,6 @@ async fn versions_page(
         return not_found();
     };
     let names = app.names().await;
-    let mut body = String::new();
-    if let Some(n) = notice {
-        body.push_str(&format!(
-            "<p class=\"notice\" role=\"status\">{}</p>\n",
-            esc(n)
-        ));
-    }
-    if let Some(e) = error {
-        body.push_str(&alert(e));
-    }
-    body.push_str(&format!(
-        "<p><a href=\"/app/{}/memory\">All memories</a></p>\n<h2>Versions, oldest first</h2>\n<ol class=\"memories\">\n",
-        esc(app.org())
-    ));
     // At most SHOWN_VERSIONS around the one asked for; the text of the others than it and the
     // current one cut to CUT_TEXT characters (each links to its own page, where it is whole).
     let current_id = current["id"].as_str().unwrap_or("").to_string();
@@ -302,56 +280,56 @@ async fn versions_page(
         .saturating_sub(SHOWN_VERSIONS / 2)
         .min(versions.len().saturating_sub(SHOWN_VERSIONS));
     let end = (start + SHOWN_VERSIONS).min(versions.len());
-    if start > 0 {
-        body.push_str(&format!(
-            "<p class=\"muted\">{start} older versions are not shown; follow “replaces” to reach them.</p>\n"
-        ));
-    }
-    for v in &versions[start..end] {
-        let vid = v["id"].as_str().unwrap_or("");
-        let mut v = v.clone();
-        let cut = v["content"]
-            .as_str()
-            .filter(|t| vid != id && vid != current_id && t.chars().count() > CUT_TEXT)
-            .map(|t| format!("{}…", t.chars().take(CUT_TEXT).collect::<String>()));
-        if let Some(cut) = cut {
-            v["content"] = json!(cut);
+    let shown: Vec<Value> = versions[start..end]
+        .iter()
+        .map(|v| {
+            let vid = v["id"].as_str().unwrap_or("");
+            let mut v = v.clone();
+            let cut = v["content"]
+                .as_str()
+                .filter(|t| vid != id && vid != current_id && t.chars().count() > CUT_TEXT)
+                .map(|t| format!("{}…", t.chars().take(CUT_TEXT).collect::<String>()));
+            if let Some(cut) = cut {
+                v["content"] = json!(cut);
+            }
+            v
+        })
+        .collect();
+    let (content, kind) = draft.unwrap_or((
+        current["content"].as_str().unwrap_or(""),
+        current["kind"].as_str().unwrap_or(""),
+    ));
+    let org = app.org();
+    let body = html! {
+        @if let Some(n) = notice { p.notice role="status" { (n) } }
+        @if let Some(e) = error { (alert(e)) }
+        p { a href={ "/app/" (org) "/memory" } { "All memories" } }
+        h2 { "Versions, oldest first" }
+        @if start > 0 {
+            p.muted { (start) " older versions are not shown; follow “replaces” to reach them." }
         }
-        body.push_str(&memory_item(app, &names, &v, Some(id)));
-    }
-    body.push_str("</ol>\n");
-    if end < versions.len() {
-        body.push_str(&format!(
-            "<p class=\"muted\">{} newer versions are not shown; follow “replaced by” to reach them.</p>\n",
-            versions.len() - end
-        ));
-    }
-    if app.can_write() {
-        let (content, kind) = draft.unwrap_or((
-            current["content"].as_str().unwrap_or(""),
-            current["kind"].as_str().unwrap_or(""),
-        ));
-        body.push_str(&format!(
-            "<h2>Correct it</h2>\n<form method=\"post\" action=\"/app/{org}/memory/{cur}\" class=\"card\">\n\
-<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\n\
-<label for=\"content\">The memory as it should read</label>\n<textarea id=\"content\" name=\"content\" required maxlength=\"20000\">{content}</textarea>\n\
-<label for=\"kind\">Kind</label><input id=\"kind\" name=\"kind\" type=\"text\" value=\"{kind}\">\n\
-<p class=\"muted\">Saved as a new version by {user}, replacing the current one; no version is deleted.</p>\n\
-<div class=\"actions\"><button type=\"submit\" class=\"primary\">Save correction</button></div>\n</form>\n",
-            org = esc(app.org()),
-            cur = esc(&current_id),
-            csrf = esc(&app.session.record.csrf),
-            content = esc(content),
-            kind = esc(kind),
-            user = esc(&app.user),
-        ));
-    } else {
-        body.push_str(&format!(
-            "<p class=\"muted\">You are a {} of this org: you can read its memory, not change it.</p>\n",
-            esc(app.caller.role().as_str())
-        ));
-    }
-    view::page(app, "memory", "A memory and its versions", &body)
+        ol.memories {
+            @for v in &shown { (memory_item(app, &names, v, Some(id))) }
+        }
+        @if end < versions.len() {
+            p.muted { (versions.len() - end) " newer versions are not shown; follow “replaced by” to reach them." }
+        }
+        @if app.can_write() {
+            h2 { "Correct it" }
+            form.card method="post" action={ "/app/" (org) "/memory/" (current_id) } {
+                (page::hidden("csrf", &app.session.record.csrf))
+                label for="content" { "The memory as it should read" }
+                textarea #content name="content" required maxlength="20000" { (content) }
+                label for="kind" { "Kind" }
+                input #kind name="kind" type="text" value=(kind);
+                p.muted { "Saved as a new version by " (app.user) ", replacing the current one; no version is deleted." }
+                div.actions { button.primary type="submit" { "Save correction" } }
+            }
+        } @else {
+            p.muted { "You are a " (app.caller.role().as_str()) " of this org: you can read its memory, not change it." }
+        }
+    };
+    view::page(app, "memory", "A memory and its versions", body)
 }
 
 /// `POST /app/{org}/memory/{id}`: saves a correction that supersedes memory `id`.
@@ -368,7 +346,7 @@ pub async fn supersede(app: &App<'_>, id: &str, form: &Params) -> Response<Vec<u
     let old = match app.call("memory.get", json!({ "id": id })).await {
         Ok(v) => v,
         Err(LoreError::NotFound { .. } | LoreError::InvalidArgument { .. }) => return not_found(),
-        Err(e) => return view::page(app, "memory", "Memory", &alert(&e)),
+        Err(e) => return view::page(app, "memory", "Memory", alert(&e)),
     };
     let mut memory = json!({
         "content": content,
@@ -381,7 +359,7 @@ pub async fn supersede(app: &App<'_>, id: &str, form: &Params) -> Response<Vec<u
     match app.call("memory.save", memory).await {
         Ok(v) => {
             let new = v["ids"][0].as_str().unwrap_or(id);
-            pages::see_other(&format!("/app/{}/memory/{}?saved=1", app.org(), new), None)
+            page::see_other(&format!("/app/{}/memory/{}?saved=1", app.org(), new), None)
         }
         Err(e) => {
             let mut r = versions_page(app, id, None, Some(&e), Some((content, kind))).await;

@@ -5,10 +5,10 @@
 //! ([`Reach::App`]), so the app can do nothing the person could not do through the SDK.
 //! Writes are recorded as Actions with `source: "app"`.
 //!
-//! Pages are plain HTML with the OAuth pages' headers (CSP with no scripts, no framing); every
-//! value shown is escaped; every form posts the session's CSRF token and is checked like the
-//! consent page's. A person who is not a member of the org gets the same "not found" as for an
-//! org that does not exist.
+//! Pages are the web kit's (`crate::web`): `maud` templates, so every value shown is escaped,
+//! with its headers (CSP with no scripts, no framing); every form posts the session's CSRF token
+//! and is checked like the consent page's. A person who is not a member of the org gets the
+//! same "not found" as for an org that does not exist.
 
 mod access;
 mod actions;
@@ -21,10 +21,10 @@ mod view;
 use http::{Method, Request, Response};
 
 use crate::instance::Lore;
-use crate::oauth::context::Cx;
-use crate::oauth::form::Params;
-use crate::oauth::pages;
-use crate::oauth::session::Session;
+use crate::web::Cx;
+use crate::web::form::Params;
+use crate::web::page;
+use crate::web::session::Session;
 use context::App;
 use lore_base::error::LoreError;
 use lore_base::model::Principal;
@@ -39,10 +39,10 @@ pub async fn handle(
     rest: &[&str],
 ) -> Response<Vec<u8>> {
     if let Err(reason) = lore.config.origins.check_host(request.headers()) {
-        return pages::error_page(403, "Forbidden", &reason);
+        return page::error_page(403, "Forbidden", &reason);
     }
-    let Some(base) = crate::oauth::resource::base_url(&lore.config, request.headers()) else {
-        return pages::error_page(
+    let Some(base) = lore.config.base_url(request.headers()) else {
+        return page::error_page(
             400,
             "No host",
             "Send a Host header, or configure the server's public URL (LORE_PUBLIC_URL).",
@@ -69,7 +69,7 @@ pub async fn handle(
         match Session::load(lore, request.headers(), cx.secure).await {
             Ok(Some(s)) => s,
             Ok(None) => return sign_in(request),
-            Err(e) => return pages::error_page(500, "Server error", &e.description),
+            Err(e) => return page::error_page(500, "Server error", &e.description),
         }
     };
     let Some(principal_id) = session.record.principal.clone() else {
@@ -81,7 +81,7 @@ pub async fn handle(
         .await
     {
         Ok(p) => p,
-        Err(e) => return pages::error_page(500, "Server error", &view::for_people(&e)),
+        Err(e) => return page::error_page(500, "Server error", &view::for_people(&e)),
     };
     let Some(principal) = principal else {
         return sign_in(request);
@@ -102,7 +102,7 @@ pub async fn handle(
     {
         Ok(c) => c,
         Err(LoreError::Forbidden(_)) => return not_found(),
-        Err(e) => return pages::error_page(500, "Server error", &view::for_people(&e)),
+        Err(e) => return page::error_page(500, "Server error", &view::for_people(&e)),
     };
     if let Some(log) = crate::request_log::RequestLog::of(request) {
         log.caller(&caller);
@@ -111,7 +111,7 @@ pub async fn handle(
     match lore.rate_check(&caller).await {
         Ok(()) => {}
         Err(e @ LoreError::RateLimited { .. }) => {
-            let mut r = pages::error_page(429, "Too many requests", &e.to_string());
+            let mut r = page::error_page(429, "Too many requests", &e.to_string());
             if let Some(secs) = e.retry_after_secs()
                 && let Ok(v) = http::HeaderValue::from_str(&secs.to_string())
             {
@@ -119,7 +119,7 @@ pub async fn handle(
             }
             return r;
         }
-        Err(e) => return pages::error_page(500, "Server error", &view::for_people(&e)),
+        Err(e) => return page::error_page(500, "Server error", &view::for_people(&e)),
     }
     let app = App {
         cx,
@@ -128,7 +128,7 @@ pub async fn handle(
         user,
     };
     match (rest, post) {
-        ([] | [""], false) => pages::see_other(&format!("/app/{}/memory", app.org()), None),
+        ([] | [""], false) => page::see_other(&format!("/app/{}/memory", app.org()), None),
         (["memory"], false) => memory::list(&app).await,
         (["memory", id], false) => memory::one(&app, id).await,
         (["memory", id], true) => memory::supersede(&app, id, &form).await,
@@ -156,5 +156,5 @@ fn sign_in(request: &Request<Vec<u8>>) -> Response<Vec<u8>> {
         request.uri().path()
     };
     let then: String = url::form_urlencoded::byte_serialize(back.as_bytes()).collect();
-    pages::see_other(&format!("/oauth/signin?request={then}"), None)
+    page::see_other(&format!("/oauth/signin?request={then}"), None)
 }

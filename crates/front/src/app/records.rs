@@ -5,14 +5,13 @@
 //! list pages with the SDK's cursor, so a page reads what it shows, whatever the org's size.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use http::Response;
+use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::context::App;
 use super::view::{self, alert, not_found, when, who};
-use crate::oauth::pages::esc;
 use lore_base::error::LoreError;
 
 /// Entities per page.
@@ -38,122 +37,108 @@ fn short(v: &Value, max: usize) -> String {
     }
 }
 
+/// A schema property's type as the page shows it: its enum's values, its type or types.
+fn kind_of(spec: &Value) -> String {
+    match (&spec["type"], &spec["enum"]) {
+        (_, Value::Array(e)) => e
+            .iter()
+            .map(|v| short(v, 40))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        (Value::String(k), _) => k.clone(),
+        (Value::Array(k), _) => k
+            .iter()
+            .map(|v| short(v, 20))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ => "any".into(),
+    }
+}
+
 /// `GET /app/{org}/records`: the entity types and their schemas, and the newest entities.
 pub async fn types(app: &App<'_>) -> Response<Vec<u8>> {
-    let org = esc(app.org());
+    let org = app.org();
     let types = match app.call("templates.list", json!({})).await {
         Ok(v) => v.as_array().cloned().unwrap_or_default(),
-        Err(e) => return view::page(app, "records", "Records", &alert(&e)),
+        Err(e) => return view::page(app, "records", "Records", alert(&e)),
     };
-    let mut body = String::new();
-    if types.is_empty() {
-        body.push_str("<p class=\"muted\">This org has no entity types yet; agents create them with <code>templates.create</code>.</p>\n");
-    }
-    body.push_str("<h2>Entity types</h2>\n");
-    for t in &types {
-        let s = |k: &str| t[k].as_str().unwrap_or("");
-        let required: Vec<&str> = t["schema"]["required"]
-            .as_array()
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let mut props = String::new();
-        if let Some(p) = t["schema"]["properties"].as_object() {
-            for (name, spec) in p {
-                let kind = match (&spec["type"], &spec["enum"]) {
-                    (_, Value::Array(e)) => e
-                        .iter()
-                        .map(|v| short(v, 40))
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    (Value::String(k), _) => k.clone(),
-                    (Value::Array(k), _) => k
-                        .iter()
-                        .map(|v| short(v, 20))
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    _ => "any".into(),
-                };
-                let _ = write!(
-                    props,
-                    "<tr><td class=\"name\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    esc(name),
-                    esc(&kind),
-                    if required.contains(&name.as_str()) {
-                        "required"
-                    } else {
-                        ""
-                    },
-                    esc(spec["description"].as_str().unwrap_or("")),
-                );
-            }
-        }
-        let _ = write!(
-            body,
-            "<section class=\"card\"><h3><a href=\"/app/{org}/records/{name}\">{name}</a> <span class=\"muted\">{noun}</span></h3>\n<p>{desc}</p>\n",
-            name = esc(s("name")),
-            noun = esc(s("noun")),
-            desc = esc(s("description")),
-        );
-        if props.is_empty() {
-            body.push_str("<p class=\"muted\">No declared properties.</p>\n");
-        } else {
-            let _ = writeln!(
-                body,
-                "<div class=\"scroll\"><table><thead><tr><th>Property</th><th>Type</th><th></th><th>Description</th></tr></thead><tbody>{props}</tbody></table></div>"
-            );
-        }
-        body.push_str("</section>\n");
-    }
-    match app
+    let newest = app
         .call("entities.list", json!({"newest_first": true, "limit": 20}))
         .await
-    {
-        Ok(v) => {
-            let items = v["items"].as_array().cloned().unwrap_or_default();
-            if !items.is_empty() {
-                body.push_str("<h2>Newest entities</h2>\n");
-                body.push_str(&entity_table(app, &items, true));
+        .map(|v| v["items"].as_array().cloned().unwrap_or_default());
+    let body = html! {
+        @if types.is_empty() {
+            p.muted { "This org has no entity types yet; agents create them with " code { "templates.create" } "." }
+        }
+        h2 { "Entity types" }
+        @for t in &types {
+            @let s = |k: &str| t[k].as_str().unwrap_or("");
+            @let required: Vec<&str> = t["schema"]["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            @let props = t["schema"]["properties"].as_object().filter(|p| !p.is_empty());
+            section.card {
+                h3 { a href={ "/app/" (org) "/records/" (s("name")) } { (s("name")) } " " span.muted { (s("noun")) } }
+                p { (s("description")) }
+                @if let Some(props) = props {
+                    div.scroll { table {
+                        thead { tr { th { "Property" } th { "Type" } th {} th { "Description" } } }
+                        tbody {
+                            @for (name, spec) in props {
+                                tr {
+                                    td.name { code { (name) } }
+                                    td { (kind_of(spec)) }
+                                    td { @if required.contains(&name.as_str()) { "required" } }
+                                    td { (spec["description"].as_str().unwrap_or("")) }
+                                }
+                            }
+                        }
+                    } }
+                } @else {
+                    p.muted { "No declared properties." }
+                }
             }
         }
-        Err(e) => body.push_str(&alert(&e)),
-    }
-    view::page(app, "records", "Records", &body)
+        @match &newest {
+            Ok(items) if !items.is_empty() => {
+                h2 { "Newest entities" }
+                (entity_table(app, items, true))
+            }
+            Ok(_) => {}
+            Err(e) => (alert(e)),
+        }
+    };
+    view::page(app, "records", "Records", body)
 }
 
 /// A table of entities: name (linked), type when asked, a few properties, last change.
-fn entity_table(app: &App<'_>, items: &[Value], with_type: bool) -> String {
-    let org = esc(app.org());
-    let mut out = format!(
-        "<div class=\"scroll\"><table>\n<thead><tr><th>Name</th>{}<th>Properties</th><th>Updated</th></tr></thead>\n<tbody>\n",
-        if with_type { "<th>Type</th>" } else { "" }
-    );
-    for e in items {
-        let s = |k: &str| e[k].as_str().unwrap_or("");
-        let props: Vec<String> = e["properties"]
-            .as_object()
-            .map(|p| {
-                p.iter()
-                    .take(4)
-                    .map(|(k, v)| format!("<span><b>{}</b> {}</span>", esc(k), esc(&short(v, 60))))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "<tr><td><a href=\"/app/{org}/entities/{id}\">{name}</a><code class=\"muted id\">{id}</code></td>{ty}<td class=\"props\">{props}</td><td class=\"when\">{updated}</td></tr>",
-            id = esc(s("id")),
-            name = esc(s("name")),
-            ty = if with_type {
-                format!("<td>{}</td>", esc(s("type")))
-            } else {
-                String::new()
-            },
-            props = props.join(" "),
-            updated = esc(&when(s("updated_at"))),
-        );
+fn entity_table(app: &App<'_>, items: &[Value], with_type: bool) -> Markup {
+    let org = app.org();
+    html! {
+        div.scroll { table {
+            thead { tr { th { "Name" } @if with_type { th { "Type" } } th { "Properties" } th { "Updated" } } }
+            tbody {
+                @for e in items {
+                    @let s = |k: &str| e[k].as_str().unwrap_or("");
+                    tr {
+                        td {
+                            a href={ "/app/" (org) "/entities/" (s("id")) } { (s("name")) }
+                            code.muted.id { (s("id")) }
+                        }
+                        @if with_type { td { (s("type")) } }
+                        td.props {
+                            @for (i, (k, v)) in e["properties"].as_object().into_iter().flatten().take(4).enumerate() {
+                                @if i > 0 { " " }
+                                span { b { (k) } " " (short(v, 60)) }
+                            }
+                        }
+                        td.when { (when(s("updated_at"))) }
+                    }
+                }
+            }
+        } }
     }
-    out.push_str("</tbody></table></div>\n");
-    out
 }
 
 /// `GET /app/{org}/records/{type}`: the type's entities, newest first, optionally where a
@@ -183,31 +168,10 @@ pub async fn of_type(app: &App<'_>, type_name: &str) -> Response<Vec<u8>> {
         Ok(v) => v,
         Err(LoreError::NotFound { .. }) => return not_found(),
         Err(LoreError::InvalidArgument { field, .. }) if field == "type" => return not_found(),
-        Err(e) => return view::page(app, "records", "Records", &alert(&e)),
+        Err(e) => return view::page(app, "records", "Records", alert(&e)),
     };
-    let org = esc(app.org());
-    let ty = esc(type_name);
-    let mut body = format!(
-        "<p><a href=\"/app/{org}/records\">All types</a></p>\n\
-<form class=\"filters\" method=\"get\" action=\"/app/{org}/records/{ty}\">\n\
-<div><label for=\"prop\">Property</label><input id=\"prop\" name=\"prop\" value=\"{p}\"></div>\n\
-<div><label for=\"value\">equals</label><input id=\"value\" name=\"value\" value=\"{v}\"></div>\n\
-<div><button type=\"submit\" class=\"primary\">Show</button></div>\n</form>\n",
-        p = esc(prop.as_deref().unwrap_or("")),
-        v = esc(value.as_deref().unwrap_or("")),
-    );
+    let org = app.org();
     let items = answer["items"].as_array().cloned().unwrap_or_default();
-    let _ = writeln!(
-        body,
-        "<p class=\"muted\" role=\"status\">{}</p>",
-        match items.len() {
-            0 => "No entities here.".to_string(),
-            n => format!("{n} entities, newest first."),
-        }
-    );
-    if !items.is_empty() {
-        body.push_str(&entity_table(app, &items, false));
-    }
     let here = |c: Option<&str>| {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
         if let (Some(p), Some(v)) = (&prop, &value) {
@@ -218,17 +182,27 @@ pub async fn of_type(app: &App<'_>, type_name: &str) -> Response<Vec<u8>> {
         }
         q.finish()
     };
-    body.push_str(&view::pager(
-        here,
-        cursor.is_some(),
-        answer["next_cursor"].as_str(),
-        "Older entities",
-    ));
+    let body = html! {
+        p { a href={ "/app/" (org) "/records" } { "All types" } }
+        form.filters method="get" action={ "/app/" (org) "/records/" (type_name) } {
+            div { label for="prop" { "Property" } input #prop name="prop" value=(prop.as_deref().unwrap_or("")); }
+            div { label for="value" { "equals" } input #value name="value" value=(value.as_deref().unwrap_or("")); }
+            div { button.primary type="submit" { "Show" } }
+        }
+        p.muted role="status" {
+            @match items.len() {
+                0 => "No entities here.",
+                n => { (n) " entities, newest first." }
+            }
+        }
+        @if !items.is_empty() { (entity_table(app, &items, false)) }
+        (view::pager(here, cursor.is_some(), answer["next_cursor"].as_str(), "Older entities"))
+    };
     view::page(
         app,
         "records",
         &format!("Entities of type {type_name}"),
-        &body,
+        body,
     )
 }
 
@@ -237,37 +211,38 @@ pub async fn entity(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
     let e = match app.call("entities.get", json!({ "id": id })).await {
         Ok(e) => e,
         Err(LoreError::NotFound { .. } | LoreError::InvalidArgument { .. }) => return not_found(),
-        Err(e) => return view::page(app, "records", "Records", &alert(&e)),
+        Err(e) => return view::page(app, "records", "Records", alert(&e)),
     };
-    let org = esc(app.org());
+    let org = app.org();
     let s = |k: &str| e[k].as_str().unwrap_or("");
-    let mut body = format!(
-        "<p><a href=\"/app/{org}/records/{ty}\">All of type {ty}</a></p>\n<dl class=\"facts\"><dt>Id</dt><dd><code>{id}</code></dd><dt>Type</dt><dd>{ty}</dd><dt>Version</dt><dd>{version}</dd><dt>Created</dt><dd>{created}</dd><dt>Updated</dt><dd>{updated}</dd><dt>Created by</dt><dd>{author}</dd></dl>\n",
-        id = esc(s("id")),
-        ty = esc(s("type")),
-        version = e["version"].as_u64().unwrap_or(0),
-        created = esc(&when(s("created_at"))),
-        updated = esc(&when(s("updated_at"))),
-        author = who(&app.names().await, s("author")),
-    );
-    if let Some(p) = e["properties"].as_object().filter(|p| !p.is_empty()) {
-        body.push_str("<h2>Properties</h2>\n<div class=\"scroll\"><table><tbody>\n");
-        for (k, v) in p {
-            let shown = match v {
-                Value::String(s) => esc(s),
-                other => format!(
-                    "<code>{}</code>",
-                    esc(&serde_json::to_string(other).unwrap_or_default())
-                ),
-            };
-            let _ = writeln!(
-                body,
-                "<tr><th class=\"name\"><code>{}</code></th><td class=\"value\">{shown}</td></tr>",
-                esc(k)
-            );
+    let names_of_members = app.names().await;
+    let head = html! {
+        p { a href={ "/app/" (org) "/records/" (s("type")) } { "All of type " (s("type")) } }
+        dl.facts {
+            dt { "Id" } dd { code { (s("id")) } }
+            dt { "Type" } dd { (s("type")) }
+            dt { "Version" } dd { (e["version"].as_u64().unwrap_or(0)) }
+            dt { "Created" } dd { (when(s("created_at"))) }
+            dt { "Updated" } dd { (when(s("updated_at"))) }
+            dt { "Created by" } dd { (who(&names_of_members, s("author"))) }
         }
-        body.push_str("</tbody></table></div>\n");
-    }
+        @if let Some(p) = e["properties"].as_object().filter(|p| !p.is_empty()) {
+            h2 { "Properties" }
+            div.scroll { table { tbody {
+                @for (k, v) in p {
+                    tr {
+                        th.name { code { (k) } }
+                        td.value {
+                            @match v {
+                                Value::String(text) => (text),
+                                other => code { (serde_json::to_string(other).unwrap_or_default()) },
+                            }
+                        }
+                    }
+                }
+            } } }
+        }
+    };
 
     let edges = match app
         .call(
@@ -278,8 +253,7 @@ pub async fn entity(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
     {
         Ok(v) => v,
         Err(err) => {
-            body.push_str(&alert(&err));
-            return view::page(app, "records", s("name"), &body);
+            return view::page(app, "records", s("name"), html! { (head) (alert(&err)) });
         }
     };
     let more = edges["next_cursor"].is_string();
@@ -309,73 +283,58 @@ pub async fn entity(app: &App<'_>, id: &str) -> Response<Vec<u8>> {
             names.insert(s("id"), (s("name"), s("type")));
         }
     }
-    let _ = writeln!(
-        body,
-        "<h2>Relationships</h2>\n<p class=\"muted\">{}{}</p>",
-        match edges.len() {
-            0 => "No relationships.".to_string(),
-            1 => "1 relationship.".to_string(),
-            n => format!("{n} relationships."),
-        },
-        if more {
-            format!(" Showing the first {EDGES}.")
-        } else {
-            String::new()
-        }
-    );
-    if !edges.is_empty() {
-        body.push_str(&graph(app, &e, &edges, &neighbours, &names));
-        body.push_str("<div class=\"scroll\"><table><thead><tr><th>Relationship</th><th>With</th><th>Since</th></tr></thead><tbody>\n");
-        for r in &edges {
-            let out = r["from"] == e["id"];
-            let other = if out { &r["to"] } else { &r["from"] };
-            let other = other.as_str().unwrap_or("");
-            let label = names.get(other).map_or(other, |(n, _)| n.as_str());
-            let _ = writeln!(
-                body,
-                "<tr><td>{arrow} <code>{ty}</code></td><td><a href=\"/app/{org}/entities/{oid}\">{label}</a></td><td class=\"when\">{at}</td></tr>",
-                arrow = if out { "→" } else { "←" },
-                ty = esc(r["type"].as_str().unwrap_or("")),
-                oid = esc(other),
-                label = esc(label),
-                at = esc(&when(r["created_at"].as_str().unwrap_or(""))),
-            );
-        }
-        body.push_str("</tbody></table></div>\n");
-    }
-
-    match app
+    let memories = app
         .call("memory.list", json!({"entity_ids": [id], "limit": 10}))
         .await
-    {
-        Ok(v) => {
-            let items = v["items"].as_array().cloned().unwrap_or_default();
-            let _ = writeln!(
-                body,
-                "<h2>Memories about it</h2>\n<p class=\"muted\">{} <a href=\"/app/{org}/memory?entity={id}\">All of them</a></p>",
-                if items.is_empty() {
-                    "None yet."
-                } else {
-                    "The newest:"
-                },
-                id = esc(id),
-            );
-            if !items.is_empty() {
-                body.push_str("<ul>\n");
-                for m in &items {
-                    let _ = writeln!(
-                        body,
-                        "<li><a href=\"/app/{org}/memory/{mid}\">{text}</a></li>",
-                        mid = esc(m["id"].as_str().unwrap_or("")),
-                        text = esc(&short(&m["content"], 160)),
-                    );
-                }
-                body.push_str("</ul>\n");
+        .map(|v| v["items"].as_array().cloned().unwrap_or_default());
+    let body = html! {
+        (head)
+        h2 { "Relationships" }
+        p.muted {
+            @match edges.len() {
+                0 => "No relationships.",
+                1 => "1 relationship.",
+                n => { (n) " relationships." }
             }
+            @if more { " Showing the first " (EDGES) "." }
         }
-        Err(err) => body.push_str(&alert(&err)),
-    }
-    view::page(app, "records", s("name"), &body)
+        @if !edges.is_empty() {
+            (graph(app, &e, &edges, &neighbours, &names))
+            div.scroll { table {
+                thead { tr { th { "Relationship" } th { "With" } th { "Since" } } }
+                tbody {
+                    @for r in &edges {
+                        @let out = r["from"] == e["id"];
+                        @let other = if out { &r["to"] } else { &r["from"] }.as_str().unwrap_or("");
+                        @let label = names.get(other).map_or(other, |(n, _)| n.as_str());
+                        tr {
+                            td { (if out { "→" } else { "←" }) " " code { (r["type"].as_str().unwrap_or("")) } }
+                            td { a href={ "/app/" (org) "/entities/" (other) } { (label) } }
+                            td.when { (when(r["created_at"].as_str().unwrap_or(""))) }
+                        }
+                    }
+                }
+            } }
+        }
+        @match &memories {
+            Ok(items) => {
+                h2 { "Memories about it" }
+                p.muted {
+                    (if items.is_empty() { "None yet." } else { "The newest:" }) " "
+                    a href={ "/app/" (org) "/memory?entity=" (id) } { "All of them" }
+                }
+                @if !items.is_empty() {
+                    ul {
+                        @for m in items {
+                            li { a href={ "/app/" (org) "/memory/" (m["id"].as_str().unwrap_or("")) } { (short(&m["content"], 160)) } }
+                        }
+                    }
+                }
+            }
+            Err(err) => (alert(err)),
+        }
+    };
+    view::page(app, "records", s("name"), body)
 }
 
 /// The entity's neighbourhood as an SVG: the entity in the middle, up to [`DRAWN`] neighbours
@@ -387,93 +346,104 @@ fn graph(
     edges: &[Value],
     neighbours: &[String],
     names: &BTreeMap<String, (String, String)>,
-) -> String {
-    let org = esc(app.org());
+) -> Markup {
+    let org = app.org();
     let drawn: Vec<&String> = neighbours.iter().take(DRAWN).collect();
     let (w, h, cx, cy, r) = (640.0_f64, 330.0_f64, 320.0_f64, 165.0_f64, 200.0_f64);
-    let mut lines = String::new();
-    let mut nodes = String::new();
     let n = drawn.len().max(1) as f64;
-    for (i, other) in drawn.iter().enumerate() {
-        let angle = -std::f64::consts::FRAC_PI_2 + std::f64::consts::TAU * i as f64 / n;
-        let (x, y) = (cx + r * angle.cos(), cy + r * angle.sin() * 0.68);
-        // Every relationship type between the two, with its direction.
-        let mut kinds: Vec<String> = edges
-            .iter()
-            .filter(|rel| {
-                rel["from"].as_str() == Some(other.as_str())
-                    || rel["to"].as_str() == Some(other.as_str())
-            })
-            .map(|rel| {
-                let out = rel["from"] == e["id"];
-                // An edge against the drawn arrow says so.
-                let against = out != any_out_of(edges, e, other);
-                format!(
-                    "{}{}",
-                    if against { "← " } else { "" },
-                    rel["type"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        kinds.dedup();
-        let any_out = any_out_of(edges, e, other);
-        // The line stops short of both label boxes; its arrow points at the target (the
-        // neighbour when any edge goes out to it, else the entity).
-        let (dx, dy) = (x - cx, y - cy);
-        let len = (dx * dx + dy * dy).sqrt().max(1.0);
-        let near = (cx + dx / len * 40.0, cy + dy / len * 24.0);
-        let far = (x - dx / len * 40.0, y - dy / len * 22.0);
-        let ((x1, y1), (x2, y2)) = if any_out { (near, far) } else { (far, near) };
-        let marker = " marker-end=\"url(#arrow)\"";
-        let label = kinds.join(", ");
-        let _ = write!(
-            lines,
-            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\"{marker}/><text class=\"edge\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            (x1 + x2) / 2.0,
-            (y1 + y2) / 2.0 - 4.0,
-            esc(&short(&json!(label), 28)),
-        );
-        let (name, ty) = names
-            .get(other.as_str())
-            .map_or((other.as_str(), ""), |(n, t)| (n.as_str(), t.as_str()));
-        let _ = write!(
-            nodes,
-            "<a href=\"/app/{org}/entities/{id}\"><title>{full} ({ty})</title><rect class=\"node\" x=\"{:.1}\" y=\"{:.1}\" width=\"120\" height=\"34\" rx=\"8\"/><text x=\"{x:.1}\" y=\"{:.1}\">{name}</text><text class=\"type\" x=\"{x:.1}\" y=\"{:.1}\">{ty}</text></a>",
-            x - 60.0,
-            y - 17.0,
-            y - 1.0,
-            y + 12.0,
-            id = esc(other),
-            full = esc(name),
-            name = esc(&short(&json!(name), 16)),
-            ty = esc(ty),
-        );
+    let f1 = |v: f64| format!("{v:.1}");
+    // Per neighbour: where it is drawn, its line (arrow toward the target), the line's label.
+    struct Drawn<'a> {
+        id: &'a str,
+        x: f64,
+        y: f64,
+        from: (f64, f64),
+        to: (f64, f64),
+        label: String,
+        name: &'a str,
+        ty: &'a str,
     }
-    let center = short(&e["name"], 18);
+    let shown: Vec<Drawn> = drawn
+        .iter()
+        .enumerate()
+        .map(|(i, other)| {
+            let angle = -std::f64::consts::FRAC_PI_2 + std::f64::consts::TAU * i as f64 / n;
+            let (x, y) = (cx + r * angle.cos(), cy + r * angle.sin() * 0.68);
+            let any_out = any_out_of(edges, e, other);
+            // Every relationship type between the two, with its direction.
+            let mut kinds: Vec<String> = edges
+                .iter()
+                .filter(|rel| {
+                    rel["from"].as_str() == Some(other.as_str())
+                        || rel["to"].as_str() == Some(other.as_str())
+                })
+                .map(|rel| {
+                    // An edge against the drawn arrow says so.
+                    let against = (rel["from"] == e["id"]) != any_out;
+                    format!(
+                        "{}{}",
+                        if against { "← " } else { "" },
+                        rel["type"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            kinds.dedup();
+            // The line stops short of both label boxes; its arrow points at the target (the
+            // neighbour when any edge goes out to it, else the entity).
+            let (dx, dy) = (x - cx, y - cy);
+            let len = (dx * dx + dy * dy).sqrt().max(1.0);
+            let near = (cx + dx / len * 40.0, cy + dy / len * 24.0);
+            let far = (x - dx / len * 40.0, y - dy / len * 22.0);
+            let (from, to) = if any_out { (near, far) } else { (far, near) };
+            let (name, ty) = names
+                .get(other.as_str())
+                .map_or((other.as_str(), ""), |(n, t)| (n.as_str(), t.as_str()));
+            Drawn {
+                id: other,
+                x,
+                y,
+                from,
+                to,
+                label: short(&json!(kinds.join(", ")), 28),
+                name,
+                ty,
+            }
+        })
+        .collect();
     let rest = neighbours.len().saturating_sub(drawn.len());
-    format!(
-        "<svg class=\"graph\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"{label}\">\
-<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\"/></marker>\
-</defs>\
-<g class=\"edges\">{lines}</g>{nodes}<rect class=\"node center\" x=\"{:.1}\" y=\"{:.1}\" width=\"140\" height=\"38\" rx=\"8\"/><text class=\"center\" x=\"{cx}\" y=\"{:.1}\">{}</text></svg>\n{}",
-        cx - 70.0,
-        cy - 19.0,
-        cy + 5.0,
-        esc(&center),
-        if rest > 0 {
-            format!(
-                "<p class=\"muted\">The graph shows {} neighbours; {rest} more are in the table.</p>",
-                drawn.len()
-            )
-        } else {
-            String::new()
-        },
-        label = esc(&format!(
-            "{} and its {} neighbours",
-            short(&e["name"], 80),
-            neighbours.len()
-        )),
-    )
+    let label = format!(
+        "{} and its {} neighbours",
+        short(&e["name"], 80),
+        neighbours.len()
+    );
+    html! {
+        svg.graph viewBox={ "0 0 " (w) " " (h) } role="img" aria-label=(label) {
+            defs {
+                marker #arrow viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse" {
+                    path d="M0,0L10,5L0,10z" {}
+                }
+            }
+            g.edges {
+                @for d in &shown {
+                    line x1=(f1(d.from.0)) y1=(f1(d.from.1)) x2=(f1(d.to.0)) y2=(f1(d.to.1)) marker-end="url(#arrow)" {}
+                    text.edge x=(f1((d.from.0 + d.to.0) / 2.0)) y=(f1((d.from.1 + d.to.1) / 2.0 - 4.0)) { (d.label) }
+                }
+            }
+            @for d in &shown {
+                a href={ "/app/" (org) "/entities/" (d.id) } {
+                    title { (d.name) " (" (d.ty) ")" }
+                    rect.node x=(f1(d.x - 60.0)) y=(f1(d.y - 17.0)) width="120" height="34" rx="8" {}
+                    text x=(f1(d.x)) y=(f1(d.y - 1.0)) { (short(&json!(d.name), 16)) }
+                    text.type x=(f1(d.x)) y=(f1(d.y + 12.0)) { (d.ty) }
+                }
+            }
+            rect.node.center x=(f1(cx - 70.0)) y=(f1(cy - 19.0)) width="140" height="38" rx="8" {}
+            text.center x=(cx) y=(f1(cy + 5.0)) { (short(&e["name"], 18)) }
+        }
+        @if rest > 0 {
+            p.muted { "The graph shows " (drawn.len()) " neighbours; " (rest) " more are in the table." }
+        }
+    }
 }
 
 /// Whether any of `edges` goes from the entity `e` to `other`.

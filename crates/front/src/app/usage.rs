@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 
 use chrono::{Duration, NaiveDate};
 use http::Response;
+use maud::{Markup, html};
 use serde_json::json;
 
 use super::context::App;
 use super::view::{self, alert};
-use crate::oauth::pages::esc;
 
 /// The periods offered, in days; the first is the default.
 const PERIODS: &[i64] = &[30, 7, 14, 90];
@@ -64,7 +64,7 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
             json!({"name": name, "since": since, "until": until, "group_by": "day_and_tool"});
         let value = match app.call("metrics.query", args).await {
             Ok(v) => v,
-            Err(e) => return view::page(app, "usage", "Usage", &alert(&e)),
+            Err(e) => return view::page(app, "usage", "Usage", alert(&e)),
         };
         for sample in value["series"].as_array().into_iter().flatten() {
             let (Some(key), Some(n)) = (sample["key"].as_str(), sample["value"].as_f64()) else {
@@ -97,87 +97,96 @@ pub async fn page(app: &App<'_>) -> Response<Vec<u8>> {
     let mut total = Count::default();
     per_day.values().for_each(|c| total.add(*c));
 
-    let mut body = period_picker(app, days);
-    body.push_str(&format!(
-        "<p role=\"status\"><strong>{}</strong> {}, <strong>{}</strong> {} and <strong>{}</strong> {} from {since} to {until} (UTC){}.</p>\n",
-        total.calls,
-        if total.calls == 1.0 { "call" } else { "calls" },
-        total.errors,
-        if total.errors == 1.0 { "error" } else { "errors" },
-        total.cap_hits,
-        if total.cap_hits == 1.0 { "cap hit" } else { "cap hits" },
-        if total.calls > 0.0 {
-            format!(", {:.1}% of calls ended in an error", 100.0 * total.errors / total.calls)
-        } else {
-            String::new()
-        }
-    ));
-    body.push_str("<h2>Calls per day</h2>\n<p class=\"legend\"><span><i class=\"calls\"></i>calls</span><span><i class=\"errs\"></i>errors</span><span><i class=\"caps\"></i>cap hits</span></p>\n");
     let series: Vec<(String, Count)> = per_day
         .iter()
         .map(|(d, c)| ((*d).to_string(), *c))
         .collect();
-    body.push_str(&chart(&series, 100, "chart"));
-    body.push_str(&format!(
-        "<p class=\"axis muted\"><span>{since}</span><span>most in a day: {}</span><span>{until}</span></p>\n",
-        series.iter().map(|(_, c)| c.calls).fold(0.0, f64::max)
-    ));
-    body.push_str("<h2>By tool and method</h2>\n");
-    if per_tool.is_empty() {
-        body.push_str("<p class=\"muted\">No calls in this period.</p>\n");
-    } else {
-        let mut tools: Vec<(&str, Count)> = per_tool.into_iter().collect();
-        tools.sort_by(|a, b| b.1.calls.total_cmp(&a.1.calls).then(a.0.cmp(b.0)));
-        body.push_str("<div class=\"scroll\"><table>\n<thead><tr><th>Tool or method</th><th>Calls</th><th>Errors</th><th>Cap hits</th><th>Per day</th></tr></thead>\n<tbody>\n");
-        for (tool, c) in tools {
-            let days: Vec<(String, Count)> = all_days
-                .iter()
-                .map(|d| {
-                    let c = by_day_tool
-                        .get(&(d.clone(), tool.to_string()))
-                        .copied()
-                        .unwrap_or_default();
-                    (d.clone(), c)
-                })
-                .collect();
-            body.push_str(&format!(
-                "<tr><td class=\"name\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class=\"spark\">{}</td></tr>\n",
-                esc(tool),
-                c.calls,
-                c.errors,
-                c.cap_hits,
-                chart(&days, 24, "spark"),
-            ));
+    let mut tools: Vec<(&str, Count)> = per_tool.into_iter().collect();
+    tools.sort_by(|a, b| b.1.calls.total_cmp(&a.1.calls).then(a.0.cmp(b.0)));
+    let plural = |n: f64, one: &'static str, many: &'static str| if n == 1.0 { one } else { many };
+    let body = html! {
+        (period_picker(app, days))
+        p role="status" {
+            strong { (num(total.calls)) } " " (plural(total.calls, "call", "calls")) ", "
+            strong { (num(total.errors)) } " " (plural(total.errors, "error", "errors")) " and "
+            strong { (num(total.cap_hits)) } " " (plural(total.cap_hits, "cap hit", "cap hits"))
+            " from " (since) " to " (until) " (UTC)"
+            @if total.calls > 0.0 {
+                ", " (format!("{:.1}", 100.0 * total.errors / total.calls)) "% of calls ended in an error"
+            }
+            "."
         }
-        body.push_str("</tbody></table></div>\n");
-    }
-    body.push_str("<p class=\"muted\">Calls by agents and API clients (MCP tools, REST, SDK methods in scripts); this app's own reads are not counted. A cap hit is a call that reached a limit: a script's cap, the org's share of script slots, or a rate limit (refused requests are counted under <code>rate_limited</code>). Counts reach this page within a few seconds of the calls (each server instance adds its counts every two seconds).</p>\n");
-    view::page(app, "usage", "Usage", &body)
+        h2 { "Calls per day" }
+        p.legend {
+            span { i.calls {} "calls" } span { i.errs {} "errors" } span { i.caps {} "cap hits" }
+        }
+        (chart(&series, 100, "chart"))
+        p.axis.muted {
+            span { (since) }
+            span { "most in a day: " (num(series.iter().map(|(_, c)| c.calls).fold(0.0, f64::max))) }
+            span { (until) }
+        }
+        h2 { "By tool and method" }
+        @if tools.is_empty() {
+            p.muted { "No calls in this period." }
+        } @else {
+            div.scroll { table {
+                thead { tr { th { "Tool or method" } th { "Calls" } th { "Errors" } th { "Cap hits" } th { "Per day" } } }
+                tbody {
+                    @for (tool, c) in &tools {
+                        @let days: Vec<(String, Count)> = all_days
+                            .iter()
+                            .map(|d| {
+                                let c = by_day_tool
+                                    .get(&(d.clone(), (*tool).to_string()))
+                                    .copied()
+                                    .unwrap_or_default();
+                                (d.clone(), c)
+                            })
+                            .collect();
+                        tr {
+                            td.name { code { (tool) } }
+                            td { (num(c.calls)) } td { (num(c.errors)) } td { (num(c.cap_hits)) }
+                            td.spark { (chart(&days, 24, "spark")) }
+                        }
+                    }
+                }
+            } }
+        }
+        p.muted {
+            "Calls by agents and API clients (MCP tools, REST, SDK methods in scripts); this app's own reads are not counted. A cap hit is a call that reached a limit: a script's cap, the org's share of script slots, or a rate limit (refused requests are counted under "
+            code { "rate_limited" }
+            "). Counts reach this page within a few seconds of the calls (each server instance adds its counts every two seconds)."
+        }
+    };
+    view::page(app, "usage", "Usage", body)
 }
 
-fn period_picker(app: &App<'_>, days: i64) -> String {
+/// A count as the page shows it (`4`, not `4.0`).
+fn num(n: f64) -> String {
+    n.to_string()
+}
+
+fn period_picker(app: &App<'_>, days: i64) -> Markup {
     let mut periods = PERIODS.to_vec();
     periods.sort_unstable();
-    let links: String = periods
-        .iter()
-        .map(|d| {
-            if *d == days {
-                format!("<strong aria-current=\"true\">{d} days</strong>")
-            } else {
-                format!(
-                    "<a href=\"/app/{}/usage?days={d}\">{d} days</a>",
-                    esc(app.org())
-                )
+    html! {
+        nav.periods aria-label="Period" {
+            @for (i, d) in periods.iter().enumerate() {
+                @if i > 0 { " · " }
+                @if *d == days {
+                    strong aria-current="true" { (d) " days" }
+                } @else {
+                    a href={ "/app/" (app.org()) "/usage?days=" (d) } { (d) " days" }
+                }
             }
-        })
-        .collect::<Vec<_>>()
-        .join(" · ");
-    format!("<nav class=\"periods\" aria-label=\"Period\">{links}</nav>\n")
+        }
+    }
 }
 
 /// A bar chart of `series` (calls, with the errors among them drawn over them and the cap hits
 /// over those), `height` units tall; each bar carries its day and numbers as a tooltip and for screen readers.
-fn chart(series: &[(String, Count)], height: u32, class: &str) -> String {
+fn chart(series: &[(String, Count)], height: u32, class: &str) -> Markup {
     let max = series
         .iter()
         .map(|(_, c)| c.calls)
@@ -185,26 +194,22 @@ fn chart(series: &[(String, Count)], height: u32, class: &str) -> String {
         .max(1.0);
     let h = f64::from(height);
     let width = series.len() * 10;
-    let mut bars = String::new();
-    for (i, (day, c)) in series.iter().enumerate() {
-        let x = i * 10 + 1;
-        let calls = (c.calls / max * h).max(if c.calls > 0.0 { 1.0 } else { 0.0 });
-        let errors = (c.errors / max * h).max(if c.errors > 0.0 { 1.0 } else { 0.0 });
-        let caps = (c.cap_hits / max * h).max(if c.cap_hits > 0.0 { 1.0 } else { 0.0 });
-        bars.push_str(&format!(
-            "<g><title>{day}: {} calls, {} errors, {} cap hits</title><rect class=\"calls\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{calls:.2}\"/><rect class=\"errs\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{errors:.2}\"/><rect class=\"caps\" x=\"{x}\" y=\"{:.2}\" width=\"8\" height=\"{caps:.2}\"/></g>",
-            c.calls,
-            c.errors,
-            c.cap_hits,
-            h - calls,
-            h - errors,
-            h - caps,
-            day = esc(day),
-        ));
-    }
+    let bar = |n: f64| (n / max * h).max(if n > 0.0 { 1.0 } else { 0.0 });
+    let f2 = |v: f64| format!("{v:.2}");
     let label: f64 = series.iter().map(|(_, c)| c.calls).sum();
-    format!(
-        "<svg class=\"{class}\" viewBox=\"0 0 {width} {height}\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"{label} calls over {} days\">{bars}</svg>",
-        series.len()
-    )
+    html! {
+        svg class=(class) viewBox={ "0 0 " (width) " " (height) } preserveAspectRatio="none" role="img"
+            aria-label={ (num(label)) " calls over " (series.len()) " days" } {
+            @for (i, (day, c)) in series.iter().enumerate() {
+                @let x = i * 10 + 1;
+                @let (calls, errors, caps) = (bar(c.calls), bar(c.errors), bar(c.cap_hits));
+                g {
+                    title { (day) ": " (num(c.calls)) " calls, " (num(c.errors)) " errors, " (num(c.cap_hits)) " cap hits" }
+                    rect.calls x=(x) y=(f2(h - calls)) width="8" height=(f2(calls)) {}
+                    rect.errs x=(x) y=(f2(h - errors)) width="8" height=(f2(errors)) {}
+                    rect.caps x=(x) y=(f2(h - caps)) width="8" height=(f2(caps)) {}
+                }
+            }
+        }
+    }
 }

@@ -1,10 +1,11 @@
 //! The app's page frame: the org, its sections, who is signed in (with sign-out), and the
-//! styles the OAuth pages use plus the app's own. Everything shown is escaped by [`esc`].
+//! styles of the web kit's page plus the app's own, in `maud` templates (every value escaped).
 
 use http::Response;
+use maud::{Markup, html};
 
 use super::context::App;
-use crate::oauth::pages::{self, esc};
+use crate::web::page;
 
 const APP_STYLE: &str = "\
 body{background:var(--bg)}
@@ -79,49 +80,42 @@ const SECTIONS: &[(&str, &str)] = &[
     ("access", "Access"),
 ];
 
-/// A whole app page: the bar, then `body` (already HTML) under the heading `title`.
-pub fn page(app: &App<'_>, section: &str, title: &str, body: &str) -> Response<Vec<u8>> {
-    let org = esc(app.org());
-    let nav: String = SECTIONS
-        .iter()
-        .map(|(slug, name)| {
-            let current = if *slug == section {
-                " aria-current=\"page\""
-            } else {
-                ""
-            };
-            format!("<a href=\"/app/{org}/{slug}\"{current}>{name}</a>")
-        })
-        .collect();
-    let html = pages::document(
-        &format!("{title} · {org} · lore", title = esc(title)),
+/// A whole app page: the bar, then `body` under the heading `title`.
+pub fn page(app: &App<'_>, section: &str, title: &str, body: Markup) -> Response<Vec<u8>> {
+    let org = app.org();
+    let html = page::document(
+        &format!("{title} · {org} · lore"),
         APP_STYLE,
-        &format!(
-            "<header class=\"bar\"><p class=\"brand\">lore · {org}</p><nav aria-label=\"Sections\">{nav}</nav>\
-<div class=\"who\"><span>{user} ({role})</span><form method=\"post\" action=\"/oauth/signout\">\
-<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"secondary\">Sign out</button></form></div></header>\n\
-<main class=\"app\">\n<h1>{title}</h1>\n{body}\n</main>",
-            title = esc(title),
-            user = esc(&app.user),
-            role = esc(app.caller.role().as_str()),
-            csrf = esc(&app.session.record.csrf),
-        ),
+        html! {
+            header.bar {
+                p.brand { "lore · " (org) }
+                nav aria-label="Sections" {
+                    @for (slug, name) in SECTIONS {
+                        a href={ "/app/" (org) "/" (slug) } aria-current=[(*slug == section).then_some("page")] { (name) }
+                    }
+                }
+                div.who {
+                    span { (app.user) " (" (app.caller.role().as_str()) ")" }
+                    form method="post" action="/oauth/signout" {
+                        (page::hidden("csrf", &app.session.record.csrf))
+                        button.secondary type="submit" { "Sign out" }
+                    }
+                }
+            }
+            main.app {
+                h1 { (title) }
+                (body)
+            }
+        },
     );
-    pages::html(200, html, None)
+    page::html(200, html, None)
 }
 
 /// An error page outside any org's frame (nothing of the org is shown).
 pub fn page_error(status: u16, title: &str, message: &str) -> Response<Vec<u8>> {
-    pages::html(
+    page::html(
         status,
-        pages::layout(
-            title,
-            &format!(
-                "<h1>{}</h1>\n<p role=\"alert\" class=\"alert\">{}</p>",
-                esc(title),
-                esc(message)
-            ),
-        ),
+        page::layout(title, html! { h1 { (title) } (page::alert(message)) }),
         None,
     )
 }
@@ -136,37 +130,32 @@ pub fn when(text: &str) -> String {
 
 /// The pager under a list: "Newest" back to the first page when this one came from a cursor,
 /// and `older` ("Older …") when the SDK returned a next cursor. `here` is the page's query
-/// string with the cursor given (or none); empty when there is only one page.
+/// string with the cursor given (or none); nothing when there is only one page.
 pub fn pager(
     here: impl Fn(Option<&str>) -> String,
     from_cursor: bool,
     next: Option<&str>,
     older: &str,
-) -> String {
+) -> Markup {
     if next.is_none() && !from_cursor {
-        return String::new();
+        return html! {};
     }
-    let newest = if from_cursor {
-        format!("<a href=\"?{}\">Newest</a>", esc(&here(None)))
-    } else {
-        "<span></span>".to_string()
-    };
-    let older = next.map_or_else(String::new, |c| {
-        format!(
-            "<a href=\"?{}\" rel=\"next\">{}</a>",
-            esc(&here(Some(c))),
-            esc(older)
-        )
-    });
-    format!("<nav class=\"pager\" aria-label=\"Pages\">{newest}{older}</nav>\n")
+    html! {
+        nav.pager aria-label="Pages" {
+            @if from_cursor { a href={ "?" (here(None)) } { "Newest" } } @else { span {} }
+            @if let Some(c) = next { a href={ "?" (here(Some(c))) } rel="next" { (older) } }
+        }
+    }
 }
 
 /// A principal as the pages show it: the member's name with the id as a hover title, or the
 /// id of someone no longer a member.
-pub fn who(names: &std::collections::HashMap<String, String>, id: &str) -> String {
-    match names.get(id) {
-        Some(name) => format!("<span title=\"{}\">{}</span>", esc(id), esc(name)),
-        None => format!("<code>{}</code>", esc(id)),
+pub fn who(names: &std::collections::HashMap<String, String>, id: &str) -> Markup {
+    html! {
+        @match names.get(id) {
+            Some(name) => span title=(id) { (name) },
+            None => code { (id) },
+        }
     }
 }
 
@@ -177,11 +166,8 @@ pub fn when_ms(ms: Option<i64>) -> String {
 }
 
 /// An error the engine answered, as an alert in the page.
-pub fn alert(e: &lore_base::error::LoreError) -> String {
-    format!(
-        "<p role=\"alert\" class=\"alert\">{}</p>\n",
-        esc(&for_people(e))
-    )
+pub fn alert(e: &lore_base::error::LoreError) -> Markup {
+    page::alert(&for_people(e))
 }
 
 /// An error as a person reads it: the SDK's own message (it says what to change), except for
@@ -196,16 +182,11 @@ pub fn for_people(e: &lore_base::error::LoreError) -> String {
 
 /// The 403 page for a change the person's role does not allow, in the org's frame.
 pub fn forbidden(app: &App<'_>, section: &str, message: &str) -> Response<Vec<u8>> {
-    let mut r = page(
-        app,
-        section,
-        "Not allowed",
-        &format!(
-            "<p role=\"alert\" class=\"alert\">You are a {} of this org. {}</p>",
-            esc(app.caller.role().as_str()),
-            esc(message)
-        ),
+    let told = format!(
+        "You are a {} of this org. {message}",
+        app.caller.role().as_str()
     );
+    let mut r = page(app, section, "Not allowed", page::alert(&told));
     *r.status_mut() = http::StatusCode::FORBIDDEN;
     r
 }

@@ -48,7 +48,7 @@ impl Endpoint {
         request: &Request<Vec<u8>>,
         caller: &Caller,
     ) -> Result<Self, RpcError> {
-        let params = crate::oauth::form::Params::query(request.uri());
+        let params = crate::web::form::Params::query(request.uri());
         let asked = params.one("profile").map_err(|_| {
             RpcError::new(
                 jsonrpc::INVALID_PARAMS,
@@ -75,7 +75,7 @@ impl Endpoint {
         };
         Ok(Self {
             profile,
-            base_url: crate::oauth::resource::base_url(&lore.config, request.headers()),
+            base_url: lore.config.base_url(request.headers()),
             log: RequestLog::of(request).cloned(),
         })
     }

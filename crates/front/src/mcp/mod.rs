@@ -151,7 +151,7 @@ fn resource_metadata(
     request: &Request<Vec<u8>>,
     path_org: Option<&str>,
 ) -> Option<String> {
-    let base = crate::oauth::resource::base_url(&lore.config, request.headers())?;
+    let base = lore.config.base_url(request.headers())?;
     let org = path_org.filter(|o| lore_base::ids::OrgId::parse(o).is_ok());
     Some(crate::oauth::metadata::resource_metadata_url(&base, org))
 }

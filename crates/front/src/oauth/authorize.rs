@@ -9,12 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use super::after::{after_sign_in, is_request_id};
 use super::clients::{self, Client, redirect_matches};
-use super::context::Cx;
-use super::form::{OAuthError, Params};
 use super::grants::{self, AuthorizationCode};
 use super::metadata;
-use super::pages::{self, esc};
-use super::session::Session;
+use super::pages;
+use crate::web::Cx;
+use crate::web::form::{OAuthError, Params};
+use crate::web::page;
+use crate::web::session::Session;
 use lore_base::ids::OrgId;
 use lore_base::keys::{self, OrgKeys};
 use lore_base::model::{Membership, Principal, Scopes};
@@ -103,7 +104,7 @@ fn error_redirect(
         params.push(("state", s));
     }
     params.push(("iss", issuer));
-    pages::see_other(&with_params(redirect_uri, &params), None)
+    page::see_other(&with_params(redirect_uri, &params), None)
 }
 
 /// The redirect URI of a request: the one given (which must be registered), or the only one
@@ -130,7 +131,7 @@ fn redirect_uri_of(client: &Client, given: Option<&str>) -> Result<String, Strin
 /// `GET /oauth/authorize`.
 pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let params = Params::query(cx.request.uri());
-    let shown = |title: &str, message: String| pages::error_page(400, title, &message);
+    let shown = |title: &str, message: String| page::error_page(400, title, &message);
     let client_id = match params.one("client_id") {
         Ok(Some(id)) => id,
         Ok(None) => return shown("Missing client", "The request names no client_id.".into()),
@@ -138,7 +139,7 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
     };
     let client = match clients::find(cx, client_id).await {
         Ok(c) => c,
-        Err(e) if e.status >= 500 => return pages::error_page(500, "Server error", &e.description),
+        Err(e) if e.status >= 500 => return page::error_page(500, "Server error", &e.description),
         Err(e) => return shown("Unknown application", e.description),
     };
     let given = match params.one("redirect_uri") {
@@ -163,10 +164,10 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
         Ok(pending) => {
             let id = cx.lore.ports().random_hex(16);
             // A pending authorization is what anyone can make: counted against the asking
-            // address, and it ends with its request (`oauth::anonymous`).
-            let stored = match super::anonymous::admit(cx.lore, cx.request).await {
+            // address, and it ends with its request (`web::anonymous`).
+            let stored = match crate::web::anonymous::admit(cx.lore, cx.request).await {
                 Ok(()) => {
-                    super::anonymous::store(
+                    crate::web::anonymous::store(
                         cx.lore,
                         lore_base::storage::Batch::new(),
                         &keys::oauth_request(&id),
@@ -178,7 +179,7 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
                 Err(e) => Err(e),
             };
             if let Err(e) = stored {
-                return pages::error_page(e.status.max(400), "Try again later", &e.description);
+                return page::error_page(e.status.max(400), "Try again later", &e.description);
             }
             let session = match Session::load(cx.lore, cx.request.headers(), cx.secure).await {
                 Ok(s) => s,
@@ -189,7 +190,7 @@ pub async fn authorize(cx: &Cx<'_>) -> Response<Vec<u8>> {
             } else {
                 format!("/oauth/signin?request={id}")
             };
-            pages::see_other(&next, None)
+            page::see_other(&next, None)
         }
         Err(e) => fail(e),
     }
@@ -271,7 +272,7 @@ async fn pending(cx: &Cx<'_>, id: &str) -> Result<Option<PendingAuthorization>, 
 }
 
 fn expired_page() -> Response<Vec<u8>> {
-    pages::error_page(
+    page::error_page(
         400,
         "This sign-in request expired",
         "The authorization request is unknown or took too long. Start connecting again from your application.",
@@ -309,13 +310,13 @@ async fn sign_in_page(
         Some(id) if is_request_id(id) => match pending(cx, id).await {
             Ok(Some(p)) => Some(p.client_name),
             Ok(None) => return expired_page(),
-            Err(e) => return pages::error_page(500, "Server error", &e.description),
+            Err(e) => return page::error_page(500, "Server error", &e.description),
         },
         _ => None,
     };
     let password = match password_sign_in(cx).await {
         Ok(p) => p,
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let providers = super::upstream::choices(cx.lore);
     let page = pages::sign_in(&pages::SignIn {
@@ -326,7 +327,7 @@ async fn sign_in_page(
         providers: &providers,
         error,
     });
-    pages::html(status, page, session.set_cookie.as_deref())
+    page::html(status, page, session.set_cookie.as_deref())
 }
 
 /// `GET /oauth/signin`.
@@ -335,10 +336,10 @@ pub async fn sign_in_get(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let request = params.one("request").ok().flatten();
     let session = match Session::load_or_start(cx.lore, cx.request, cx.secure).await {
         Ok(s) => s,
-        Err(e) => return pages::error_page(e.status.max(500), "Server error", &e.description),
+        Err(e) => return page::error_page(e.status.max(500), "Server error", &e.description),
     };
     if session.record.principal.is_some() {
-        return pages::see_other(&after_sign_in(request), None);
+        return page::see_other(&after_sign_in(request), None);
     }
     sign_in_page(cx, &session, request, 200, None).await
 }
@@ -352,7 +353,7 @@ pub async fn sign_in_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     let password = params.one("password").ok().flatten().unwrap_or("");
     let owner = match local_owner(cx).await {
         Ok(o) => o,
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let ok = match &owner {
         Some(owner) => lore_directory::password::check(cx.lore.ports(), owner, password)
@@ -376,9 +377,9 @@ pub async fn sign_in_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     match session.sign_in(cx.lore, owner.clone(), cx.secure).await {
         Ok(new) => {
             tracing::info!(principal = %owner, "owner signed in");
-            pages::see_other(&after_sign_in(request), new.set_cookie.as_deref())
+            page::see_other(&after_sign_in(request), new.set_cookie.as_deref())
         }
-        Err(e) => pages::error_page(500, "Server error", &e.description),
+        Err(e) => page::error_page(500, "Server error", &e.description),
     }
 }
 
@@ -430,18 +431,18 @@ pub async fn consent_get(cx: &Cx<'_>) -> Response<Vec<u8>> {
     };
     let session = match Session::load(cx.lore, cx.request.headers(), cx.secure).await {
         Ok(Some(s)) if s.record.principal.is_some() => s,
-        Ok(_) => return pages::see_other(&format!("/oauth/signin?request={id}"), None),
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Ok(_) => return page::see_other(&format!("/oauth/signin?request={id}"), None),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let pending = match pending(cx, id).await {
         Ok(Some(p)) => p,
         Ok(None) => return expired_page(),
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let principal = session.record.principal.clone().unwrap_or_default();
     let mut orgs = match orgs_of(cx, &principal).await {
         Ok(o) => o,
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     if let Some(pinned) = &pending.org {
         orgs.retain(|o| o.name == pinned.as_str());
@@ -465,7 +466,7 @@ pub async fn consent_get(cx: &Cx<'_>) -> Response<Vec<u8>> {
         pinned_org: pending.org.as_ref().map(OrgId::as_str),
         write_requested: pending.scopes.write,
     });
-    pages::html(200, page, None)
+    page::html(200, page, None)
 }
 
 /// `POST /oauth/consent`: allow or deny.
@@ -482,7 +483,7 @@ pub async fn consent_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
     let pending = match pending(cx, id).await {
         Ok(Some(p)) => p,
         Ok(None) => return expired_page(),
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     // The request is answered once, whatever the answer.
     if let Err(e) = cx
@@ -492,7 +493,7 @@ pub async fn consent_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         .delete(&keys::oauth_request(id))
         .await
     {
-        return pages::error_page(500, "Server error", &e.to_string());
+        return page::error_page(500, "Server error", &e.to_string());
     }
     let state = pending.state.as_deref();
     let fail = |e: OAuthError| error_redirect(&pending.redirect_uri, state, &cx.base, &e);
@@ -559,7 +560,7 @@ pub async fn consent_post(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         response_params.push(("state", s));
     }
     response_params.push(("iss", &cx.base));
-    pages::see_other(&with_params(&pending.redirect_uri, &response_params), None)
+    page::see_other(&with_params(&pending.redirect_uri, &response_params), None)
 }
 
 /// `POST /oauth/signout`; with `everywhere=1`, every browser session of the person ends.
@@ -572,24 +573,22 @@ pub async fn sign_out(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         && let Some(principal) = &session.record.principal
         && let Err(e) = lore_directory::sessions::end_all(cx.lore.ports(), principal).await
     {
-        return pages::error_page(500, "Server error", &e.to_string());
+        return page::error_page(500, "Server error", &e.to_string());
     }
     let _ = session.end(cx.lore).await;
-    let clear = super::session::clear_cookie(cx.secure);
-    pages::html(
+    let clear = crate::web::session::clear_cookie(cx.secure);
+    page::html(
         200,
-        pages::layout(
+        page::layout(
             "Signed out",
-            &format!(
-                "<h1>Signed out</h1>\n<p>You are signed out of lore {}.</p>\n\
-<p><a href=\"{}\">Sign in again</a></p>",
-                if everywhere {
-                    "in every browser"
-                } else {
-                    "in this browser"
-                },
-                esc("/oauth/signin")
-            ),
+            maud::html! {
+                h1 { "Signed out" }
+                p {
+                    "You are signed out of lore "
+                    (if everywhere { "in every browser" } else { "in this browser" }) "."
+                }
+                p { a href="/oauth/signin" { "Sign in again" } }
+            },
         ),
         Some(&clear),
     )

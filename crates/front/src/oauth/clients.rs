@@ -8,9 +8,9 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::context::Cx;
-use super::form::{OAuthError, Params, constant_time_eq};
 use crate::headers;
+use crate::web::Cx;
+use crate::web::form::{OAuthError, Params, constant_time_eq};
 use lore_base::ids::new_ulid;
 use lore_base::keys;
 use lore_base::ports::OutboundRequest;
@@ -46,7 +46,7 @@ pub struct Client {
     pub metadata_document: bool,
     pub created_at_ms: i64,
     /// A registration ends unless it is used: set when it is made, cleared at its first code
-    /// exchange (`oauth::anonymous`).
+    /// exchange (`web::anonymous`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<i64>,
 }
@@ -214,7 +214,7 @@ const UNUSED_REGISTRATION_MS: i64 = 86_400_000;
 
 /// `POST /oauth/register` (RFC 7591): stores the client and answers its information, with a
 /// secret shown once for confidential clients. Anyone may register, so a registration is a
-/// record made without credentials (`oauth::anonymous`): it counts against the asking
+/// record made without credentials (`web::anonymous`): it counts against the asking
 /// address's rate, and ends after a day unless it is used.
 pub async fn register(cx: &Cx<'_>) -> Result<Value, OAuthError> {
     let (lore, body) = (cx.lore, cx.request.body().as_slice());
@@ -231,7 +231,7 @@ pub async fn register(cx: &Cx<'_>) -> Result<Value, OAuthError> {
     // RFC 7591 section 2: without a method, a client authenticates with a secret over Basic.
     let mut client = client_from_metadata(&metadata, client_id.clone(), AUTH_BASIC, now)?;
     client.expires_at_ms = Some(now + UNUSED_REGISTRATION_MS);
-    super::anonymous::admit(cx.lore, cx.request).await?;
+    crate::web::anonymous::admit(cx.lore, cx.request).await?;
     let mut answer = json!({
         "client_id": client.client_id,
         "client_id_issued_at": now / 1000,
@@ -263,7 +263,7 @@ pub async fn register(cx: &Cx<'_>) -> Result<Value, OAuthError> {
     let mut batch = Batch::new();
     let key = keys::oauth_client(&client.client_id);
     batch.require_absent(&key);
-    super::anonymous::store(
+    crate::web::anonymous::store(
         lore,
         batch,
         &key,
@@ -317,7 +317,7 @@ const DOCUMENT_TIMEOUT_MS: u64 = 5_000;
 /// The client of a metadata document: from the cache while fresh, else fetched and checked,
 /// in the asking client's share, from a public address (or loopback where the issuer is).
 /// Fetching and caching a document is what an unauthenticated request makes, so it counts
-/// against the asking address's rate (`oauth::anonymous`).
+/// against the asking address's rate (`web::anonymous`).
 async fn client_from_document(
     cx: &Cx<'_>,
     url: &url::Url,
@@ -336,7 +336,7 @@ async fn client_from_document(
     let http = lore.ports().http.as_ref().ok_or_else(|| {
         OAuthError::invalid_client("this server cannot fetch client metadata documents")
     })?;
-    super::anonymous::admit(cx.lore, cx.request).await?;
+    crate::web::anonymous::admit(cx.lore, cx.request).await?;
     let unusable = |why: String| {
         OAuthError::invalid_client(format!("the client metadata document at {url} {why}"))
     };
@@ -383,7 +383,7 @@ async fn client_from_document(
         client: client.clone(),
         expires_at_ms: now + document_ttl(&response.headers),
     };
-    super::anonymous::store(
+    crate::web::anonymous::store(
         lore,
         Batch::new(),
         &key,

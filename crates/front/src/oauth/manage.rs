@@ -3,11 +3,12 @@
 
 use http::Response;
 
-use super::context::Cx;
-use super::form::Params;
 use super::grants;
 use super::pages;
-use super::session::Session;
+use crate::web::Cx;
+use crate::web::form::Params;
+use crate::web::page;
+use crate::web::session::Session;
 
 fn when(ms: Option<i64>) -> String {
     ms.and_then(chrono::DateTime::from_timestamp_millis)
@@ -21,13 +22,13 @@ fn when(ms: Option<i64>) -> String {
 pub async fn page(cx: &Cx<'_>) -> Response<Vec<u8>> {
     let session = match Session::load(cx.lore, cx.request.headers(), cx.secure).await {
         Ok(Some(s)) if s.record.principal.is_some() => s,
-        Ok(_) => return pages::see_other("/oauth/signin", None),
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Ok(_) => return page::see_other("/oauth/signin", None),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let principal = session.record.principal.clone().unwrap_or_default();
     let list = match grants::of_principal(cx.lore.ports(), &principal).await {
         Ok(l) => l,
-        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+        Err(e) => return page::error_page(500, "Server error", &e.to_string()),
     };
     let rows: Vec<pages::GrantRow> = list
         .into_iter()
@@ -56,7 +57,7 @@ pub async fn page(cx: &Cx<'_>) -> Response<Vec<u8>> {
         Ok(Some(p)) => p.name,
         _ => principal.clone(),
     };
-    pages::html(
+    page::html(
         200,
         pages::tokens(&session.record.csrf, &user, &rows, notice),
         None,
@@ -72,7 +73,7 @@ pub async fn revoke(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         return cx.stale_form();
     };
     let Some(id) = params.one("grant").ok().flatten() else {
-        return pages::error_page(400, "Nothing to revoke", "The form named no application.");
+        return page::error_page(400, "Nothing to revoke", "The form named no application.");
     };
     let grant: Option<grants::Grant> = match cx
         .lore
@@ -81,15 +82,15 @@ pub async fn revoke(cx: &Cx<'_>, params: &Params) -> Response<Vec<u8>> {
         .await
     {
         Ok(g) => g,
-        Err(e) => return pages::error_page(500, "Server error", &e.to_string()),
+        Err(e) => return page::error_page(500, "Server error", &e.to_string()),
     };
     match grant {
         Some(g) if g.principal == principal => {
             if let Err(e) = grants::revoke(cx.lore.ports(), id, "revoked on the token page").await {
-                return pages::error_page(500, "Server error", &e.to_string());
+                return page::error_page(500, "Server error", &e.to_string());
             }
-            pages::see_other("/oauth/tokens?revoked=1", None)
+            page::see_other("/oauth/tokens?revoked=1", None)
         }
-        _ => pages::error_page(404, "Unknown application", "You hold no such grant."),
+        _ => page::error_page(404, "Unknown application", "You hold no such grant."),
     }
 }

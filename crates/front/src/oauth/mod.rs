@@ -1,37 +1,36 @@
 //! lore's OAuth 2.1 authorization server and the resource-server side of MCP authorization:
 //! discovery documents, client registration (client ID metadata documents and RFC 7591),
 //! the authorization endpoint with its sign-in and consent pages, the token endpoint
-//! (authorization code + PKCE, rotating refresh tokens), revocation, and the browser session
-//! those pages share. No crate implements the server side of OAuth at this size, so this
-//! module does, by the RFCs; the upstream identity provider client is the `oauth2` crate.
+//! (authorization code + PKCE, rotating refresh tokens) and revocation; their pages are the
+//! web kit's (`crate::web`: page, forms, session, CSRF). No crate implements the server side
+//! of OAuth at this size, so this module does, by the RFCs; the upstream identity provider
+//! client is the `oauth2` crate.
 //!
 //! Everything goes through the ports: records through storage (keys in [`lore_base::keys`]),
 //! secrets from the randomness port, time from the clock port, client metadata documents and
 //! upstream providers through the HTTP port, so the same code serves natively and at the edge.
 
 pub mod after;
-mod anonymous;
 pub mod authorize;
 pub mod client_http;
 pub mod clients;
 pub mod context;
-pub mod form;
 pub mod grants;
 pub mod manage;
 pub mod metadata;
 pub mod pages;
 pub mod reply;
 pub mod resource;
-pub mod session;
 pub mod token;
 pub mod upstream;
 
 use http::{Method, Request, Response};
 
 use crate::instance::Lore;
-use context::{Cx, Endpoints};
-use form::Params;
-use resource::{base_url, org_of_resource_path};
+use crate::web::Cx;
+use crate::web::form::Params;
+use context::Endpoints;
+use resource::org_of_resource_path;
 
 /// Serves `/.well-known/oauth-*` and `/oauth/*`; `None` for any other path.
 pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<Vec<u8>>> {
@@ -49,7 +48,7 @@ pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<
     if let Err(reason) = lore.config.origins.check_host(request.headers()) {
         return Some(reply::error_json(403, "forbidden", &reason));
     }
-    let Some(base) = base_url(&lore.config, request.headers()) else {
+    let Some(base) = lore.config.base_url(request.headers()) else {
         return Some(reply::error_json(
             400,
             "invalid_request",

@@ -73,3 +73,21 @@ pub fn preflight() -> Response<Vec<u8>> {
     );
     r
 }
+
+impl crate::web::form::OAuthError {
+    /// The RFC 6749 error response: JSON, with `Retry-After` when the refusal has one.
+    pub fn response(&self) -> http::Response<Vec<u8>> {
+        if self.status >= 500 {
+            tracing::error!(error = self.error, description = %self.description, "OAuth endpoint failed");
+        } else {
+            tracing::info!(error = self.error, description = %self.description, "OAuth request refused");
+        }
+        let mut response = error_json(self.status, self.error, &self.description);
+        if let Some(after) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(after));
+        }
+        response
+    }
+}

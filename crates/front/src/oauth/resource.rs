@@ -1,33 +1,6 @@
-//! This server as a protected resource: its public base URL, and which resources a token's
-//! audience reaches.
-
-use http::HeaderMap;
+//! This server as a protected resource: which resources a token's audience reaches.
 
 use super::metadata::resource_url;
-use crate::headers;
-
-/// The server's public base URL (scheme, host, port; no trailing slash): the issuer, and the
-/// prefix of every resource URL. From the configured `public_url`, else from the request's
-/// `Host` (`http` for loopback names, `https` otherwise). `None` without either.
-pub fn base_url(config: &crate::config::Config, request_headers: &HeaderMap) -> Option<String> {
-    if let Some(url) = &config.public_url {
-        return Some(url.trim_end_matches('/').to_string());
-    }
-    let host = headers::get(request_headers, "host")?.to_ascii_lowercase();
-    let valid = !host.is_empty()
-        && host.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_')
-        });
-    if !valid {
-        return None;
-    }
-    let scheme = if headers::is_loopback(&host) {
-        "http"
-    } else {
-        "https"
-    };
-    Some(format!("{scheme}://{host}"))
-}
 
 /// Whether an access token issued for `audience` may be used at this request's resource
 /// (`/mcp`, or an org's `/mcp/{org}` or `/api/{org}/…` when `path_org` is set). A token for

@@ -10,10 +10,10 @@ use sha2::{Digest, Sha256};
 
 use super::authorize::audience;
 use super::clients::{self, Client};
-use super::context::Cx;
-use super::form::{self, OAuthError, Params};
 use super::grants::{self, AuthorizationCode, Grant, IssuedTokens, RefreshToken};
 use super::reply;
+use crate::web::Cx;
+use crate::web::form::{self, OAuthError, Params};
 use lore_base::keys;
 use lore_base::model::TokenRecord;
 use lore_base::storage::{Batch, StorageError};
@@ -176,7 +176,7 @@ async fn exchange_code(
     record.used_at_ms = Some(now);
     record.grant = Some(grant.id.clone());
     if client.expires_at_ms.is_some() {
-        // A registration that was used is kept: it no longer ends (`oauth::anonymous`).
+        // A registration that was used is kept: it no longer ends (`web::anonymous`).
         let kept = Client {
             expires_at_ms: None,
             ..client.clone()

@@ -11,13 +11,13 @@ use oauth2::{
 use serde_json::Value;
 
 use super::client_http::PortHttp;
-use super::context::Cx;
-use super::form::constant_time_eq;
-use super::form::{OAuthError, Params};
-use super::pages;
-use super::session::{Session, UpstreamAttempt};
 use crate::instance::Lore;
 use crate::providers::{Provider, ProviderKind};
+use crate::web::Cx;
+use crate::web::form::constant_time_eq;
+use crate::web::form::{OAuthError, Params};
+use crate::web::page;
+use crate::web::session::{Session, UpstreamAttempt};
 use lore_base::ids::new_ulid;
 use lore_base::keys;
 use lore_base::model::{Principal, PrincipalKind};
@@ -70,7 +70,7 @@ pub async fn start(cx: &Cx<'_>, params: &Params) -> http::Response<Vec<u8>> {
     };
     let id = params.one("provider").ok().flatten().unwrap_or("");
     let Some(p) = provider(cx.lore, id) else {
-        return pages::error_page(
+        return page::error_page(
             400,
             "Unknown sign-in method",
             "That identity provider is not configured here.",
@@ -78,7 +78,7 @@ pub async fn start(cx: &Cx<'_>, params: &Params) -> http::Response<Vec<u8>> {
     };
     let client = match client(p, &cx.base) {
         Ok(c) => c,
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let state = random_b64(cx.lore);
     let verifier = random_b64(cx.lore);
@@ -98,9 +98,9 @@ pub async fn start(cx: &Cx<'_>, params: &Params) -> http::Response<Vec<u8>> {
         then: params.one("then").ok().flatten().unwrap_or("").to_string(),
     });
     if let Err(e) = session.save(cx.lore).await {
-        return pages::error_page(500, "Server error", &e.description);
+        return page::error_page(500, "Server error", &e.description);
     }
-    pages::see_other(url.as_str(), None)
+    page::see_other(url.as_str(), None)
 }
 
 /// Who the provider says signed in.
@@ -227,7 +227,7 @@ pub async fn callback(cx: &Cx<'_>) -> http::Response<Vec<u8>> {
     let session = match Session::load(cx.lore, cx.request.headers(), cx.secure).await {
         Ok(Some(s)) => s,
         Ok(None) => return cx.stale_form(),
-        Err(e) => return pages::error_page(500, "Server error", &e.description),
+        Err(e) => return page::error_page(500, "Server error", &e.description),
     };
     let Some(attempt) = session.record.upstream.clone() else {
         return cx.stale_form();
@@ -238,7 +238,7 @@ pub async fn callback(cx: &Cx<'_>) -> http::Response<Vec<u8>> {
         return cx.stale_form();
     }
     if let Some(error) = params.one("error").ok().flatten() {
-        return pages::error_page(
+        return page::error_page(
             403,
             "Sign-in was not completed",
             &format!("The identity provider answered: {error}."),
@@ -248,13 +248,13 @@ pub async fn callback(cx: &Cx<'_>) -> http::Response<Vec<u8>> {
         Ok(principal) => match session.sign_in(cx.lore, principal, cx.secure).await {
             Ok(new) => {
                 let next = super::after::after_sign_in(Some(attempt.then.as_str()));
-                pages::see_other(&next, new.set_cookie.as_deref())
+                page::see_other(&next, new.set_cookie.as_deref())
             }
-            Err(e) => pages::error_page(500, "Server error", &e.description),
+            Err(e) => page::error_page(500, "Server error", &e.description),
         },
         Err(e) => {
             tracing::warn!(error = e.error, description = %e.description, "upstream sign-in failed");
-            pages::error_page(
+            page::error_page(
                 if e.status >= 500 { 502 } else { 403 },
                 "Sign-in failed",
                 &e.description,

@@ -1,5 +1,7 @@
-//! Request parameters of the OAuth endpoints (query strings and `x-www-form-urlencoded`
-//! bodies, where a parameter may appear once), cookies, and the RFC 6749 error responses.
+//! Request parameters of the pages and the OAuth endpoints (query strings and
+//! `x-www-form-urlencoded` bodies, where a parameter may appear once), cookies, and the error
+//! a refused request gets: RFC 6749's shape, which the OAuth routes answer as JSON
+//! (`oauth::reply`) and the pages as an error page.
 
 use http::HeaderMap;
 
@@ -135,21 +137,6 @@ impl OAuthError {
     }
     pub fn server_error(d: impl Into<String>) -> Self {
         Self::new("server_error", d, 500)
-    }
-
-    pub fn response(&self) -> http::Response<Vec<u8>> {
-        if self.status >= 500 {
-            tracing::error!(error = self.error, description = %self.description, "OAuth endpoint failed");
-        } else {
-            tracing::info!(error = self.error, description = %self.description, "OAuth request refused");
-        }
-        let mut response = super::reply::error_json(self.status, self.error, &self.description);
-        if let Some(after) = self.retry_after_s {
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(after));
-        }
-        response
     }
 }
 
