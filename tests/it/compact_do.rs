@@ -15,8 +15,6 @@ use serde_json::{Value, json};
 use common::Harness;
 use lore_base::model::Role;
 use lore_base::ports::Ports;
-use lore_base::storage::memory::MemoryStorage;
-use lore_testing::ports::{SeqRandom, StepClock};
 
 /// A loopback HTTP server: while `fail` is above zero it takes one off and answers 503;
 /// otherwise 200 with `{"published": <path>, "n": <request number>}`. It logs every path.
@@ -82,13 +80,8 @@ const COMPACT: &str = "/mcp?profile=compact";
 impl World {
     fn new() -> Self {
         let ports = Ports {
-            storage: Rc::new(MemoryStorage::new()),
-            clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-            random: Rc::new(SeqRandom::seeded(11)),
             http: Some(Rc::new(common::loopback_client())),
-            embedder: None,
-            cache: None,
-            background: None,
+            ..common::memory_ports(11)
         };
         let h = Harness::on_with(
             ports,

@@ -14,9 +14,8 @@ use serde_json::{Value, json};
 use common::{Harness, V26};
 use lore_base::model::Role;
 use lore_base::ports::{Embedder, Ports};
-use lore_base::storage::memory::MemoryStorage;
 use lore_directory::admin;
-use lore_testing::ports::{JumpClock, SeqRandom, StepClock, WordHashEmbedder};
+use lore_testing::ports::{JumpClock, WordHashEmbedder};
 
 const START_MS: i64 = 1_767_225_600_000;
 
@@ -39,13 +38,8 @@ impl Reply {
 
 fn ports(embedder: Option<Rc<dyn Embedder>>) -> Ports {
     Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(StepClock::starting_at(START_MS)),
-        random: Rc::new(SeqRandom::seeded(5)),
-        http: None,
         embedder,
-        cache: None,
-        background: None,
+        ..common::memory_ports(5)
     }
 }
 

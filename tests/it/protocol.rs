@@ -9,10 +9,9 @@ use serde_json::{Value, json};
 
 use lore_base::model::{Role, Scopes};
 use lore_base::ports::Ports;
-use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, InitOutcome, TokenRequest};
+use lore_directory::admin::{self, TokenRequest};
 use lore_front::{Config, Lore};
-use lore_testing::ports::{MemoryCache, SeqRandom, StepClock};
+use lore_testing::ports::{MemoryCache, StepClock};
 
 struct Harness {
     lore: Lore,
@@ -39,19 +38,11 @@ impl Harness {
     /// A harness whose core has `cache` as its cache port (as on Spin).
     fn with_cache(cache: Option<Rc<dyn lore_base::ports::Cache>>) -> Self {
         let ports = Ports {
-            storage: Rc::new(MemoryStorage::new()),
-            clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-            random: Rc::new(SeqRandom::seeded(7)),
-            http: None,
-            embedder: None,
             cache,
-            background: None,
+            ..common::memory_ports(7)
         };
-        let lore = Lore::new(ports, Config::default());
-        let owner = match block_on(admin::init(lore.ports(), "default")).unwrap() {
-            InitOutcome::Created(t) => t.token,
-            other => panic!("{other:?}"),
-        };
+        let common::Harness { lore, owner } =
+            common::Harness::on_with(ports, "default", Config::default());
         Self { lore, owner }
     }
 

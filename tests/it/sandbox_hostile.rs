@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use common::Harness;
 use lore_base::ports::Ports;
 use lore_base::storage::memory::MemoryStorage;
-use lore_testing::ports::{SeqRandom, StepClock};
+use lore_testing::ports::SeqRandom;
 
 enum Expect {
     /// `cap_exceeded` with this cap.
@@ -500,15 +500,7 @@ fn run_cases() {
         lore_meter::installed(),
         "the memory cases need the metered allocator"
     );
-    let ports = Ports {
-        storage: Rc::new(MemoryStorage::new()),
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-        random: Rc::new(SeqRandom::seeded(3)),
-        http: None,
-        embedder: None,
-        cache: None,
-        background: None,
-    };
+    let ports = common::memory_ports(3);
     let h = Harness::on(ports, "acme");
     let other = block_on(lore_directory::admin::create_org(h.lore.ports(), "globex"))
         .unwrap()

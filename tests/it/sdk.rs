@@ -11,11 +11,8 @@ use futures_executor::block_on;
 use serde_json::{Value, json};
 
 use lore_base::model::Role;
-use lore_base::ports::Ports;
-use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, InitOutcome};
+use lore_directory::admin;
 use lore_front::{Config, Lore};
-use lore_testing::ports::{SeqRandom, StepClock};
 
 struct Harness {
     lore: Lore,
@@ -36,20 +33,9 @@ impl Reply {
 
 impl Harness {
     fn new() -> Self {
-        let ports = Ports {
-            storage: Rc::new(MemoryStorage::new()),
-            clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-            random: Rc::new(SeqRandom::seeded(11)),
-            http: None,
-            embedder: None,
-            cache: None,
-            background: None,
-        };
-        let lore = Lore::new(ports, Config::default());
-        let owner = match block_on(admin::init(lore.ports(), "acme")).unwrap() {
-            InitOutcome::Created(t) => t.token,
-            other => panic!("{other:?}"),
-        };
+        let ports = common::memory_ports(11);
+        let common::Harness { lore, owner } =
+            common::Harness::on_with(ports, "acme", Config::default());
         Self { lore, owner }
     }
 

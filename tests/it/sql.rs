@@ -15,10 +15,8 @@ use serde_json::{Value, json};
 
 use lore_base::model::Role;
 use lore_base::ports::Ports;
-use lore_base::storage::memory::MemoryStorage;
-use lore_directory::admin::{self, InitOutcome};
+use lore_directory::admin;
 use lore_front::{Config, Lore};
-use lore_testing::ports::{SeqRandom, StepClock};
 
 const V26: &str = "2026-07-28";
 
@@ -43,19 +41,10 @@ impl Harness {
 
     fn with(config: Config) -> Self {
         let ports = Ports {
-            storage: Rc::new(MemoryStorage::new()),
-            clock: Rc::new(StepClock::starting_at(1_767_225_600_000)),
-            random: Rc::new(SeqRandom::seeded(5)),
             http: Some(Rc::new(common::loopback_client())),
-            embedder: None,
-            cache: None,
-            background: None,
+            ..common::memory_ports(5)
         };
-        let lore = Lore::new(ports, config);
-        let owner = match block_on(admin::init(lore.ports(), "acme")).unwrap() {
-            InitOutcome::Created(t) => t.token,
-            other => panic!("{other:?}"),
-        };
+        let common::Harness { lore, owner } = common::Harness::on_with(ports, "acme", config);
         let rival = block_on(admin::create_org(lore.ports(), "rival"))
             .unwrap()
             .token;

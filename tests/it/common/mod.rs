@@ -22,6 +22,24 @@ pub fn loopback_client() -> lore::outbound::UreqClient {
     lore::outbound::UreqClient::new(&loopback_upstreams(), Default::default())
 }
 
+/// Where every in-process test's clock starts: 2026-01-01T00:00:00Z.
+pub const START_MS: i64 = 1_767_225_600_000;
+
+/// Ports for an in-process test: a fresh memory store, a clock that steps from [`START_MS`],
+/// randomness from `seed`; no HTTP client, embedder, cache or background runner (set them with
+/// `Ports { http: …, ..memory_ports(seed) }`).
+pub fn memory_ports(seed: u64) -> Ports {
+    Ports {
+        storage: std::rc::Rc::new(lore_base::storage::memory::MemoryStorage::new()),
+        clock: std::rc::Rc::new(lore_testing::ports::StepClock::starting_at(START_MS)),
+        random: std::rc::Rc::new(lore_testing::ports::SeqRandom::seeded(seed)),
+        http: None,
+        embedder: None,
+        cache: None,
+        background: None,
+    }
+}
+
 pub struct Harness {
     pub lore: Lore,
     pub owner: String,
