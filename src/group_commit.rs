@@ -31,12 +31,12 @@ use lore_changes::Changes;
 /// Most batches one transaction takes (a bound on how long the first of them waits).
 const MAX_GROUP: usize = 256;
 
-type Reply = tokio::sync::oneshot::Sender<Result<(), StorageError>>;
+type Committed = tokio::sync::oneshot::Sender<Result<(), StorageError>>;
 
 /// The writer of one database file, shared by every connection to it in this process; its
 /// thread ends when the last connection is dropped.
 pub struct Writer {
-    jobs: Mutex<Option<Sender<(Batch, Reply)>>>,
+    jobs: Mutex<Option<Sender<(Batch, Committed)>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The file's change counters, which every commit bumps; `None` when the counters file could
     /// not be opened (then no connection keeps values: every read goes to the database).
@@ -140,7 +140,7 @@ pub fn beside(db: &Path, suffix: &str) -> PathBuf {
 /// The writer thread: takes the batches waiting, commits them as one group, answers each.
 fn write_loop(
     conn: &Connection,
-    jobs: &Receiver<(Batch, Reply)>,
+    jobs: &Receiver<(Batch, Committed)>,
     full: &str,
     changes: Option<&Changes>,
 ) {

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use lore_sandbox::remote::{self, Event, Outbox, Reply};
+use lore_sandbox::remote::{self, CallReply, Event, Outbox};
 use lore_sandbox::wire::{self, FromScript, ToScript};
 
 use crate::ports::SystemClock;
@@ -32,7 +32,7 @@ const MARGIN: usize = 16 << 20;
 
 /// Calls sent and not answered, by call number: the reader of standard input answers them
 /// itself, so a run waiting for its answer (a few microseconds, spinning) sees it at once.
-type Pending = Arc<Mutex<HashMap<u64, Reply>>>;
+type Pending = Arc<Mutex<HashMap<u64, CallReply>>>;
 
 /// The process's state, on its script thread.
 #[derive(Default)]

@@ -33,7 +33,7 @@ use std::time::Duration;
 use lore_base::ratelimit::ScriptSlot;
 use lore_sandbox::caps::{Cap, ScriptCaps};
 use lore_sandbox::failure::{Failure, SdkError};
-use lore_sandbox::remote::{Ended, Event, Events, Job, Reply, ScriptThread, ScriptThreads};
+use lore_sandbox::remote::{CallReply, Ended, Event, Events, Job, ScriptThread, ScriptThreads};
 use lore_sandbox::wire::{self, FromScript, ToScript};
 
 use crate::script_child;
@@ -247,7 +247,7 @@ impl Process {
                 args,
             } => {
                 let writer = self.writer.clone();
-                let reply = Reply::new(move |answer| {
+                let reply = CallReply::new(move |answer| {
                     let (result, over_cap) = answer.unwrap_or_else(|| {
                         (
                             Err(SdkError::unavailable(

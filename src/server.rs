@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{mpsc, watch};
 
 use lore_front::mcp::jsonrpc::{self, RpcError};
-use lore_front::mcp::reply::{Forward, Reply, Streamed};
+use lore_front::mcp::reply::{Forward, McpReply, Streamed};
 use lore_front::{Config, Lore};
 
 use crate::ports::{EmbedderChoice, native_ports_with};
@@ -446,7 +446,7 @@ async fn handle_streaming(
         }
         Some(Streamed::Chunk(_)) | None => {
             let e = RpcError::internal("the reply ended before it started");
-            Reply::error(&e, None)
+            McpReply::error(&e, None)
                 .into_http()
                 .map(|b| Either::Left(Full::new(Bytes::from(b))))
         }
@@ -479,7 +479,7 @@ async fn respond(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let full = |r: http::Response<Vec<u8>>| r.map(|b| Either::Left(Full::new(Bytes::from(b))));
-    let too_large = || full(Reply::error(&lore_front::mcp::too_large(limit), None).into_http());
+    let too_large = || full(McpReply::error(&lore_front::mcp::too_large(limit), None).into_http());
     let response = if let Some(n) = declared.filter(|&n| n > limit as u64) {
         // Refused without buffering it. A body up to a few times the limit is read and thrown
         // away first, so the client, still sending, reads the 413 instead of a reset; a larger
@@ -503,7 +503,7 @@ async fn respond(
             Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => too_large(),
             Ok(Err(_)) => {
                 let e = RpcError::invalid_request("the request body could not be read to its end");
-                full(Reply::error(&e, None).into_http())
+                full(McpReply::error(&e, None).into_http())
             }
             Err(_) => {
                 let e = RpcError::new(
@@ -515,7 +515,7 @@ async fn respond(
                     408,
                 );
                 full(
-                    Reply::error(&e, None)
+                    McpReply::error(&e, None)
                         .header("connection", "close")
                         .into_http(),
                 )

@@ -68,7 +68,7 @@ pub enum Event {
     Call {
         path: String,
         args: Value,
-        reply: Reply,
+        reply: CallReply,
     },
     Progress(String),
     /// The run is over.
@@ -97,9 +97,9 @@ struct Slot {
 
 /// The request thread's side of a call's answer: where it goes (the script's slot in this
 /// process, or a frame to the script's process). Dropped unanswered, the call fails.
-pub struct Reply(Option<Box<dyn FnOnce(Option<Answer>) + Send>>);
+pub struct CallReply(Option<Box<dyn FnOnce(Option<Answer>) + Send>>);
 
-impl Reply {
+impl CallReply {
     /// A reply that hands its answer (`None`: none will come) to `sink`.
     pub fn new(sink: impl FnOnce(Option<Answer>) + Send + 'static) -> Self {
         Self(Some(Box::new(sink)))
@@ -112,7 +112,7 @@ impl Reply {
     }
 }
 
-impl Drop for Reply {
+impl Drop for CallReply {
     fn drop(&mut self) {
         if let Some(sink) = self.0.take() {
             sink(None);
@@ -121,8 +121,8 @@ impl Drop for Reply {
 }
 
 /// A reply into `slot`, waking whoever waits on it.
-fn into_slot(slot: Arc<Mutex<Slot>>) -> Reply {
-    Reply::new(move |answer| {
+fn into_slot(slot: Arc<Mutex<Slot>>) -> CallReply {
+    CallReply::new(move |answer| {
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
         match answer {
             Some(answer) => slot.answer = Some(answer),
@@ -297,7 +297,7 @@ pub async fn run_job(
 /// Serves a remote run from the request's thread: makes its calls through `run` (several at
 /// once, as the script started them), passes on its progress, and returns how it ended.
 pub async fn serve(run: &dyn Ops, mut events: Box<dyn Events>) -> Ended {
-    let mut inflight: Vec<(Reply, OpFuture<'_>)> = Vec::new();
+    let mut inflight: Vec<(CallReply, OpFuture<'_>)> = Vec::new();
     loop {
         let next = std::future::poll_fn(|cx| {
             let mut replied = false;

@@ -39,16 +39,16 @@ pub use sqlite::{DATABASE, SpinSqliteStorage};
 /// How many usage-counter names Spin instances share (see `instance`).
 const USAGE_SLOTS: u8 = 16;
 
-type Reply = http::Response<Full<Bytes>>;
+type Answer = http::Response<Full<Bytes>>;
 
-fn plain(status: StatusCode, message: String) -> Reply {
+fn plain(status: StatusCode, message: String) -> Answer {
     let mut response = http::Response::new(Full::new(Bytes::from(message)));
     *response.status_mut() = status;
     response
 }
 
 /// The core's response as a Spin response.
-fn from_core(response: http::Response<Vec<u8>>) -> Reply {
+fn from_core(response: http::Response<Vec<u8>>) -> Answer {
     response.map(|body| Full::new(Bytes::from(body)))
 }
 
@@ -159,7 +159,7 @@ async fn instance() -> Result<Lore, String> {
 }
 
 #[http_service]
-async fn handle(request: Request) -> Reply {
+async fn handle(request: Request) -> Answer {
     let request = match to_core(request).await {
         Ok(r) => r,
         Err(e) => return plain(StatusCode::BAD_REQUEST, e),

@@ -13,7 +13,7 @@ pub mod catalog;
 pub mod docs;
 pub mod fetch;
 mod rank;
-pub mod search;
+pub mod search_all;
 
 use serde::Deserialize;
 

@@ -18,7 +18,7 @@ pub mod methods;
 pub mod names;
 pub mod nouns;
 pub mod results;
-pub mod search;
+pub mod search_sdk;
 pub mod spec;
 pub mod tstype;
 pub mod typescript;

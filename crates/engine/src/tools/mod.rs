@@ -508,7 +508,7 @@ async fn search_sdk(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, Lore
         caller: c.caller,
         allowed: lore_base::model::Tier::Admin,
     };
-    sdk::search::search(&cx, parse(c.args)?).await
+    sdk::search_sdk::search_sdk(&cx, parse(c.args)?).await
 }
 
 async fn query_sql(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreError> {
@@ -544,7 +544,7 @@ async fn run_sdk(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreErr
 }
 
 async fn search(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreError> {
-    compact::search::search(c.engine, c.caller, parse(c.args)?, c.base_url).await
+    compact::search_all::search_all(c.engine, c.caller, parse(c.args)?, c.base_url).await
 }
 
 async fn fetch(_: &'static ToolSpec, c: ToolCall<'_>) -> Result<Value, LoreError> {

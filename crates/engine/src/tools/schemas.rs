@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 pub(super) use lore_memory::schemas::{save_input, save_output, search_input, search_output};
 
 pub(super) fn search_sdk_input() -> Value {
-    lore_base::schema::schema_of::<crate::sdk::search::SearchSdk>()
+    lore_base::schema::schema_of::<crate::sdk::search_sdk::SearchSdk>()
 }
 
 pub(super) fn search_sdk_output() -> Value {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::exchange::{Exchange, LogLevel};
 use super::jsonrpc::{self, Incoming, RpcError};
-use super::reply::{Body, Reply};
+use super::reply::{Body, McpReply};
 use super::versions::LEGACY_VERSIONS;
 use crate::headers;
 use crate::instance::Lore;
@@ -84,7 +84,7 @@ async fn save_session(
         .map_err(|e| RpcError::internal(e.to_string()))
 }
 
-pub async fn end_session(lore: &Lore, caller: &Caller, id: &str) -> Reply {
+pub async fn end_session(lore: &Lore, caller: &Caller, id: &str) -> McpReply {
     match load_session(lore, caller, id).await {
         Ok(_) => match lore
             .ports()
@@ -92,14 +92,14 @@ pub async fn end_session(lore: &Lore, caller: &Caller, id: &str) -> Reply {
             .delete(&caller.keys().session(id))
             .await
         {
-            Ok(()) => Reply {
+            Ok(()) => McpReply {
                 status: 204,
                 body: Body::Empty,
                 headers: Vec::new(),
             },
-            Err(e) => Reply::error(&RpcError::internal(e.to_string()), None),
+            Err(e) => McpReply::error(&RpcError::internal(e.to_string()), None),
         },
-        Err(e) => Reply::error(&e, None),
+        Err(e) => McpReply::error(&e, None),
     }
 }
 
@@ -117,14 +117,14 @@ async fn initialize(
     endpoint: &super::endpoint::Endpoint,
     id: &Value,
     params: &Map<String, Value>,
-) -> Reply {
+) -> McpReply {
     let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
         let e = RpcError::new(
             jsonrpc::INVALID_PARAMS,
             "initialize needs params.protocolVersion, a string",
             400,
         );
-        return Reply::error(&e, Some(id));
+        return McpReply::error(&e, Some(id));
     };
     let version = if LEGACY_VERSIONS.contains(&requested) {
         requested
@@ -137,7 +137,7 @@ async fn initialize(
         "serverInfo": lore.server_info(),
         "instructions": endpoint.instructions(),
     });
-    let mut reply = Reply::json(200, jsonrpc::result_response(id, result));
+    let mut reply = McpReply::json(200, jsonrpc::result_response(id, result));
     if lore.config.sessions {
         let session_id = lore.ports().random_hex(16);
         let session = Session {
@@ -147,7 +147,7 @@ async fn initialize(
             created_at_ms: lore.ports().clock.now_ms(),
         };
         if let Err(e) = save_session(lore, caller, &session_id, &session).await {
-            return Reply::error(&e, Some(id));
+            return McpReply::error(&e, Some(id));
         }
         reply = reply.header(headers::SESSION_ID, session_id);
     }
@@ -249,13 +249,13 @@ pub async fn handle(
     message: Incoming,
     sse_ok: bool,
     stream: Option<std::rc::Rc<super::reply::Streamer>>,
-) -> Reply {
+) -> McpReply {
     let (id, method, params) = match message {
-        Incoming::Response => return Reply::accepted(),
+        Incoming::Response => return McpReply::accepted(),
         Incoming::Notification { .. } => {
             return match session_from_headers(lore, caller, headers).await {
-                Ok(_) => Reply::accepted(),
-                Err(e) => Reply::error(&e, None),
+                Ok(_) => McpReply::accepted(),
+                Err(e) => McpReply::error(&e, None),
             };
         }
         Incoming::Request { id, method, params } => (id, method, params),
@@ -265,10 +265,10 @@ pub async fn handle(
     }
     let mut session = match session_from_headers(lore, caller, headers).await {
         Ok(s) => s,
-        Err(e) => return Reply::error(&e, Some(&id)),
+        Err(e) => return McpReply::error(&e, Some(&id)),
     };
     if let Err(e) = negotiated_version(headers, &session) {
-        return Reply::error(&e, Some(&id));
+        return McpReply::error(&e, Some(&id));
     }
     let wants_stream = params
         .get("_meta")
@@ -286,9 +286,9 @@ pub async fn handle(
     )
     .await;
     if streamed {
-        return Reply::rest_of_stream(&id, result, notifications);
+        return McpReply::rest_of_stream(&id, result, notifications);
     }
-    Reply::respond(&id, result, notifications, wants_stream, sse_ok)
+    McpReply::respond(&id, result, notifications, wants_stream, sse_ok)
 }
 
 /// A JSON-RPC batch: allowed only in 2025-03-26.
@@ -299,23 +299,23 @@ pub async fn batch(
     headers: &HeaderMap,
     items: Vec<Value>,
     _sse_ok: bool,
-) -> Reply {
+) -> McpReply {
     let mut session = match session_from_headers(lore, caller, headers).await {
         Ok(s) => s,
-        Err(e) => return Reply::error(&e, None),
+        Err(e) => return McpReply::error(&e, None),
     };
     let version = match negotiated_version(headers, &session) {
         Ok(v) => v.to_string(),
-        Err(e) => return Reply::error(&e, None),
+        Err(e) => return McpReply::error(&e, None),
     };
     if version != BATCH_VERSION {
         let e = RpcError::invalid_request(format!(
             "JSON-RPC batches are not supported in protocol {version}; send one message per POST"
         ));
-        return Reply::error(&e, None);
+        return McpReply::error(&e, None);
     }
     if items.is_empty() {
-        return Reply::error(&RpcError::invalid_request("the batch is empty"), None);
+        return McpReply::error(&RpcError::invalid_request("the batch is empty"), None);
     }
     let mut responses = Vec::new();
     for item in items {
@@ -334,8 +334,8 @@ pub async fn batch(
         }
     }
     if responses.is_empty() {
-        Reply::accepted()
+        McpReply::accepted()
     } else {
-        Reply::json(200, Value::Array(responses))
+        McpReply::json(200, Value::Array(responses))
     }
 }

@@ -21,7 +21,7 @@ pub fn tools_list(ex: &Exchange<'_>) -> Value {
 
 /// The `tools/list` result as JSON bytes: built and serialized once per instance, profile and
 /// era (it depends on nothing else), so a list costs a copy. The 2026-07-28 era sends it as
-/// is (`Reply::raw_result`).
+/// is (`McpReply::raw_result`).
 pub fn tools_list_bytes(ex: &Exchange<'_>) -> Rc<[u8]> {
     let key = (ex.endpoint.profile, ex.stateless);
     if let Some((_, bytes)) = ex.lore.listed.borrow().iter().find(|(k, _)| *k == key) {

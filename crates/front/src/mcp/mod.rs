@@ -32,7 +32,7 @@ use jsonrpc::RpcError;
 use lore_base::error::LoreError;
 use lore_base::keys::OrgKeys;
 use lore_directory::Caller;
-use reply::Reply;
+use reply::McpReply;
 use versions::{LEGACY_VERSIONS, META_PROTOCOL_VERSION, VERSION_2026, unsupported_version};
 
 /// Request headers a browser client may send (CORS preflight).
@@ -49,7 +49,7 @@ pub async fn handle(
     stream: Option<std::rc::Rc<dyn reply::ReplyStream>>,
 ) -> Response<Vec<u8>> {
     if let Err(reason) = lore.config.origins.check(request.headers()) {
-        return Reply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None).into_http();
+        return McpReply::error(&RpcError::new(jsonrpc::FORBIDDEN, reason, 403), None).into_http();
     }
     // Past the policy check, a request's Origin is an allowed one.
     let origin = headers::get(request.headers(), "origin").map(str::to_string);
@@ -70,7 +70,7 @@ pub async fn handle(
     let mut reply = match *request.method() {
         Method::POST => post(lore, &request, path_org, stream).await,
         Method::DELETE => delete(lore, &request, path_org).await,
-        Method::OPTIONS if origin.is_some() => Reply {
+        Method::OPTIONS if origin.is_some() => McpReply {
             status: 204,
             body: reply::Body::Empty,
             headers: Vec::new(),
@@ -78,7 +78,7 @@ pub async fn handle(
         .header("access-control-allow-methods", "POST, DELETE")
         .header("access-control-allow-headers", CORS_ALLOW_HEADERS)
         .header("access-control-max-age", "86400"),
-        _ => Reply::error(
+        _ => McpReply::error(
             &RpcError::new(
                 jsonrpc::INVALID_REQUEST,
                 format!(
@@ -202,9 +202,9 @@ async fn post(
     request: &Request<Vec<u8>>,
     path_org: Option<&str>,
     stream: Option<std::rc::Rc<reply::Streamer>>,
-) -> Reply {
+) -> McpReply {
     if request.body().len() > lore.config.max_body_bytes {
-        return Reply::error(&too_large(lore.config.max_body_bytes), None);
+        return McpReply::error(&too_large(lore.config.max_body_bytes), None);
     }
     // The body is parsed once: here, when the token's caller is kept from before (a tool call
     // then has the keys it reads first read with the caller's auth stamp), else below.
@@ -223,14 +223,14 @@ async fn post(
     };
     let caller = match authenticate(lore, request, path_org, first_reads).await {
         Ok(c) => c,
-        Err(e) => return Reply::error(&e, None),
+        Err(e) => return McpReply::error(&e, None),
     };
     if let Some(log) = RequestLog::of(request) {
         log.caller(&caller);
     }
     let endpoint = match Endpoint::of(lore, request, &caller).await {
         Ok(e) => e,
-        Err(e) => return Reply::error(&e, None),
+        Err(e) => return McpReply::error(&e, None),
     };
     if !content_type_ok(request) {
         let e = RpcError::new(
@@ -238,11 +238,11 @@ async fn post(
             "Content-Type must be application/json",
             415,
         );
-        return Reply::error(&e, None);
+        return McpReply::error(&e, None);
     }
     let sse_ok = match accepts(request) {
         Ok(s) => s,
-        Err(e) => return Reply::error(&e, None),
+        Err(e) => return McpReply::error(&e, None),
     };
     let parsed = body
         .into_inner()
@@ -255,7 +255,7 @@ async fn post(
                 format!("Parse error: the body is not valid JSON ({e})"),
                 400,
             );
-            return Reply::error(&e, None);
+            return McpReply::error(&e, None);
         }
     };
     let headers = request.headers();
@@ -266,7 +266,7 @@ async fn post(
     let id = jsonrpc::salvage_id(&value);
     let message = match jsonrpc::parse_message(value) {
         Ok(m) => m,
-        Err(e) => return Reply::error(&e, id.as_ref()),
+        Err(e) => return McpReply::error(&e, id.as_ref()),
     };
     if let (Some(log), Some(method)) = (&endpoint.log, message.method()) {
         log.rpc_method(method);
@@ -288,7 +288,7 @@ async fn post(
     if let Some(h) = header_version
         && !LEGACY_VERSIONS.contains(&h)
     {
-        return Reply::error(&unsupported_version(h, 400), id.as_ref());
+        return McpReply::error(&unsupported_version(h, 400), id.as_ref());
     }
     legacy::handle(lore, &caller, &endpoint, headers, message, sse_ok, stream).await
 }
@@ -312,7 +312,7 @@ pub fn too_large(limit: usize) -> RpcError {
     )
 }
 
-async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> Reply {
+async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>) -> McpReply {
     let headers = request.headers();
     let version = headers::get(headers, headers::PROTOCOL_VERSION);
     let session = headers::get(headers, headers::SESSION_ID);
@@ -320,11 +320,11 @@ async fn delete(lore: &Lore, request: &Request<Vec<u8>>, path_org: Option<&str>)
         (Some(id), v) if v.is_none_or(|v| LEGACY_VERSIONS.contains(&v)) => {
             let caller = match authenticate(lore, request, path_org, |_| Vec::new()).await {
                 Ok(c) => c,
-                Err(e) => return Reply::error(&e, None),
+                Err(e) => return McpReply::error(&e, None),
             };
             legacy::end_session(lore, &caller, id).await
         }
-        _ => Reply::error(
+        _ => McpReply::error(
             &RpcError::new(
                 jsonrpc::INVALID_REQUEST,
                 "DELETE ends a legacy session; send its Mcp-Session-Id",

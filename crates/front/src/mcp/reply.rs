@@ -105,13 +105,13 @@ pub enum Body {
 }
 
 #[derive(Debug)]
-pub struct Reply {
+pub struct McpReply {
     pub status: u16,
     pub body: Body,
     pub headers: Vec<(String, String)>,
 }
 
-impl Reply {
+impl McpReply {
     pub fn accepted() -> Self {
         Self {
             status: 202,

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::exchange::{Exchange, LogLevel};
 use super::jsonrpc::{self, Incoming, RpcError};
-use super::reply::Reply;
+use super::reply::McpReply;
 use super::versions::{
     META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, SUPPORTED_VERSIONS,
     VERSION_2026,
@@ -141,14 +141,14 @@ pub async fn handle(
     message: Incoming,
     sse_ok: bool,
     stream: Option<std::rc::Rc<super::reply::Streamer>>,
-) -> Reply {
+) -> McpReply {
     let (id, method, params) = match message {
         Incoming::Request { id, method, params } => (id, method, params),
         // Notifications and client responses need no answer in this era.
-        Incoming::Notification { .. } | Incoming::Response => return Reply::accepted(),
+        Incoming::Notification { .. } | Incoming::Response => return McpReply::accepted(),
     };
     if let Err(e) = validate(headers, &method, &params) {
-        return Reply::error(&e, Some(&id));
+        return McpReply::error(&e, Some(&id));
     }
     let meta = params.get("_meta").and_then(Value::as_object);
     let mut ex = Exchange::new(lore, caller, endpoint, true, &params);
@@ -167,7 +167,7 @@ pub async fn handle(
         "server/discover" => Ok(discover(lore, endpoint)),
         // Without a progress token a list has nothing to stream: its cached bytes go as they are.
         "tools/list" if ex.progress_token.is_none() => {
-            return Reply::raw_result(&id, &super::methods::tools_list_bytes(&ex));
+            return McpReply::raw_result(&id, &super::methods::tools_list_bytes(&ex));
         }
         "tools/list" => Ok(super::methods::tools_list(&ex)),
         "tools/call" => {
@@ -178,7 +178,7 @@ pub async fn handle(
                 && !ex.has_notifications()
                 && let Some(bytes) = r.bytes(lore.server_info_bytes())
             {
-                return Reply::raw_result(&id, &bytes);
+                return McpReply::raw_result(&id, &bytes);
             }
             result.map(|r| ex.finish_result(r.into_value(), false))
         }
@@ -194,12 +194,12 @@ pub async fn handle(
 }
 
 /// The reply, with the notifications the request produced going first.
-fn finish(ex: &Exchange<'_>, id: Value, result: Result<Value, RpcError>, sse_ok: bool) -> Reply {
+fn finish(ex: &Exchange<'_>, id: Value, result: Result<Value, RpcError>, sse_ok: bool) -> McpReply {
     let notifications = ex.take_notifications();
     if ex.streamed() {
-        return Reply::rest_of_stream(&id, result, notifications);
+        return McpReply::rest_of_stream(&id, result, notifications);
     }
-    Reply::respond(
+    McpReply::respond(
         &id,
         result,
         notifications,

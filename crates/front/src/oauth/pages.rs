@@ -1,5 +1,5 @@
 //! The OAuth pages: sign-in, consent and the token page, in the web kit's page
-//! ([`crate::web::page`]).
+//! (`crate::web::page`).
 
 use maud::html;
 

@@ -47,7 +47,7 @@ struct Candidate {
 }
 
 /// Runs a search for the caller.
-pub async fn search(cx: &Cx<'_>, args: SearchSdk) -> Result<Value> {
+pub async fn search_sdk(cx: &Cx<'_>, args: SearchSdk) -> Result<Value> {
     let allowed = match args.mode {
         SearchMode::Read => Tier::Read,
         SearchMode::All => cx.allowed,

@@ -186,7 +186,7 @@ fn entity_candidate(e: &Entity, catalog: &Catalog) -> Candidate {
 }
 
 /// Runs `search` for `caller`; `base_url` (when known) makes each hit's `url`.
-pub async fn search(
+pub async fn search_all(
     engine: &Engine,
     caller: &Caller,
     args: SearchArgs,
