@@ -474,6 +474,7 @@ fn the_runtime_a_script_is_given_holds_and_cannot_be_changed() {
 /// realm while it waited and serves its org's next run (`lore::scripts`, `lore_sandbox::Spare`).
 #[test]
 fn a_realm_made_ahead_of_its_run_is_the_runs_own_and_holds_the_same() {
+    let _alone = common::scripts_alone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -484,19 +484,9 @@ fn cases(other_entity: &str) -> Vec<(&'static str, String, Expect)> {
     ]
 }
 
-/// The tests here one at a time: two count this process's script processes and its resident
-/// memory, which the others' scripts would change.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 #[test]
 fn hostile_scripts_end_cleanly_and_other_orgs_keep_being_served() {
-    let _alone = one_at_a_time();
+    let _alone = common::scripts_alone();
     let worker = std::thread::Builder::new()
         .stack_size(lore_sandbox::failure::STACK_BYTES)
         .spawn(run_cases)
@@ -594,7 +584,7 @@ fn run_cases() {
 /// cap, not when the work (or the steps cap, set out of reach here) would have ended it.
 #[test]
 fn a_script_never_runs_past_its_wall_clock_cap_whatever_it_calls() {
-    let _alone = one_at_a_time();
+    let _alone = common::scripts_alone();
     let worker = std::thread::Builder::new()
         .stack_size(lore_sandbox::failure::STACK_BYTES)
         .spawn(|| {
@@ -753,7 +743,7 @@ fn tokio_local<F: std::future::Future>(f: F) -> F::Output {
 /// own memory does not grow with what the scripts built.
 #[test]
 fn no_built_in_takes_a_script_past_its_wall_clock_or_memory_in_its_process() {
-    let _alone = one_at_a_time();
+    let _alone = common::scripts_alone();
     let caps = lore_sandbox::caps::ScriptCaps {
         wall_ms: 1_500,
         memory_bytes: 16 << 20,
@@ -822,7 +812,7 @@ fn no_built_in_takes_a_script_past_its_wall_clock_or_memory_in_its_process() {
 /// killed with its process, and only then is its slot given back.
 #[test]
 fn a_dropped_run_stops_its_process_before_its_slot_is_given_back() {
-    let _alone = one_at_a_time();
+    let _alone = common::scripts_alone();
     tokio_local(async {
         let h = served(lore_sandbox::caps::ScriptCaps::default(), 1);
         let busy = json!({"code": "return Array.prototype.indexOf.call({length: 2 ** 53 - 1}, 1)"});

@@ -40,6 +40,15 @@ pub fn memory_ports(seed: u64) -> Ports {
     }
 }
 
+/// Tests that run scripts in script processes or count them (or this process's resident memory)
+/// take this, so they run one at a time: another's scripts would change what they count.
+pub fn scripts_alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub struct Harness {
     pub lore: Lore,
     pub owner: String,
