@@ -6,7 +6,7 @@
 //! out), L2-normalised, as sentence-transformers computes it.
 //!
 //! Texts are cut at [`MAX_TOKENS`] word pieces, as the model was trained. Saves embed in batches
-//! of texts of similar length (less padding); a query's vector is kept in a small cache, since
+//! of texts of similar length (less padding), natively side by side; a query's vector is kept in a small cache, since
 //! agents repeat their questions.
 
 use std::borrow::Cow;
@@ -31,8 +31,13 @@ pub const DIMENSIONS: usize = 384;
 /// Word pieces per text, `[CLS]` and `[SEP]` included (the model's training length).
 pub const MAX_TOKENS: usize = 256;
 
-/// Texts per forward pass.
-const BATCH: usize = 16;
+/// Word pieces per forward pass (texts times the longest one's length) and texts per pass, at
+/// most. Small passes of texts of one length: a pass of long texts holds two, so that its
+/// attention scores (texts x 12 heads x length squared) stay small enough for the allocator to
+/// reuse rather than map afresh, and many passes keep every core busy (`bench/encoder.sh`:
+/// 512 word pieces did best among 256 to 4,096, 16 texts among 8 to 64).
+const PASS_TOKENS: usize = 512;
+const PASS_TEXTS: usize = 16;
 
 /// Query vectors kept per process.
 const CACHE_ENTRIES: usize = 2048;
@@ -161,10 +166,24 @@ impl TransformerModel {
         // Similar lengths together: a batch pads to its longest text.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| ids[i].len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
+        let chunks = passes(&order, |i| ids[i].len());
+        let pass = |chunk: &&[usize]| {
             let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            for (&i, v) in chunk.iter().zip(self.forward(&batch)?) {
+            self.forward(&batch)
+        };
+        // Natively the batches run side by side: one forward pass keeps only its large matrix
+        // products on every core, the rest of it (attention's many small products, softmax,
+        // GELU, the pooling) on one.
+        #[cfg(not(target_family = "wasm"))]
+        let passes: Vec<Vec<Vec<f32>>> = {
+            use rayon::prelude::*;
+            chunks.par_iter().map(pass).collect::<Result<_, _>>()?
+        };
+        #[cfg(target_family = "wasm")]
+        let passes: Vec<Vec<Vec<f32>>> = chunks.iter().map(pass).collect::<Result<_, _>>()?;
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for (chunk, vectors) in chunks.iter().zip(passes) {
+            for (&i, v) in chunk.iter().zip(vectors) {
                 out[i] = v;
             }
         }
@@ -229,6 +248,25 @@ impl TransformerModel {
         }
         Ok(rows)
     }
+}
+
+/// `order` (texts by length, shortest first) cut into forward passes: each of at most
+/// [`PASS_TEXTS`] texts and [`PASS_TOKENS`] word pieces with its padding, or one text alone.
+fn passes(order: &[usize], len: impl Fn(usize) -> usize) -> Vec<&[usize]> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    for end in 1..=order.len() {
+        // The text at `end - 1` is the longest of the pass so far.
+        let texts = end - start;
+        if texts > 1 && (texts > PASS_TEXTS || texts * len(order[end - 1]) > PASS_TOKENS) {
+            chunks.push(&order[start..end - 1]);
+            start = end - 1;
+        }
+    }
+    if start < order.len() {
+        chunks.push(&order[start..]);
+    }
+    chunks
 }
 
 /// `[CLS]`, the text's word pieces (at most [`MAX_TOKENS`] - 2), `[SEP]`.
@@ -344,5 +382,36 @@ impl Embedder for TransformerEmbedder {
         self.model()?
             .embed(texts)
             .map_err(|e| PortError(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PASS_TEXTS, PASS_TOKENS, passes};
+
+    #[test]
+    fn passes_hold_every_text_once_within_their_bounds() {
+        for lengths in [
+            vec![],
+            vec![3],
+            vec![256; 7],
+            (0..200).map(|i| 2 + i % 40).collect::<Vec<_>>(),
+            (0..50).map(|i| 2 + i * 5).collect(),
+            vec![600, 600],
+        ] {
+            let mut order: Vec<usize> = (0..lengths.len()).collect();
+            order.sort_by_key(|&i| lengths[i]);
+            let chunks = passes(&order, |i| lengths[i]);
+            assert_eq!(chunks.concat(), order, "{lengths:?}");
+            for chunk in &chunks {
+                let widest = chunk.iter().map(|&i| lengths[i]).max().unwrap();
+                assert!(!chunk.is_empty());
+                assert!(
+                    chunk.len() == 1
+                        || (chunk.len() <= PASS_TEXTS && chunk.len() * widest <= PASS_TOKENS),
+                    "{chunk:?} of {lengths:?}"
+                );
+            }
+        }
     }
 }
