@@ -708,6 +708,11 @@ fn resident_bytes() -> u64 {
 
 /// The script processes this process started that are running (not waiting) now.
 fn busy_script_processes() -> usize {
+    busy_script_pids().len()
+}
+
+/// The ids of the script processes this process started that are running (not waiting) now.
+fn busy_script_pids() -> Vec<String> {
     let me = std::process::id().to_string();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -727,7 +732,8 @@ fn busy_script_processes() -> usize {
                 && ppid == Some(me.as_str())
                 && state == Some("R")
         })
-        .count()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 fn tokio_local<F: std::future::Future>(f: F) -> F::Output {
@@ -824,26 +830,30 @@ fn a_dropped_run_stops_its_process_before_its_slot_is_given_back() {
                 busy.clone(),
             )));
             let _ = tokio::time::timeout(std::time::Duration::from_millis(400), &mut request).await;
-            assert_eq!(
-                busy_script_processes(),
-                1,
-                "the run computes in its process"
-            );
+            let computing = busy_script_pids();
+            assert_eq!(computing.len(), 1, "the run computes in its process");
             drop(request);
-            // Its process is killed and reaped, then the slot is free again.
-            let mut freed = false;
-            for _ in 0..200 {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                if busy_script_processes() == 0 {
-                    freed = true;
+            // Its process is killed and reaped, and only then is the slot free again: until
+            // then another run is refused (overloaded), not run beside it.
+            let mut served = false;
+            for _ in 0..300 {
+                let r = h
+                    .call_async(&h.owner, "query_sdk", json!({"code": "return 3"}))
+                    .await;
+                if r["structuredContent"]["result"] == 3 {
+                    served = true;
                     break;
                 }
+                let text = r["content"][0]["text"].as_str().unwrap_or_default();
+                assert!(text.contains("overloaded"), "{r}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
-            assert!(freed, "a dropped run's process still computes");
-            let r = h
-                .call_async(&h.owner, "query_sdk", json!({"code": "return 3"}))
-                .await;
-            assert_eq!(r["structuredContent"]["result"], 3, "{r}");
+            assert!(served, "a dropped run's slot was never given back");
+            // The slot came back once the process was reaped: it is gone.
+            assert!(
+                !std::path::Path::new("/proc").join(&computing[0]).exists(),
+                "the slot came back while the dropped run's process was still there"
+            );
         }
         // While one runs, the only slot is taken: another is refused, not run beside it.
         let request = h
