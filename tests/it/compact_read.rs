@@ -17,7 +17,7 @@ use lore_base::ports::{Embedder, Ports};
 use lore_directory::admin;
 use lore_testing::ports::{JumpClock, WordHashEmbedder};
 
-const START_MS: i64 = 1_767_225_600_000;
+use common::START_MS;
 
 struct Org {
     h: Harness,

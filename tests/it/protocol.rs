@@ -533,7 +533,7 @@ fn revoked_and_expired_tokens_stop_working() {
 /// the copy is checked against. A change of the org's record (its profile) shows the same way.
 #[test]
 fn a_revocation_through_another_instance_holds_at_once_while_the_credential_is_cached() {
-    let clock: Rc<dyn lore_base::ports::Clock> = Rc::new(StepClock::starting_at(1_767_225_600_000));
+    let clock: Rc<dyn lore_base::ports::Clock> = Rc::new(StepClock::starting_at(common::START_MS));
     let cache = Rc::new(MemoryCache::new(clock.clone()));
     let h = Harness::with_cache(Some(cache.clone()));
     let other = Harness {
@@ -1030,7 +1030,7 @@ fn a_late_commit_with_an_older_timestamp_is_still_found() {
     // event committed late (lock wait, clock skew between hosts) was missed forever.
     let h = Harness::new();
     let skewed = Ports {
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000 + 3_600_000)),
+        clock: Rc::new(StepClock::starting_at(common::START_MS + 3_600_000)),
         ..h.lore.ports().clone()
     };
     let ahead = Harness {
@@ -1172,7 +1172,7 @@ fn batches_follow_the_session_version_and_sessions_expire() {
     );
     // A day later the session is gone.
     let later = Ports {
-        clock: Rc::new(StepClock::starting_at(1_767_225_600_000 + 25 * 3_600_000)),
+        clock: Rc::new(StepClock::starting_at(common::START_MS + 25 * 3_600_000)),
         ..h.lore.ports().clone()
     };
     let later = Harness {

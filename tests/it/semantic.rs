@@ -19,7 +19,7 @@ use lore_directory::admin;
 use lore_memory::{Ranking, SearchInput};
 use lore_testing::ports::{SeqRandom, StepClock, WordHashEmbedder};
 
-const START_MS: i64 = 1_767_225_600_000;
+use common::START_MS;
 
 struct Node {
     h: Harness,

@@ -17,7 +17,7 @@ use lore_front::{Config, Lore};
 use lore_testing::ports::{SeqRandom, StepClock};
 
 pub const BASE: &str = "http://127.0.0.1:8787";
-pub const START_MS: i64 = 1_767_225_600_000;
+pub use crate::common::START_MS;
 
 /// A canned response: status, headers, body.
 pub type Canned = (u16, Vec<(String, String)>, Vec<u8>);

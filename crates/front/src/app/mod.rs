@@ -48,12 +48,7 @@ pub async fn handle(
             "Send a Host header, or configure the server's public URL (LORE_PUBLIC_URL).",
         );
     };
-    let cx = Cx {
-        lore,
-        request,
-        secure: base.starts_with("https://"),
-        base,
-    };
+    let cx = Cx::new(lore, request, base);
     let post = request.method() == Method::POST;
     let form = if post {
         Params::parse(request.body())

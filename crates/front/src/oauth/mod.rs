@@ -59,12 +59,7 @@ pub async fn handle(lore: &Lore, request: &Request<Vec<u8>>) -> Option<Response<
     if method == Method::OPTIONS {
         return Some(reply::preflight());
     }
-    let cx = Cx {
-        lore,
-        request,
-        secure: base.starts_with("https://"),
-        base: base.clone(),
-    };
+    let cx = Cx::new(lore, request, base.clone());
     let form = || Params::parse(request.body());
     let response = match (segments.as_slice(), &method) {
         ([".well-known", "oauth-protected-resource", rest @ ..], &Method::GET) => {

@@ -26,7 +26,17 @@ pub struct Cx<'a> {
     pub secure: bool,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    /// A request served under the issuer `base` (cookies are `Secure` when it is HTTPS).
+    pub fn new(lore: &'a Lore, request: &'a Request<Vec<u8>>, base: String) -> Self {
+        Self {
+            lore,
+            request,
+            secure: base.starts_with("https://"),
+            base,
+        }
+    }
+
     /// The share of outbound requests and anonymous records this request's client takes: its
     /// address as the adapter saw it (`ClientAddr`), or one share for every client whose
     /// address is unknown.
