@@ -406,7 +406,10 @@ pub(crate) struct EmbeddingsArgs {
 /// The transformer embedder, its weights fetched first if this machine has none; the built-in
 /// table, said in the log, when they cannot be had.
 fn transformer_or_builtin() -> EmbedderChoice {
-    let loaded = lore::model::ensure(true).and_then(|dir| Ok((lore::model::load(&dir)?, dir)));
+    let loaded = lore::model::ensure(true).and_then(|dir| {
+        let model = lore::ports::SharedModel::start(lore::model::load(&dir)?)?;
+        Ok((model, dir))
+    });
     match loaded {
         Ok((model, dir)) => {
             tracing::info!(
@@ -414,7 +417,7 @@ fn transformer_or_builtin() -> EmbedderChoice {
                 dir = %dir.display(),
                 "embedding with the transformer model"
             );
-            EmbedderChoice::Transformer(lore::ports::SharedModel(model))
+            EmbedderChoice::Transformer(model)
         }
         Err(e) => {
             tracing::warn!(

@@ -9,6 +9,7 @@
 
 pub mod backup;
 pub mod client;
+pub mod embed_worker;
 pub mod group_commit;
 pub mod kept;
 pub mod login;

@@ -3,14 +3,16 @@
 
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use lore_base::cache::MemoryCache;
 use lore_base::ports::{Clock, Embedder, HttpClient, Ports, Randomness};
 use lore_base::storage::StorageError;
 use lore_embed::builtin::BuiltinEmbedder;
 use lore_embed::openai::{OpenAiConfig, OpenAiEmbedder};
-use lore_embed::transformer::{TransformerEmbedder, TransformerModel};
+use lore_embed::transformer::TransformerModel;
 
+use crate::embed_worker::{EmbedWorker, WorkerEmbedder};
 use crate::outbound::UreqClient;
 use crate::sqlite::SqliteStorage;
 
@@ -49,9 +51,23 @@ pub enum EmbedderChoice {
     OpenAi(OpenAiConfig),
 }
 
-/// A loaded transformer model; two are equal when they are the same copy.
+/// A loaded transformer model with the process's background embedder; two are equal when they
+/// are the same copy.
 #[derive(Clone)]
-pub struct SharedModel(pub std::sync::Arc<TransformerModel>);
+pub struct SharedModel {
+    pub model: Arc<TransformerModel>,
+    later: Arc<EmbedWorker>,
+}
+
+impl SharedModel {
+    /// `model`, and the thread that embeds its background calls (`crate::embed_worker`).
+    pub fn start(model: Arc<TransformerModel>) -> std::io::Result<Self> {
+        Ok(Self {
+            later: EmbedWorker::start(model.clone())?,
+            model,
+        })
+    }
+}
 
 impl std::fmt::Debug for SharedModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,7 +77,7 @@ impl std::fmt::Debug for SharedModel {
 
 impl PartialEq for SharedModel {
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.model, &other.model)
     }
 }
 
@@ -83,7 +99,9 @@ pub fn native_ports_with(
     let http: Rc<dyn HttpClient> = Rc::new(http);
     let embedder: Rc<dyn Embedder> = match embedder {
         EmbedderChoice::Builtin => Rc::new(BuiltinEmbedder::new()),
-        EmbedderChoice::Transformer(model) => Rc::new(TransformerEmbedder::new(model.0.clone())),
+        EmbedderChoice::Transformer(shared) => {
+            WorkerEmbedder::new(shared.model.clone(), shared.later.clone())
+        }
         EmbedderChoice::OpenAi(config) => {
             Rc::new(OpenAiEmbedder::new(config.clone(), http.clone()))
         }

@@ -286,6 +286,18 @@ async fn worker(
             }
         })
     });
+    // Memories a restart or a failing embedder left without vectors: at start, then on the
+    // schedules' timer (each org's queue drained by one drain at a time).
+    let embedding = runs_schedules.then(|| {
+        let lore = lore.clone();
+        tokio::task::spawn_local(async move {
+            let every = Duration::from_millis(lore_engine::schedules::PASS_EVERY_MS);
+            loop {
+                lore.embedding_pass().await;
+                tokio::time::sleep(every).await;
+            }
+        })
+    });
     loop {
         let (stream, peer) = tokio::select! {
             received = connections.recv() => match received {
@@ -337,6 +349,9 @@ async fn worker(
     flusher.abort();
     if let Some(schedules) = schedules {
         schedules.abort();
+    }
+    if let Some(embedding) = embedding {
+        embedding.abort();
     }
     lore.engine.flush_usage().await;
     Ok(())

@@ -15,6 +15,7 @@ mod behaviors;
 mod callers;
 mod compact_do;
 mod compact_read;
+mod embed_queue;
 mod embeddings_http;
 mod faults;
 mod group_commit;

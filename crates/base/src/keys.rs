@@ -272,6 +272,20 @@ impl OrgKeys {
     pub fn vectors(&self, model: &str) -> String {
         format!("{}vec/{model}/", self.root)
     }
+    /// A memory saved without its vectors: the background embedder's queue (written in the
+    /// save's batch, deleted in the batch that stores the vectors), so a pending embedding
+    /// outlives a crash.
+    pub fn embed_queued(&self, ulid: &str) -> String {
+        format!("{}embq/{ulid}", self.root)
+    }
+    pub fn embed_queue(&self) -> String {
+        format!("{}embq/", self.root)
+    }
+    /// Who is working the org's embedding queue, and until when (one drain at a time, across
+    /// threads, processes and instances).
+    pub fn embed_lease(&self) -> String {
+        format!("{}meta/embed-lease", self.root)
+    }
     /// Every vector index snapshot earlier versions stored (`lore reindex` deletes them).
     pub fn old_vector_snapshots(&self) -> String {
         format!("{}vsnap/", self.root)

@@ -38,6 +38,17 @@ pub trait Embedder {
     fn model_id(&self) -> &str;
     fn dimensions(&self) -> usize;
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+    /// [`Self::embed`] for work nobody waits on (the background embedder's queue): a host
+    /// that embeds on a worker of its own serves every waiting call first.
+    async fn embed_later(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+        self.embed(texts).await
+    }
+    /// Whether embedding costs so little (microseconds a text: the built-in table) that a save
+    /// stores its vectors before it answers. A model or an endpoint is not: a save answers once
+    /// its memories are durable and found by keywords, and their vectors follow.
+    fn is_quick(&self) -> bool {
+        false
+    }
     /// The embedder the compact `search` ranks the SDK catalog's short texts with on every
     /// call (`None`: this one). One that loads a large model for each request of a platform
     /// without a process to keep it in (a Spin request) offers a cheaper one.

@@ -161,6 +161,10 @@ impl Embedder for BuiltinEmbedder {
         model().dims
     }
 
+    fn is_quick(&self) -> bool {
+        true
+    }
+
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
         let model = model();
         Ok(texts.iter().map(|t| model.embed(t)).collect())

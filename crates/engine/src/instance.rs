@@ -249,9 +249,10 @@ impl Engine {
     /// Stores the caller's org memory index as segments when a write is due (so a fresh
     /// instance loads it in a few reads): from this instance's loaded index, or from the
     /// events past the stored segments when a commit marked the org (`memory/tail.rs`); and
-    /// loads the org's index when a search answered without it. After the answer where the
-    /// host has a background port (natively, Workers), else now. Not from inside a script
-    /// run, whose storage is its overlay.
+    /// loads the org's index when a search answered without it; and drains the org's embedding
+    /// queue when a save or search left memories without vectors (`lore_memory`'s
+    /// `embed_queue`). After the answer where the host has a background port (natively,
+    /// Workers), else now. Not from inside a script run, whose storage is its overlay.
     pub async fn persist_memory(&self, caller: &Caller) {
         self.persist_memory_of(caller.org(), caller.keys(), Some(caller))
             .await;
@@ -271,7 +272,8 @@ impl Engine {
         let load = caller.filter(|_| self.memory.take_load_mark(org)).cloned();
         let loaded = caller.filter(|_| self.memory.segments_due(org)).cloned();
         let tail = loaded.is_none() && self.memory.take_tail_mark(keys);
-        if load.is_none() && loaded.is_none() && !tail {
+        let embed = self.memory.take_embed_mark(org, self.ports.clock.now_ms());
+        if load.is_none() && loaded.is_none() && !tail && !embed {
             return;
         }
         let engine = self.script_copy(self.ports.clone(), false);
@@ -288,11 +290,49 @@ impl Engine {
                     .load_after_answer(&engine.ports, &caller)
                     .await;
             }
+            if embed {
+                engine
+                    .memory
+                    .drain_embeddings(&engine.ports, &org, &keys)
+                    .await;
+            }
         };
         match &self.ports.background {
             Some(background) => background.spawn(Box::pin(work)),
             None => work.await,
         }
+    }
+
+    /// Drains the embedding queue of every org that has one (`lore serve` at start and on its
+    /// schedules' timer): what a crash, a restart or a failing embedder left without vectors.
+    /// How many orgs it drained.
+    pub async fn drain_every_queue(&self) -> usize {
+        let orgs = match lore_directory::admin::list_orgs(&self.ports).await {
+            Ok(orgs) => orgs,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the orgs for their embedding queues");
+                return 0;
+            }
+        };
+        let mut drained = 0;
+        for org in orgs {
+            let keys = keys::OrgKeys::new(&org.id);
+            let queued = self.ports.storage.scan(&keys.embed_queue(), None, 1).await;
+            if !queued.is_ok_and(|page| !page.entries.is_empty()) {
+                continue;
+            }
+            self.memory.mark_embed_due(&org.id);
+            if self
+                .memory
+                .take_embed_mark(&org.id, self.ports.clock.now_ms())
+            {
+                self.memory
+                    .drain_embeddings(&self.ports, &org.id, &keys)
+                    .await;
+                drained += 1;
+            }
+        }
+        drained
     }
 
     /// `save_memory` and `memory.save`: saves, then reacts to the new events.

@@ -177,6 +177,12 @@ impl Lore {
         lore_engine::schedules::run_every_org(&self.engine, now_ms, adopt).await
     }
 
+    /// Drains every org's embedding queue (`lore serve` at start and on its schedules' timer);
+    /// how many orgs had one.
+    pub async fn embedding_pass(&self) -> usize {
+        self.engine.drain_every_queue().await
+    }
+
     /// The ports this instance reaches the world through (the engine's).
     pub fn ports(&self) -> &Ports {
         &self.engine.ports

@@ -29,7 +29,10 @@ impl MemoryService {
         let model = model.as_ref().map(|(k, d)| (k.as_str(), *d));
         let keyword = inspect(ports, keys, seq, model).await?;
         let vectors = match &ports.embedder {
-            Some(embedder) => json!({ "model": embedder.model_id() }),
+            Some(embedder) => json!({
+                "model": embedder.model_id(),
+                "queued": super::embed_queue::queued(ports, keys).await?,
+            }),
             None => Value::Null,
         };
         let healthy = keyword.state != "unusable";

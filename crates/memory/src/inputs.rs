@@ -40,13 +40,19 @@ pub struct MemoryInput {
     /// When what the memory describes happened (RFC 3339 or YYYY-MM-DD), if not when it is saved.
     #[serde(default)]
     pub occurred_at: Option<String>,
+    /// Answer only once the vectors are stored too (a call's top level only; the schema keeps
+    /// it out of a batch's items).
+    #[serde(default)]
+    pub wait_for_vectors: bool,
 }
 
-/// `{memories: [...]}`: nothing else may stand beside the list.
+/// `{memories: [...]}`: nothing else may stand beside the list but `wait_for_vectors`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryBatch {
     pub memories: Vec<MemoryInput>,
+    #[serde(default)]
+    pub wait_for_vectors: bool,
 }
 
 /// `save_memory` arguments: one memory, or `{memories: [...]}`.
@@ -55,6 +61,16 @@ pub struct MemoryBatch {
 pub enum SaveInput {
     Batch(MemoryBatch),
     One(MemoryInput),
+}
+
+impl SaveInput {
+    /// Whether the caller asked for the vectors before the answer.
+    pub fn waits_for_vectors(&self) -> bool {
+        match self {
+            Self::Batch(b) => b.wait_for_vectors,
+            Self::One(m) => m.wait_for_vectors,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]

@@ -12,6 +12,7 @@
 mod browse;
 mod cache;
 mod codec;
+mod embed_queue;
 pub mod event;
 mod fusion;
 mod health;
@@ -29,6 +30,7 @@ mod sketch;
 mod tail;
 pub mod vector;
 
+pub use embed_queue::{DRAIN_MEMORIES, INLINE_TAIL};
 pub use inputs::{ListInput, MemoryBatch, MemoryInput, SaveInput, SearchInput};
 pub use refresh::first_reads;
 pub use save::FeedItem;

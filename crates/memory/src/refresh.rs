@@ -2,16 +2,18 @@
 //! the sequence number it has seen, and the vector half reads the sketches its segments store
 //! and the vectors (or embeds the texts) of what it lacks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use lore_directory::Caller;
 
+use super::embed_queue::INLINE_TAIL;
 use super::event::Event;
 use super::keyword::KeywordIndex;
 use super::segments::{self, Persisted};
 use super::semantic::{
     MAX_EMBED_PER_REFRESH, RETRY_AFTER_MS, Semantic, embed_memories, stored_vectors,
+    stored_vectors_of,
 };
 use super::service::{CachedIndex, MAX_CACHED_ORGS, MemoryService, RECENT_VECTORS};
 use super::vector::{Codes, EXACT_BELOW, encode};
@@ -98,11 +100,13 @@ pub(super) async fn events_after_at_most(
 }
 
 /// Documents without a vector (number, event ulid), the segments whose sketches are yet to be
-/// read (a fresh index) with the manifest they were loaded from, and the model's key.
+/// read (a fresh index) with the manifest they were loaded from, the model's key, and whether
+/// this is the index's first look for vectors.
 type Missing = (
     Vec<(u32, String)>,
     Option<(Vec<segments::SegmentHead>, Option<Vec<u8>>)>,
     String,
+    bool,
 );
 
 impl MemoryService {
@@ -365,9 +369,9 @@ impl MemoryService {
                     cached.persisted.raw.clone(),
                 )
             });
-            Some((docs, segments, sem.model_key.clone()))
+            Some((docs, segments, sem.model_key.clone(), first))
         };
-        let Some((mut docs, segments, mkey)) = missing(self) else {
+        let Some((mut docs, segments, mkey, first)) = missing(self) else {
             return;
         };
         if docs.is_empty() {
@@ -408,14 +412,17 @@ impl MemoryService {
                 }
             }
             match missing(self) {
-                Some((left, _, _)) => docs = left,
+                Some((left, _, _, _)) => docs = left,
                 None => return,
             }
             if docs.is_empty() {
                 return;
             }
         }
-        // Vectors this instance computed when it saved, then the stored ones.
+        // Vectors this instance computed (saving, or draining the queue), then the stored ones:
+        // all of them when the index is new here, else those of the events this refresh read,
+        // and now and then the oldest others (another thread, process or instance may have
+        // stored them since).
         let mut found: HashMap<String, Vec<Vec<f32>>> = HashMap::new();
         {
             let mut recent = self.recent_vectors.borrow_mut();
@@ -427,27 +434,55 @@ impl MemoryService {
                 }
             }
         }
-        let wanted: Vec<String> = docs
+        let fresh_ulids: HashSet<&str> = fresh
+            .iter()
+            .map(|e| e.id.strip_prefix("evt_").unwrap_or(&e.id))
+            .collect();
+        let (wanted, others): (Vec<String>, Vec<String>) = docs
             .iter()
             .filter(|(_, u)| !found.contains_key(u))
             .map(|(_, u)| u.clone())
-            .collect();
+            .partition(|u| first || fresh_ulids.contains(u.as_str()));
         if !wanted.is_empty() {
             match stored_vectors(ports, keys, &mkey, dims, &wanted).await {
                 Ok(stored) => found.extend(stored),
                 Err(e) => tracing::warn!(error = %e, "could not read stored vectors"),
             }
         }
-        // Embed what has no vector yet, oldest first, up to this request's share.
+        if !others.is_empty() && self.recheck_due(org, generation, now) {
+            let oldest: Vec<String> = others.into_iter().take(RECHECK_DOCS).collect();
+            match stored_vectors_of(ports, keys, &mkey, dims, &oldest).await {
+                Ok(stored) => {
+                    // All found: more may be stored past them, so the next refresh looks again.
+                    if stored.len() < oldest.len() {
+                        self.recheck_later(org, generation, now + RECHECK_MS);
+                    }
+                    found.extend(stored);
+                }
+                Err(e) => tracing::warn!(error = %e, "could not read stored vectors"),
+            }
+        }
+        // What still has no vector: a few are embedded here, oldest first (all of them where
+        // the embedder is quick); past that the background embedder stores them, and searches
+        // meanwhile rank them by keywords alone.
+        let left: Vec<&(u32, String)> = docs
+            .iter()
+            .filter(|(_, u)| !found.contains_key(u))
+            .collect();
+        let inline = match embedder.is_quick() {
+            true => MAX_EMBED_PER_REFRESH,
+            false if left.len() <= INLINE_TAIL => INLINE_TAIL,
+            false => {
+                self.mark_embed_due(org);
+                0
+            }
+        };
         let texts_of: HashMap<&str, &Rc<Event>> = fresh
             .iter()
             .map(|e| (e.id.strip_prefix("evt_").unwrap_or(&e.id), e))
             .collect();
         let mut to_embed: Vec<(String, String)> = Vec::new();
-        for (_, ulid) in docs.iter().filter(|(_, u)| !found.contains_key(u)) {
-            if to_embed.len() >= MAX_EMBED_PER_REFRESH {
-                break;
-            }
+        for (_, ulid) in left.into_iter().take(inline) {
             let text = match texts_of.get(ulid.as_str()) {
                 Some(e) => Some(e.content.clone()),
                 None => self
@@ -472,6 +507,7 @@ impl MemoryService {
                     let mut batch = Batch::new();
                     for ((ulid, _), v) in to_embed.iter().zip(vectors) {
                         batch.put(keys.vector(&mkey, ulid), encode(&v));
+                        batch.delete(keys.embed_queued(ulid));
                         found.insert(ulid.clone(), v);
                     }
                     if let Err(e) = ports.storage.commit(batch).await {
@@ -499,6 +535,35 @@ impl MemoryService {
             if let Some(v) = found.get(ulid) {
                 sem.add(*doc, v);
             }
+        }
+    }
+}
+
+/// Documents without a vector a refresh looks up in storage, past those it read events of.
+const RECHECK_DOCS: usize = 256;
+/// How often a refresh looks, while the last look did not find all it sought.
+const RECHECK_MS: i64 = 1_000;
+
+impl MemoryService {
+    /// Whether this refresh looks in storage for the vectors of documents it did not read.
+    fn recheck_due(&self, org: &OrgId, generation: u64, now: i64) -> bool {
+        self.indexes
+            .borrow()
+            .get(org)
+            .filter(|c| c.generation == generation)
+            .and_then(|c| c.semantic.as_ref())
+            .is_some_and(|s| s.recheck_after_ms <= now)
+    }
+
+    fn recheck_later(&self, org: &OrgId, generation: u64, at_ms: i64) {
+        if let Some(sem) = self
+            .indexes
+            .borrow_mut()
+            .get_mut(org)
+            .filter(|c| c.generation == generation)
+            .and_then(|c| c.semantic.as_mut())
+        {
+            sem.recheck_after_ms = at_ms;
         }
     }
 }

@@ -1,7 +1,10 @@
 //! `save_memory`: validate, deduplicate (by idempotency key, and against a current memory
 //! equivalent to the save: the same normalized text, entities, kind, payload and author),
 //! append the events and bump the org's event sequence number in one conditional batch. A
-//! deduplicated save is never silent: the answer says `deduplicated` and which ones.
+//! deduplicated save is never silent: the answer says `deduplicated` and which ones. The
+//! vectors go in the same batch where the embedder is quick or the caller waits for them; else
+//! a queue key per new memory does, and the background embedder stores them after the answer
+//! (`embed_queue.rs`).
 
 use std::collections::HashMap;
 
@@ -22,6 +25,9 @@ use lore_directory::Caller;
 
 /// Largest `payload`, serialized.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
+/// The vectors a save stores with its memories: the model's key, and each memory's vectors.
+type Vectors<'a> = Option<(&'a str, &'a [Vec<Vec<f32>>])>;
+
 /// Attempts at a save whose batch lost a race (another save in the same org committed first).
 const ATTEMPTS: usize = 16;
 
@@ -101,6 +107,11 @@ impl MemoryService {
         input: SaveInput,
     ) -> Result<(Value, Vec<Event>)> {
         caller.require_write("save_memory")?;
+        // Vectors before the answer where embedding is quick, where the caller waits for them,
+        // or where nothing runs after the answer; else the background embedder's queue.
+        let embed_now = ports.embedder.as_ref().is_some_and(|e| e.is_quick())
+            || input.waits_for_vectors()
+            || ports.background.is_none();
         let (memories, field_prefix) = match input {
             SaveInput::One(m) => (vec![m], String::new()),
             SaveInput::Batch(b) => (b.memories, "memories/".to_string()),
@@ -116,22 +127,24 @@ impl MemoryService {
         // Embed once, before the attempts; a failing embedder leaves the vectors to a later
         // refresh rather than failing the save.
         let vectors = match &ports.embedder {
-            Some(embedder) => {
+            Some(embedder) if embed_now => {
                 let texts: Vec<String> = memories.iter().map(|m| m.content.clone()).collect();
                 match semantic::embed_memories(embedder.as_ref(), &texts).await {
                     Ok(v) => Some((semantic::model_key(embedder.model_id()), v)),
                     Err(e) => {
-                        tracing::warn!(error = %e, "the embedder failed; saving without vectors");
+                        tracing::warn!(error = %e, "the embedder failed; saving without vectors, queued for the background embedder");
                         None
                     }
                 }
             }
-            None => None,
+            _ => None,
         };
+        // Queued: the memories an embedder has no vectors for yet.
+        let queue = ports.embedder.is_some() && vectors.is_none();
         let vectors = vectors.as_ref().map(|(k, v)| (k.as_str(), v.as_slice()));
         for attempt in 0..ATTEMPTS {
             match self
-                .try_save(ports, caller, &memories, &field_prefix, vectors)
+                .try_save(ports, caller, &memories, &field_prefix, (vectors, queue))
                 .await
             {
                 Err(LoreError::Storage(StorageError::Conflict { .. })) => {
@@ -151,7 +164,7 @@ impl MemoryService {
         caller: &Caller,
         memories: &[MemoryInput],
         prefix: &str,
-        vectors: Option<(&str, &[Vec<Vec<f32>>])>,
+        (vectors, queue): (Vectors<'_>, bool),
     ) -> Result<(Value, Vec<Event>)> {
         let mut embedded: Vec<(String, Vec<Vec<f32>>)> = Vec::new();
         let keys = caller.keys();
@@ -367,6 +380,9 @@ impl MemoryService {
                 batch.put(keys.vector(model, &ulid), super::vector::encode(v));
                 embedded.push((ulid.clone(), v.clone()));
             }
+            if queue {
+                batch.put(keys.embed_queued(&ulid), b"1".to_vec());
+            }
             if let Some(idem_key) = idem_key {
                 let record = IdempotencyRecord {
                     event_id: event.id.clone(),
@@ -386,6 +402,10 @@ impl MemoryService {
         let mut out = json!({ "ids": ids, "deduplicated": !deduplicated.is_empty() });
         if !deduplicated.is_empty() {
             out["deduplicated_indexes"] = json!(deduplicated);
+        }
+        if queue && !appended.is_empty() {
+            out["vectors"] = json!("pending");
+            self.mark_embed_due(caller.org());
         }
         Ok((out, added))
     }

@@ -37,10 +37,14 @@ pub fn save_input() -> Value {
         "type": "array", "minItems": 1, "maxItems": 100, "items": item,
         "description": "Several memories at once, instead of the top-level fields."
     });
+    single["properties"]["wait_for_vectors"] = json!({
+        "type": "boolean", "default": false,
+        "description": "Answer only once the memories' vectors are stored, so that a search by meaning finds them at once. By default a save answers as soon as its memories are durable and found by keywords; their vectors follow within seconds (the answer says vectors: pending)."
+    });
     single["required"] = json!([]);
     single["oneOf"] = json!([
         {"required": ["content"], "not": {"required": ["memories"]}},
-        {"required": ["memories"], "maxProperties": 1}
+        {"required": ["memories"], "propertyNames": {"enum": ["memories", "wait_for_vectors"]}}
     ]);
     single
 }
@@ -51,7 +55,8 @@ pub fn save_output() -> Value {
         "properties": {
             "ids": {"type": "array", "items": {"type": "string"}, "description": "Memory ids, in input order: new ones, or the existing one where the save was deduplicated (or retried with its idempotency key)."},
             "deduplicated": {"type": "boolean", "description": "True when at least one memory was not stored again because a current memory with the same text, entities, kind, payload and author exists; its id is returned instead."},
-            "deduplicated_indexes": {"type": "array", "items": {"type": "integer"}, "description": "Which memories (0-based, input order) were deduplicated; present when deduplicated is true."}
+            "deduplicated_indexes": {"type": "array", "items": {"type": "integer"}, "description": "Which memories (0-based, input order) were deduplicated; present when deduplicated is true."},
+            "vectors": {"type": "string", "enum": ["pending"], "description": "pending: the new memories are durable and found by keywords; the background embedder stores their vectors shortly (pass wait_for_vectors to wait for them). Absent when the vectors were stored with the memories."}
         },
         "required": ["ids", "deduplicated"]
     })
@@ -96,7 +101,8 @@ pub fn search_output() -> Value {
                     "payload": {}
                 },
                 "required": ["id", "content", "kind", "score", "entity_ids", "author", "created_at"]
-            }}
+            }},
+            "pending_vectors": {"type": "integer", "minimum": 1, "description": "How many of the org's memories have no vectors yet (saved moments ago; the background embedder is on them): this search ranked them by keywords alone. Absent when every memory has its vectors."}
         },
         "required": ["results"]
     })

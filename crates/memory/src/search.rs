@@ -363,6 +363,7 @@ impl MemoryService {
         } else {
             None
         };
+        let loaded = probed.is_none();
         let (hits, keep) = match probed {
             Some(hits) => (hits, None),
             None => {
@@ -390,7 +391,14 @@ impl MemoryService {
             }
             results.push(v);
         }
-        let value = json!({ "results": results });
+        let mut value = json!({ "results": results });
+        let pending = match loaded {
+            true => self.pending_vectors(ports, org),
+            false => 0,
+        };
+        if pending > 0 {
+            value["pending_vectors"] = json!(pending);
+        }
         Ok(match keep {
             Some(keep) if every_event => {
                 let answer = Text::of(&value);
@@ -398,6 +406,21 @@ impl MemoryService {
                 Reply::Text(answer)
             }
             _ => Reply::Tree(value),
+        })
+    }
+}
+
+impl MemoryService {
+    /// How many documents of `org`'s loaded index have no vector under the current embedder
+    /// (ranked by keywords alone until the background embedder stores them).
+    fn pending_vectors(&self, ports: &Ports, org: &lore_base::ids::OrgId) -> usize {
+        let Some(embedder) = &ports.embedder else {
+            return 0;
+        };
+        let indexes = self.indexes.borrow();
+        indexes.get(org).map_or(0, |c| match &c.semantic {
+            Some(s) if s.model == embedder.model_id() => c.index.len().saturating_sub(s.len()),
+            _ => 0,
         })
     }
 }

@@ -1,11 +1,12 @@
 //! The semantic half of memory search: each event's embedding, stored once beside the event,
 //! and a per-org vector index over them.
 //!
-//! - `save_memory` embeds the new memories before it commits and stores each vector in the
-//!   same batch as its event (`vec/{model}/{ulid}`, int8 with one scale), so no instance has to
-//!   embed it again. An event without a vector for the current model (saved while the
-//!   embedder failed, delivered by a feed, or saved under another model) is embedded lazily on
-//!   the next refresh: changing the model re-embeds without a migration.
+//! - Each memory's vectors are stored once beside its event (`vec/{model}/{ulid}`, int8 with one
+//!   scale), so no instance has to embed it again: by `save_memory` before it commits where the
+//!   embedder is quick (or the caller waits), else by the background embedder after the answer
+//!   (`embed_queue.rs`). An event without a vector for the current model (delivered by a feed,
+//!   or saved under another model) is embedded by a search when few are missing, else by the
+//!   background embedder: changing the model re-embeds without a migration.
 //! - An instance that meets an org for the first time reads the sketches of its vectors from the
 //!   stored segments (`sketch/`, one scan) and then only the vectors of events past them, so a
 //!   cold start neither re-embeds nor builds anything; a search reads the stored vectors of its
@@ -77,9 +78,25 @@ pub async fn embed_memories(
     embedder: &dyn Embedder,
     texts: &[String],
 ) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    embed_memories_at(embedder, texts, false).await
+}
+
+/// [`embed_memories`] at background priority (`Embedder::embed_later`).
+pub async fn embed_memories_later(
+    embedder: &dyn Embedder,
+    texts: &[String],
+) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    embed_memories_at(embedder, texts, true).await
+}
+
+async fn embed_memories_at(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    later: bool,
+) -> Result<Vec<Vec<Vec<f32>>>, String> {
     let pieces: Vec<Vec<String>> = texts.iter().map(|t| pieces(t)).collect();
     let flat: Vec<String> = pieces.iter().flatten().cloned().collect();
-    let mut vectors = embed_all(embedder, &flat).await?.into_iter();
+    let mut vectors = embed_all_at(embedder, &flat, later).await?.into_iter();
     Ok(pieces
         .iter()
         .map(|p| vectors.by_ref().take(p.len()).collect())
@@ -89,10 +106,22 @@ pub async fn embed_memories(
 /// Embeds `texts` in batches; every vector is checked for the model's dimensions and
 /// normalized.
 pub async fn embed_all(embedder: &dyn Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+    embed_all_at(embedder, texts, false).await
+}
+
+async fn embed_all_at(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    later: bool,
+) -> Result<Vec<Vec<f32>>, String> {
     let dims = embedder.dimensions();
     let mut out = Vec::with_capacity(texts.len());
     for chunk in texts.chunks(EMBED_BATCH) {
-        let vectors = embedder.embed(chunk).await.map_err(|e| e.to_string())?;
+        let vectors = match later {
+            true => embedder.embed_later(chunk).await,
+            false => embedder.embed(chunk).await,
+        }
+        .map_err(|e| e.to_string())?;
         if vectors.len() != chunk.len() {
             return Err(format!(
                 "the embedder returned {} vectors for {} texts",
@@ -137,6 +166,9 @@ pub struct Semantic {
     /// Whether the segments' sketches were read yet, and whether a request is reading them.
     pub sketches_read: bool,
     pub sketches_reading: bool,
+    /// When a refresh next looks in storage for vectors other instances stored for the
+    /// documents this one lacks (`refresh.rs`).
+    pub recheck_after_ms: i64,
 }
 
 impl Semantic {
@@ -156,6 +188,7 @@ impl Semantic {
             retry_after_ms: 0,
             sketches_read: false,
             sketches_reading: false,
+            recheck_after_ms: 0,
         })
     }
 
@@ -236,6 +269,24 @@ pub async fn clear_old_snapshots(ports: &Ports, keys: &OrgKeys) -> Result<()> {
         ports.storage.commit(batch).await?;
     }
     Ok(())
+}
+
+/// The stored vectors under `model` of the given event ulids, in one `get_many` (for a few
+/// hundred at most, whichever of them are stored).
+pub async fn stored_vectors_of(
+    ports: &Ports,
+    keys: &OrgKeys,
+    model: &str,
+    dims: usize,
+    ulids: &[String],
+) -> Result<HashMap<String, Vec<Vec<f32>>>> {
+    let wanted: Vec<String> = ulids.iter().map(|u| keys.vector(model, u)).collect();
+    let read = ports.storage.get_many(&wanted).await?;
+    Ok(ulids
+        .iter()
+        .zip(read)
+        .filter_map(|(u, bytes)| Some((u.clone(), decode(&bytes?, dims)?)))
+        .collect())
 }
 
 /// The stored vectors (each memory's, [`pieces`]) under `model` for the given event ulids: one read each when few are

@@ -104,6 +104,11 @@ pub struct MemoryService {
     /// Per org (by key root): the sequence number this instance's last batch of events on its
     /// way to storage will write (`save.rs`, `commit_events`).
     pub(super) pending_seq: RefCell<HashMap<String, u64>>,
+    /// Orgs whose embedding queue this instance drains after the answer (`embed_queue.rs`),
+    /// those it is draining, and when a failed drain may run again.
+    pub(super) embed_due: RefCell<HashSet<OrgId>>,
+    pub(super) draining: RefCell<HashSet<OrgId>>,
+    pub(super) embed_retry: RefCell<HashMap<OrgId, i64>>,
 }
 
 impl Default for MemoryService {
@@ -125,6 +130,9 @@ impl Default for MemoryService {
             rankings: RefCell::default(),
             answer_bytes: Cell::new(0),
             pending_seq: RefCell::default(),
+            embed_due: RefCell::default(),
+            draining: RefCell::default(),
+            embed_retry: RefCell::default(),
         }
     }
 }

@@ -69,6 +69,8 @@ interface MemoryHit {
 }
 
 interface MemoryResults {
+  /** How many of the org's memories have no vectors yet (the background embedder is on them): this search ranked them by keywords alone. */
+  pending_vectors?: number;
   results: MemoryHit[];
 }
 
@@ -88,6 +90,8 @@ interface SavedIds {
   /** Which memories (0-based, input order) were deduplicated. */
   deduplicated_indexes?: number[];
   ids: string[];
+  /** `pending`: the new memories are durable and found by keywords, and their vectors are stored shortly (`wait_for_vectors` waits for them). */
+  vectors?: string;
 }
 
 interface Feed {
@@ -626,6 +630,8 @@ interface LoreSdk {
       payload?: unknown;
       /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
       supersedes_event_id?: string;
+      /** Answer only once the memories' vectors are stored, so that a search by meaning finds them at once. By default a save answers as soon as its memories are durable and found by keywords; their vectors follow within seconds (the answer says vectors: pending). */
+      wait_for_vectors?: boolean;
     } | {
       /** The text to remember, self-contained: who, what, when. */
       content?: string;
@@ -658,6 +664,8 @@ interface LoreSdk {
       payload?: unknown;
       /** Id of an earlier memory this one replaces; the old one is kept in history and hidden from searches. */
       supersedes_event_id?: string;
+      /** Answer only once the memories' vectors are stored, so that a search by meaning finds them at once. By default a save answers as soon as its memories are durable and found by keywords; their vectors follow within seconds (the answer says vectors: pending). */
+      wait_for_vectors?: boolean;
     }): Promise<SavedIds>;
     /** List the org's memories newest first (by when they were saved), with the search's filters; paginated with cursor. Access: read. */
     list(args?: {

@@ -33,6 +33,10 @@ pub struct MemoryHit {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryResults {
     pub results: Vec<MemoryHit>,
+    /// How many of the org's memories have no vectors yet (the background embedder is on
+    /// them): this search ranked them by keywords alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_vectors: Option<u64>,
 }
 
 /// `memory.list`: one page of memories, newest first.
@@ -61,6 +65,10 @@ pub struct SavedIds {
     /// Which memories (0-based, input order) were deduplicated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deduplicated_indexes: Vec<usize>,
+    /// `pending`: the new memories are durable and found by keywords, and their vectors are
+    /// stored shortly (`wait_for_vectors` waits for them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<String>,
 }
 
 /// One SDK method, as `search_sdk` returns it.
