@@ -23,5 +23,5 @@ else
     LORE_BIN=$CARGO_TARGET_DIR/release/lore bash scripts/build-spin >/dev/null
     LORE=$CARGO_TARGET_DIR/release/lore
 fi
-printf 'Spin component (product, all-MiniLM-L6-v2 compiled in): %s bytes\n' "$(wc -c < "$CARGO_TARGET_DIR/spin/lore_spin.wasm")"
+printf 'Spin component (product; all-MiniLM-L6-v2 from the platform): %s bytes\n' "$(wc -c < "$CARGO_TARGET_DIR/spin/lore_spin.wasm")"
 "$NODE" bench/embed_latency.mjs "$LORE" bench/seed.py

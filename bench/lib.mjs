@@ -98,3 +98,12 @@ export function percentile(xs, p) {
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
+
+/**
+ * How many memories of every org wait in the embedding queue for their vectors, as `lore
+ * doctor` reads the database (with the static table loaded, which the count does not depend on).
+ */
+export async function queued(lore, db) {
+  const { stdout } = await run(lore, ['doctor', '--db', db, '--json', '--embedder', 'builtin']);
+  return JSON.parse(stdout).memory_index.orgs.reduce((n, o) => n + (o.vectors?.queued ?? 0), 0);
+}

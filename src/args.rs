@@ -118,6 +118,15 @@ pub(crate) enum Command {
         /// Check the cached files' digests again even when they are present.
         #[arg(long)]
         verify: bool,
+        /// Also lay the model out where `spin up` looks for it when it serves the Spin app in
+        /// this folder (`<folder>/.spin/ai-models/all-minilm-l6-v2/`), for lore's component's
+        /// `fermyon:spin/llm` embeddings; print that folder.
+        #[arg(long, value_name = "APP_DIR")]
+        spin_app: Option<std::path::PathBuf>,
+        /// Print the model's vector of each text (each embedded alone) as JSON, `{model,
+        /// vectors}`, instead of the folder.
+        #[arg(long, value_name = "TEXT")]
+        embed: Vec<String>,
     },
     /// Rebuild the stored memory index (keyword segments and their vector sketches) of every org, or of
     /// one, from its events, and report it. Safe while `lore serve` runs.

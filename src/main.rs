@@ -118,6 +118,11 @@ fn print_memory_index(index: &Value) {
         if let Some(why) = k["why"].as_str() {
             line.push_str(&format!(": {why}"));
         }
+        if let Some(queued) = org["vectors"]["queued"].as_u64().filter(|&n| n > 0) {
+            line.push_str(&format!(
+                "; {queued} memories waiting for their vectors (`lore serve` embeds them)"
+            ));
+        }
         println!("{line}");
     }
 }
@@ -249,12 +254,37 @@ fn run(command: Command) -> anyhow::Result<()> {
             json,
             embeddings,
         } => reindex(db, org, json, embeddings),
-        Command::Model { verify } => {
+        Command::Model {
+            verify,
+            spin_app,
+            embed,
+        } => {
             let dir = lore::model::ensure(true)?;
             if verify {
                 lore::model::verify(&dir)?;
             }
-            println!("{}", dir.display());
+            let shown = match spin_app {
+                Some(app) => lore::model::lay_out_for_spin(&dir, &app)?,
+                None => dir.clone(),
+            };
+            if embed.is_empty() {
+                println!("{}", shown.display());
+                return Ok(());
+            }
+            let model = lore::model::load(&dir)?;
+            let vectors = embed
+                .iter()
+                .map(|text| {
+                    model
+                        .embed(std::slice::from_ref(text))
+                        .map(|mut v| v.remove(0))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = serde_json::json!({
+                "model": lore_embed::transformer::MODEL_ID,
+                "vectors": vectors,
+            });
+            println!("{out}");
             Ok(())
         }
         Command::Login { url, no_browser } => {

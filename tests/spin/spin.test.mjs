@@ -1,7 +1,8 @@
 // Checks of the Spin build that the client suite cannot make, in the wasmtime dev host: the
 // shared storage and records suites on Spin SQLite (one request, so one fresh component
 // instance, per case), the cache port's contract on Spin key-value, revocation while a token's
-// credential is cached, state across host restarts, and the import allow-list.
+// credential is cached, state across host restarts, the import allow-list, and the platform's
+// embeddings (`fermyon:spin/llm`) against `lore serve`'s encoder (LORE_BIN: the lore binary).
 //
 //   LORE_TARGET=spin node --test tests/spin/   (scripts/test runs it after scripts/build-spin)
 import { test } from 'node:test';
@@ -186,4 +187,30 @@ test('behaviors\' schedules run from the operator route a cron calls, once per d
   const actions = await sdk("return (await client.actions.list({limit: 50})).items.filter((a: any) => a.source === 'behavior')");
   assert.equal(actions.length, 1, JSON.stringify(actions));
   assert.equal(actions[0].status, 'ok', JSON.stringify(actions[0]));
+});
+
+test("the component embeds through the platform's all-MiniLM-L6-v2, with lore serve's vectors for the same text", async (t) => {
+  const host = await startSpin({ component: SPIN_TEST_COMPONENT, operator: false });
+  t.after(() => host.dispose());
+  const texts = [
+    'who owns billing?',
+    "Dana Okafor's squad is responsible for the invoicing and payments code.",
+    // Past the model's 256 word pieces: both cut it there.
+    'the deploy pipeline runs integration tests before every release '.repeat(60),
+  ];
+  const res = await fetch(`${host.base}/__test/embed`, { method: 'POST', body: JSON.stringify({ texts }) });
+  const text = await res.text();
+  assert.equal(res.status, 200, `${text}\n${host.stderr.slice(-4000)}`);
+  const spin = JSON.parse(text);
+  const lore = process.env.LORE_BIN;
+  assert.ok(lore, 'LORE_BIN names the lore binary');
+  const native = spawnSync(lore, ['model', ...texts.flatMap((t) => ['--embed', t])], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  assert.equal(native.status, 0, native.stderr);
+  const served = JSON.parse(native.stdout);
+  assert.equal(spin.model, served.model);
+  assert.equal(spin.vectors.length, texts.length);
+  for (const [i, v] of spin.vectors.entries()) {
+    assert.equal(v.length, 384);
+    assert.deepEqual(v, served.vectors[i], `text ${i}: the same vector on Spin and natively`);
+  }
 });

@@ -10,3 +10,12 @@ pub mod openai;
 pub mod transformer;
 #[cfg(feature = "builtin")]
 pub mod wordpiece;
+
+/// all-MiniLM-L6-v2 as lore runs it, wherever it runs (natively in candle, `transformer`; on
+/// Spin through the platform's embeddings): the name its vectors are stored under (the model,
+/// its pooling and its token limit), so that vectors made on either are one model's.
+pub const MINILM_MODEL_ID: &str = "all-minilm-l6-v2-mean-256";
+/// Its vectors' length.
+pub const MINILM_DIMENSIONS: usize = 384;
+/// Word pieces it reads of a text, `[CLS]` and `[SEP]` included (the model's training length).
+pub const MINILM_MAX_TOKENS: usize = 256;

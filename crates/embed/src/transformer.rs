@@ -23,13 +23,13 @@ use super::builtin;
 use lore_base::ports::{Embedder, PortError};
 
 /// Stored beside each vector: the model, its pooling and its token limit.
-pub const MODEL_ID: &str = "all-minilm-l6-v2-mean-256";
+pub const MODEL_ID: &str = crate::MINILM_MODEL_ID;
 
 /// The model's output size.
-pub const DIMENSIONS: usize = 384;
+pub const DIMENSIONS: usize = crate::MINILM_DIMENSIONS;
 
 /// Word pieces per text, `[CLS]` and `[SEP]` included (the model's training length).
-pub const MAX_TOKENS: usize = 256;
+pub const MAX_TOKENS: usize = crate::MINILM_MAX_TOKENS;
 
 /// Word pieces per forward pass (texts times the longest one's length) and texts per pass, at
 /// most. Small passes of texts of one length: a pass of long texts holds two, so that its

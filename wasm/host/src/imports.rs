@@ -18,6 +18,7 @@ pub const ALLOWED: &[&str] = &[
     "spin:key-value/key-value@3.0.0",
     "spin:sqlite/sqlite@3.1.0",
     "spin:variables/variables@3.0.0",
+    "fermyon:spin/llm@2.0.0",
 ];
 
 /// The component's imports that this host does not provide.
@@ -63,20 +64,20 @@ mod tests {
             &engine,
             r#"(component
                 (import "wasi:clocks/wall-clock@0.2.6" (instance))
-                (import "fermyon:spin/llm@2.0.0" (instance))
+                (import "fermyon:spin/redis@2.0.0" (instance))
                 (import "spin:key-value/key-value@2.0.0" (instance))
                 (import "spin:mqtt/mqtt@3.0.0" (instance)))"#,
         );
         assert_eq!(
             unsupported(&engine, &c),
             [
-                "fermyon:spin/llm@2.0.0",
+                "fermyon:spin/redis@2.0.0",
                 "spin:key-value/key-value@2.0.0",
                 "spin:mqtt/mqtt@3.0.0"
             ]
         );
         let message = check(&engine, &c).unwrap_err().to_string();
-        assert!(message.contains("fermyon:spin/llm@2.0.0"), "{message}");
+        assert!(message.contains("fermyon:spin/redis@2.0.0"), "{message}");
     }
 
     #[test]
@@ -88,7 +89,8 @@ mod tests {
                 (import "wasi:http/types@0.3.0" (instance))
                 (import "spin:key-value/key-value@3.0.0" (instance))
                 (import "spin:sqlite/sqlite@3.1.0" (instance))
-                (import "spin:variables/variables@3.0.0" (instance)))"#,
+                (import "spin:variables/variables@3.0.0" (instance))
+                (import "fermyon:spin/llm@2.0.0" (instance)))"#,
         );
         assert!(unsupported(&engine, &c).is_empty());
         check(&engine, &c).unwrap();

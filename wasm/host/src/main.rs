@@ -1,10 +1,11 @@
 //! A local stand-in for `spin up`: serves lore's Spin component over HTTP on wasmtime, with
-//! `spin:sqlite` and `spin:key-value` backed by SQLite files (rusqlite: `--db` and `--kv`) and
-//! `spin:variables` from `--var`. One fresh component instance per request, as Spin does.
+//! `spin:sqlite` and `spin:key-value` backed by SQLite files (rusqlite: `--db` and `--kv`),
+//! `spin:variables` from `--var` and `fermyon:spin/llm`'s embeddings from `--state-dir`. One fresh component instance per request, as Spin does.
 //!
 //! It refuses a component that imports anything it does not provide (see [`imports`]).
 
 mod imports;
+mod llm;
 mod spin;
 
 use std::net::SocketAddr;
@@ -55,6 +56,11 @@ struct Args {
     /// Log every SQL statement and key-value call with its duration to stderr.
     #[arg(long)]
     trace: bool,
+    /// Spin's state directory: the embeddings model is read from its `ai-models/`, as `spin up`
+    /// reads `<app dir>/.spin/ai-models/` (default: `.spin` beside the component; `lore model
+    /// --spin-app <that folder>` puts the model there).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
     /// A Spin variable, NAME=VALUE (repeatable).
     #[arg(long = "var", value_parser = parse_var)]
     vars: Vec<(String, String)>,
@@ -249,6 +255,13 @@ async fn main() -> Result<()> {
     wasmtime_wasi::p3::add_to_linker(&mut linker)?;
     wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     spin::add_to_linker(&mut linker)?;
+    let state_dir = args.state_dir.clone().unwrap_or_else(|| {
+        args.component
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(".spin")
+    });
+    llm::add_to_linker(&mut linker, llm::Models::under(state_dir))?;
     let pre = ServicePre::new(linker.instantiate_pre(&component)?)?;
     let kv = args.kv.clone().unwrap_or_else(|| kv_beside(&args.db));
     let shared = Arc::new(spin::Shared::open(&args.db, &kv, args.vars)?);

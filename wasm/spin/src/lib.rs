@@ -13,6 +13,7 @@
 static ALLOCATOR: lore_meter::Metered<std::alloc::System> = lore_meter::Metered(std::alloc::System);
 
 mod kv;
+mod llm;
 mod ports;
 mod sqlite;
 #[cfg(feature = "test-build")]
@@ -26,7 +27,6 @@ use http_body_util::Full;
 use lore_base::ports::{Embedder, HttpClient, Ports};
 use lore_embed::builtin::BuiltinEmbedder;
 use lore_embed::openai::OpenAiEmbedder;
-use lore_embed::transformer::TransformerEmbedder;
 use lore_front::config::Spelling;
 use lore_front::{Config, Lore};
 use spin_sdk::http::body::IncomingBodyExt;
@@ -107,14 +107,6 @@ async fn variables() -> HashMap<String, String> {
     values
 }
 
-/// Bytes at an alignment fit for f32 tensors, so the weights' tensors are read with one copy.
-#[repr(C, align(16))]
-struct Aligned<B: ?Sized>(B);
-
-/// all-MiniLM-L6-v2, compiled in (`build.rs`).
-static MODEL_CONFIG: &[u8] = include_bytes!(env!("LORE_SPIN_MODEL_CONFIG"));
-static MODEL_WEIGHTS: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("LORE_SPIN_MODEL_WEIGHTS")));
-
 async fn instance() -> Result<Lore, String> {
     let variables = variables().await;
     let lookup = |name: &str| variables.get(name).cloned();
@@ -124,17 +116,16 @@ async fn instance() -> Result<Lore, String> {
         .map_err(|e| e.to_string())?;
     let clock = Rc::new(SpinClock);
     let http: Rc<dyn HttpClient> = Rc::new(SpinHttp);
-    // Both models are compiled into the component and loaded only when a request embeds.
+    let cache = Rc::new(SpinKvCache::new(KV_STORE, clock.clone()));
+    // all-MiniLM-L6-v2 from the platform (`llm.rs`), else the built-in table compiled in.
     let embedder: Rc<dyn Embedder> =
         match lore_front::config::embeddings_from_vars(Spelling::Lower, lookup)? {
             Some(endpoint) => Rc::new(OpenAiEmbedder::new(endpoint, http.clone())),
             None if lookup("lore_embedder").as_deref() == Some("builtin") => {
                 Rc::new(BuiltinEmbedder::new())
             }
-            None => Rc::new(TransformerEmbedder::from_static(
-                MODEL_CONFIG,
-                &MODEL_WEIGHTS.0,
-            )),
+            None if llm::platform_embeds(cache.as_ref()).await => Rc::new(llm::SpinLlmEmbedder),
+            None => Rc::new(BuiltinEmbedder::new()),
         };
     let ports = Ports {
         storage: Rc::new(storage),
@@ -142,7 +133,7 @@ async fn instance() -> Result<Lore, String> {
         random: Rc::new(WasiRandom),
         http: Some(http.clone()),
         embedder: Some(embedder),
-        cache: Some(Rc::new(SpinKvCache::new(KV_STORE, clock.clone()))),
+        cache: Some(cache),
         background: None,
     };
     // Usage counts: a fresh instance per request flushes its one count before it ends, into

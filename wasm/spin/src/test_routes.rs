@@ -6,6 +6,8 @@
 //!   case). A failing case panics, which traps the instance; the host then answers 500.
 //! - `POST /__test/cache-suite`: the cache port's contract (`lore_testing::ports::cache_suite`)
 //!   on [`SpinKvCache`] over the real Spin key-value store.
+//! - `POST /__test/embed` `{texts}`: the platform's all-MiniLM-L6-v2 vector of each text, as
+//!   the component's embedder asks for it (`llm.rs`), `{model, vectors}`.
 
 use std::rc::Rc;
 
@@ -24,6 +26,7 @@ pub async fn handle(request: &Request<Vec<u8>>) -> Option<Response<Vec<u8>>> {
     }
     Some(match route {
         "cache-suite" => cache_suite().await,
+        "embed" => embed(request.body()),
         _ => json_response(
             StatusCode::NOT_FOUND,
             json!({ "error": format!("no test route {route}") }),
@@ -48,4 +51,33 @@ async fn cache_suite() -> Response<Vec<u8>> {
         StatusCode::OK,
         json!({ "case": "cache-suite", "passed": true }),
     )
+}
+
+fn embed(body: &[u8]) -> Response<Vec<u8>> {
+    let texts: Vec<String> = match serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| serde_json::from_value(v["texts"].clone()).ok())
+    {
+        Some(texts) => texts,
+        None => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": "send {\"texts\": [...]}" }),
+            );
+        }
+    };
+    match texts
+        .iter()
+        .map(|t| crate::llm::embed_one(t))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(vectors) => json_response(
+            StatusCode::OK,
+            json!({ "model": lore_embed::MINILM_MODEL_ID, "vectors": vectors }),
+        ),
+        Err(e) => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": e.to_string() }),
+        ),
+    }
 }
