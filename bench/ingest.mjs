@@ -3,11 +3,11 @@
 // saved with save_memory in batches of 100 by 4 clients, each set into an org of its own on
 // `lore serve` (a fresh database, rate limits off). For each set: the seconds until every save
 // was acknowledged (durable, found by keywords), and until every memory had its vectors
-// (`lore doctor` polled until the embedding queue is empty), from the first save.
+// (`waitForVectors` in lib.mjs), from the first save.
 //
 // usage: node bench/ingest.mjs <lore>
 // env: INGEST_SHORT, INGEST_LONG, EMBEDDER (`default`: lore serve's own; or `builtin`)
-import { startLore, callTool, queued, sleep } from './lib.mjs';
+import { startLore, callTool, waitForVectors } from './lib.mjs';
 
 const [lore] = process.argv.slice(2);
 if (!lore) throw new Error('usage: node bench/ingest.mjs <lore>');
@@ -67,7 +67,7 @@ async function load(server, org, all) {
     }
   }));
   const durable = (performance.now() - started) / 1e3;
-  while (await queued(lore, server.db) > 0) await sleep(250);
+  await waitForVectors(server.base, org, token);
   const embedded = (performance.now() - started) / 1e3;
   return { durable, embedded };
 }

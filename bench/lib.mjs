@@ -100,10 +100,16 @@ export function percentile(xs, p) {
 }
 
 /**
- * How many memories of every org wait in the embedding queue for their vectors, as `lore
- * doctor` reads the database (with the static table loaded, which the count does not depend on).
+ * Waits until `org`'s memories all have their vectors: `search_memory` polled every 250 ms until
+ * three answers in a row name no `pending_vectors` (a worker's first answer comes from the stored
+ * segments and names none, so one is not enough). Polling `lore doctor` instead would take a core
+ * from the background embedder.
  */
-export async function queued(lore, db) {
-  const { stdout } = await run(lore, ['doctor', '--db', db, '--json', '--embedder', 'builtin']);
-  return JSON.parse(stdout).memory_index.orgs.reduce((n, o) => n + (o.vectors?.queued ?? 0), 0);
+export async function waitForVectors(base, org, token) {
+  for (let clean = 0; clean < 3;) {
+    const r = await callTool(base, org, token, 'search_memory', { query: 'the', limit: 1 });
+    if (r.status !== 200 || r.body?.result?.isError) throw new Error(`search_memory: ${r.status} ${r.text.slice(0, 300)}`);
+    clean = r.body.result.structuredContent.pending_vectors ? 0 : clean + 1;
+    await sleep(250);
+  }
 }

@@ -4,8 +4,8 @@
 // (query_sql over `events`). With LORE_BASELINE_BIN, the same against that binary (an earlier
 // lore, one fsync per commit) in the same run, as the peer.
 //
-// Then the time until every memory has its vectors: `lore doctor` polled until no memory waits
-// in the embedding queue, from the end of the saves.
+// Then the time until every memory has its vectors (`waitForVectors` in lib.mjs), from the end
+// of the saves.
 //
 // usage: node bench/saves.mjs <lore> [baseline lore]
 // env: SAVES_CLIENTS, SAVES_SECONDS, EMBEDDER (`default`: lore serve's own, all-MiniLM-L6-v2,
@@ -13,7 +13,7 @@
 import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startLore, callTool, percentile, queued } from './lib.mjs';
+import { startLore, callTool, percentile, waitForVectors } from './lib.mjs';
 
 /** This disk's fsync: the median of 200 writes of 4 KiB, each synced, in the temp dir. */
 function fsyncMs() {
@@ -68,9 +68,9 @@ async function measure(bin, label) {
       }
     }));
     const seconds = SECONDS;
-    // The time until no memory waits for its vectors: the queue as `lore doctor` reads it.
+    // The time until no memory waits for its vectors.
     const saved = performance.now();
-    while (await queued(bin, server.db) > 0) await new Promise((done) => setTimeout(done, 250));
+    await waitForVectors(server.base, 'saves', token);
     const embeddedAfter = (performance.now() - saved) / 1e3;
     // Every acknowledged save is there.
     const found = new Set();
