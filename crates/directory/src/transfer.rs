@@ -53,10 +53,15 @@ pub async fn export_page(
         }
         entries = directory_entries(ports, org).await?;
     }
-    let page = ports
+    let own = OrgKeys::new(org);
+    let mut page = ports
         .storage
-        .scan(OrgKeys::new(org).root(), after, limit.clamp(1, MAX_PAGE))
+        .scan(own.root(), after, limit.clamp(1, MAX_PAGE))
         .await?;
+    // Who drains the embedding queue now is this server's business, not the org's: the queue
+    // itself travels, and the importing server drains it.
+    let lease = own.embed_lease();
+    page.entries.retain(|(key, _)| *key != lease);
     let next = fill(&mut entries, page);
     Ok(Page { entries, next })
 }
@@ -147,7 +152,8 @@ enum Entry {
     /// A key of the org's own store.
     OrgData,
     /// Kept from the org's store only as this server rebuilds it (the token index, from the
-    /// tokens carried; the auth stamp, renewed; legacy MCP sessions, never carried).
+    /// tokens carried; the auth stamp, renewed; legacy MCP sessions and the embedding queue's
+    /// lease, never carried).
     Derived,
     OrgRecord,
     Principal(Principal),
@@ -170,7 +176,12 @@ fn refused(key: &str, org: &OrgId, why: &str) -> LoreError {
 fn classify(org: &OrgId, key: &str, value: &[u8]) -> Result<Entry> {
     let own = OrgKeys::new(org);
     if keys::org_of_key(key) == Some(org.as_str()) {
-        let derived = [own.tokens(), own.auth_stamp(), own.session("")];
+        let derived = [
+            own.tokens(),
+            own.auth_stamp(),
+            own.session(""),
+            own.embed_lease(),
+        ];
         return Ok(if derived.iter().any(|p| key.starts_with(p.as_str())) {
             Entry::Derived
         } else {
