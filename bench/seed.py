@@ -115,7 +115,7 @@ def main():
     items = memories(int(sys.argv[4]) if len(sys.argv) > 4 else 1000)
     saved = 0
     for i in range(0, len(items), 100):
-        ids = call(url, token, "save_memory", {"memories": items[i:i + 100]})["ids"]
+        ids = call(url, token, "save_memory", {"memories": items[i:i + 100], "wait_for_vectors": True})["ids"]
         saved += len(ids)
     print(f"seeded {saved} memories ({len({m['content'] for m in items})} distinct sentences)")
     for q in queries:
