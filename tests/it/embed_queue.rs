@@ -283,3 +283,30 @@ fn one_drain_works_an_orgs_queue_at_a_time() {
     assert_eq!(b.embedder.texts.get(), count);
     assert_eq!(stored(&storage, "o/acme/embq/"), 0);
 }
+
+#[test]
+fn a_memory_whose_vectors_are_pending_ranks_by_its_keywords_not_as_unrelated() {
+    let storage = Rc::new(MemoryStorage::new());
+    let n = node(&storage, 6);
+    let owner = n.h.owner.clone();
+    // Memories with their vectors, none sharing a word with the query below.
+    n.h.call(&owner, "save_memory", memories(40));
+    search(&n, json!({"query": "note 1"}));
+    n.later.run_all();
+    assert_eq!(stored(&storage, "o/acme/embq/"), 0);
+    // Then a tail too long for a search to embed, one of which is the only keyword match.
+    let mut tail: Vec<Value> = (0..INLINE_TAIL * 2)
+        .map(|i| json!({"content": format!("later note {i} on subject{i}")}))
+        .collect();
+    tail[3] = json!({"content": "Deploys go out on Wednesdays since March"});
+    n.h.call(&owner, "save_memory", json!({ "memories": tail }));
+    let found = search(&n, json!({"query": "Deploys"}));
+    assert!(
+        found["pending_vectors"].as_u64() > Some(INLINE_TAIL as u64),
+        "{found}"
+    );
+    assert_eq!(
+        found["results"][0]["content"], "Deploys go out on Wednesdays since March",
+        "{found}"
+    );
+}

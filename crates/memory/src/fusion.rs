@@ -12,6 +12,11 @@
 //! numbers, identifiers), which also mislead when a memory shares words and not sense. Measured
 //! against RRF and each list alone in BENCHMARKS.md ("Memory ranking").
 //!
+//! **Memories without vectors yet** (saved moments ago, the background embedder on them) are
+//! not judged unrelated by the model: one that is n-th by keywords takes the vector score of
+//! the n-th by vectors, so it ranks by its keywords alone, as the result says
+//! (`pending_vectors`), on the scale of the memories that have vectors.
+//!
 //! **Ties** go to the newer event (the greater `evt_` id), so a page's order depends on the
 //! events and not on internal document numbers. Which of many equal candidates a list keeps
 //! where it is cut (deeper than the page) follows the org's event sequence, the same on every
@@ -56,10 +61,12 @@ fn standardised<K: Copy + Eq + Hash>(list: &[(K, f64)], missing: f64) -> (HashMa
 /// The weighted fusion of a keyword and a vector ranking (each best first, raw scores, cut at
 /// `depth`): every document of either, with its fused score rounded to six places, in no
 /// particular order (callers order by [`ranked_order`] once they know the documents' ids).
+/// `unembedded` says which documents have no vector the vector ranking could have scored.
 pub(super) fn fuse<K: Copy + Eq + Hash>(
     keyword: &[(K, f64)],
     vector: &[(K, f64)],
     depth: usize,
+    unembedded: &dyn Fn(K) -> bool,
 ) -> Vec<(K, f64)> {
     let last = |list: &[(K, f64)]| list.last().map_or(0.0, |(_, s)| *s);
     // A keyword list shorter than its depth holds every document that shares a word: the rest
@@ -73,12 +80,26 @@ pub(super) fn fuse<K: Copy + Eq + Hash>(
     let (v, v_low) = standardised(vector, last(vector));
     let mut out: Vec<(K, f64)> = Vec::with_capacity(k.len() + v.len());
     let mut seen: HashSet<K> = HashSet::with_capacity(k.len() + v.len());
+    let keyword_place: HashMap<K, usize> = keyword
+        .iter()
+        .enumerate()
+        .map(|(i, (d, _))| (*d, i))
+        .collect();
     for doc in keyword.iter().chain(vector).map(|(d, _)| *d) {
         if !seen.insert(doc) {
             continue;
         }
-        let z = KEYWORD_WEIGHT * k.get(&doc).copied().unwrap_or(k_low)
-            + VECTOR_WEIGHT * v.get(&doc).copied().unwrap_or(v_low);
+        let kz = k.get(&doc).copied().unwrap_or(k_low);
+        let vz = match (v.get(&doc), keyword_place.get(&doc)) {
+            (Some(vz), _) => *vz,
+            (None, Some(&place)) if unembedded(doc) => vector
+                .get(place)
+                .and_then(|(d, _)| v.get(d))
+                .copied()
+                .unwrap_or(v_low),
+            (None, _) => v_low,
+        };
+        let z = KEYWORD_WEIGHT * kz + VECTOR_WEIGHT * vz;
         // Shown as a relevance in (0, 1), above zero like the single lists' scores: the
         // logistic of the weighted sum keeps its order.
         out.push((doc, rounded(1.0 / (1.0 + (-z).exp()), 1e6)));
@@ -99,7 +120,7 @@ mod tests {
     fn a_document_in_both_lists_beats_one_in_either() {
         let keyword = [(1u32, 9.0), (2, 5.0), (3, 1.0)];
         let vector = [(4u32, 0.8), (2, 0.7), (5, 0.2)];
-        let mut fused = fuse(&keyword, &vector, 30);
+        let mut fused = fuse(&keyword, &vector, 30, &|_| false);
         fused.sort_by(|a, b| b.1.total_cmp(&a.1));
         assert_eq!(fused[0].0, 2, "{fused:?}");
         assert_eq!(fused.len(), 5);
@@ -109,8 +130,26 @@ mod tests {
     fn the_only_keyword_match_is_lifted_above_the_documents_without_one() {
         let keyword = [(7u32, 3.2)];
         let vector = [(1u32, 0.61), (2, 0.60), (7, 0.59), (3, 0.2)];
-        let fused: HashMap<u32, f64> = fuse(&keyword, &vector, 30).into_iter().collect();
+        let fused: HashMap<u32, f64> = fuse(&keyword, &vector, 30, &|_| false)
+            .into_iter()
+            .collect();
         assert!(fused[&7] > fused[&1], "{fused:?}");
+    }
+
+    #[test]
+    fn a_memory_without_vectors_ranks_by_its_keywords_not_as_unrelated() {
+        // 9 has no vector yet and is the only keyword match; the vector list's best shares no
+        // word with the query.
+        let keyword = [(9u32, 2.5)];
+        let vector = [(1u32, 0.9), (2, 0.3), (3, 0.25), (4, 0.2)];
+        let pending = fuse(&keyword, &vector, 30, &|d| d == 9);
+        let pending: HashMap<u32, f64> = pending.into_iter().collect();
+        assert!(pending[&9] > pending[&1], "{pending:?}");
+        // With a vector the list did not rank near, 9 is judged by it.
+        let judged: HashMap<u32, f64> = fuse(&keyword, &vector, 30, &|_| false)
+            .into_iter()
+            .collect();
+        assert!(judged[&9] < pending[&9], "{judged:?}");
     }
 
     #[test]

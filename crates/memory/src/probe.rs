@@ -625,7 +625,7 @@ fn fuse_resolved(
 ) -> Vec<Resolved> {
     let by_doc: HashMap<u32, &Resolved> = keyword.iter().chain(vector).map(|r| (r.0, r)).collect();
     let scores = |list: &[Resolved]| list.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>();
-    let mut out: Vec<Resolved> = fuse(&scores(keyword), &scores(vector), depth)
+    let mut out: Vec<Resolved> = fuse(&scores(keyword), &scores(vector), depth, &|_| false)
         .into_iter()
         .map(|(d, s)| {
             let r = by_doc[&d];

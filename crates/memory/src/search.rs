@@ -142,19 +142,22 @@ impl MemoryService {
     }
 
     /// The best `limit` documents for the query: BM25 and the vector ranking (`vector`, filtered
-    /// before it was cut, as the keyword ranking is), fused by weight (`fusion.rs`). With only
+    /// before it was cut, as the keyword ranking is; `None` without a query vector), fused by
+    /// weight (`fusion.rs`), the documents without vectors by their keywords. With only
     /// one ranking available its own order and score stand; a query with no words lists the
     /// newest memories. Equal scores are ordered by event id (`fusion::ranked_order`).
     fn rank(
         &self,
         index: &KeywordIndex,
         query: &str,
-        vector: Vec<(u32, f64)>,
-        has_query_vector: bool,
+        vector: Option<Vec<(u32, f64)>>,
         filters: &Filters<'_>,
         limit: usize,
+        unembedded: &dyn Fn(u32) -> bool,
     ) -> Vec<(u32, f64)> {
         let depth = depth_for(limit);
+        let has_query_vector = vector.is_some();
+        let vector = vector.unwrap_or_default();
         let keyword = if self.ranking.get() == Ranking::Vector {
             Vec::new()
         } else {
@@ -184,7 +187,7 @@ impl MemoryService {
                 .take(limit)
                 .map(|(d, s)| (d, rounded(s, 1e4)))
                 .collect(),
-            (false, false) => fuse(&keyword, &vector, depth),
+            (false, false) => fuse(&keyword, &vector, depth, unembedded),
         };
         ranked.sort_by(|a, b| ranked_order((a.1, index.doc_id(a.0)), (b.1, index.doc_id(b.0))));
         ranked.truncate(limit);
@@ -316,10 +319,10 @@ impl MemoryService {
             .rank(
                 &cached.index,
                 &input.query,
-                vector,
-                query_vector.is_some(),
+                query_vector.as_ref().map(|_| vector),
                 &filters,
                 limit,
+                &|doc| cached.semantic.as_ref().is_some_and(|s| !s.has(doc)),
             )
             .into_iter()
             .map(|(doc, score)| {
