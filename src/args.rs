@@ -138,6 +138,12 @@ pub(crate) enum Command {
         org: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Instead, embed again every memory that has no vector under this embedder (after a
+        /// change of model, or an org moved from another platform): queued, then embedded here
+        /// with progress in the log, or by a `lore serve` on the same database if it is at it.
+        /// Until a memory has its vector, searches rank it by keywords.
+        #[arg(long = "embeddings")]
+        vectors: bool,
         #[command(flatten)]
         embeddings: EmbeddingsArgs,
     },

@@ -17,7 +17,7 @@ use lore::transfer::Side;
 use lore_base::model::{Role, Scopes};
 use lore_directory::admin::{self, InitOutcome, IssuedToken, TokenRequest};
 use lore_front::headers::OriginPolicy;
-use lore_front::{Config, Lore};
+use lore_front::{Config, IndexWork, Lore};
 
 /// `println!` through [`out`], which handles a closed pipe.
 macro_rules! outln {
@@ -120,7 +120,7 @@ fn print_memory_index(index: &Value) {
         }
         if let Some(queued) = org["vectors"]["queued"].as_u64().filter(|&n| n > 0) {
             line.push_str(&format!(
-                "; {queued} memories waiting for their vectors (`lore serve` embeds them)"
+                "; {queued} memories waiting for their vectors (`lore serve` embeds them, or `lore reindex --embeddings`)"
             ));
         }
         println!("{line}");
@@ -252,8 +252,9 @@ fn run(command: Command) -> anyhow::Result<()> {
             db,
             org,
             json,
+            vectors,
             embeddings,
-        } => reindex(db, org, json, embeddings),
+        } => reindex(db, org, json, vectors, embeddings),
         Command::Model {
             verify,
             spin_app,
@@ -535,7 +536,9 @@ fn doctor(args: DoctorArgs, org: Option<String>, embeddings: EmbeddingsArgs) -> 
     // The memory index only of a database that opened and checked out.
     let index = if report.ok {
         let lore = open(&args.db, &embeddings.choice()?)?;
-        Some(block_on(lore.memory_index(org.as_deref(), false))?)
+        Some(block_on(
+            lore.memory_index(org.as_deref(), IndexWork::Check),
+        )?)
     } else {
         None
     };
@@ -560,15 +563,38 @@ fn doctor(args: DoctorArgs, org: Option<String>, embeddings: EmbeddingsArgs) -> 
     Ok(())
 }
 
-/// `lore reindex`: rebuilds the memory indexes of one org or every org.
+/// `lore reindex`: rebuilds the memory indexes of one org or every org; with `--embeddings`,
+/// queues every memory without a vector under this embedder and embeds them here, unless a
+/// server on the same database is at it (then it does, and `lore doctor` follows it).
 fn reindex(
     db: PathBuf,
     org: Option<String>,
     json_out: bool,
+    vectors: bool,
     embeddings: EmbeddingsArgs,
 ) -> anyhow::Result<()> {
     let lore = open(&db, &embeddings.choice()?)?;
-    let index = block_on(lore.memory_index(org.as_deref(), true))?;
+    let work = if vectors {
+        IndexWork::Embeddings
+    } else {
+        IndexWork::Rebuild
+    };
+    let mut index = block_on(lore.memory_index(org.as_deref(), work))?;
+    if vectors {
+        let queued: u64 = index["orgs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["vectors"]["queued"].as_u64())
+            .sum();
+        if !json_out && queued > 0 {
+            eprintln!("{queued} memories to embed; the log says how far it got every 10 s");
+        } else if !json_out {
+            eprintln!("every memory has its vectors under this embedder");
+        }
+        block_on(lore.embedding_pass());
+        index = block_on(lore.memory_index(org.as_deref(), IndexWork::Check))?;
+    }
     if json_out {
         print_json(&index);
     } else {

@@ -63,3 +63,31 @@ test('9. lore memory run: local (--db) and remote (--url --token) both save and 
     await server.dispose();
   }
 });
+
+test('lore reindex --embeddings embeds an org again under the transformer, with the memories saved under the static table', onlyNative('the CLI opens the server\'s SQLite file with --db'), async () => {
+  const server = await startServer({ env: { LORE_EMBEDDER: 'builtin' } });
+  // More than a search embeds itself (16), so that they wait for the re-embedding.
+  const texts = ['The billing database moved to Postgres 17 in May.', 'Standups are at 9:30 on weekdays.', 'Invoices go out on the first business day.'];
+  for (let i = 0; i < 30; i++) texts.push(`Runbook step ${i}: check the ${['queue', 'cache', 'disk'][i % 3]} on host ${i}.`);
+  try {
+    await run(['save_memory', JSON.stringify({ memories: texts.map((content) => ({ content })) }), '--url', server.url, '--token', server.ownerToken]);
+  } finally {
+    await server.stop();
+  }
+  const r = await lore(['reindex', '--embeddings', '--db', server.db], { timeoutMs: 300_000 });
+  assert.equal(r.code, 0, r.stderr + r.stdout);
+  assert.match(r.stderr, /^33 memories to embed/m, r.stderr);
+  const report = await lore(['doctor', '--db', server.db, '--json'], { timeoutMs: 300_000 });
+  assert.equal(report.code, 0, report.stderr + report.stdout);
+  const org = JSON.parse(report.stdout).memory_index.orgs[0];
+  assert.equal(org.vectors.model, 'all-minilm-l6-v2-mean-256', JSON.stringify(org));
+  assert.equal(org.vectors.queued, 0, JSON.stringify(org));
+  // Found by meaning with the new model's vectors, none left to keywords.
+  const found = await run(['search_memory', JSON.stringify({ query: 'when are invoices sent' }), '--db', server.db]);
+  assert.equal(found.results[0].content, texts[2], JSON.stringify(found));
+  assert.equal(found.pending_vectors, undefined, JSON.stringify(found));
+  // Nothing is left to queue.
+  const again = await lore(['reindex', '--embeddings', '--db', server.db, '--json'], { timeoutMs: 300_000 });
+  assert.equal(again.code, 0, again.stderr + again.stdout);
+  assert.equal(JSON.parse(again.stdout).orgs[0].vectors.queued, 0);
+});

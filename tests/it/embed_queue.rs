@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use common::{Harness, START_MS};
 use lore_base::ports::{Background, Embedder, Ports, Storage};
 use lore_base::storage::memory::MemoryStorage;
+use lore_front::IndexWork;
 use lore_memory::{INLINE_TAIL, Ranking};
 use lore_testing::ports::{Later, SeqRandom, StepClock, WordHashEmbedder};
 
@@ -208,13 +209,13 @@ fn a_pending_embedding_outlives_a_crash_and_doctor_counts_it() {
         crashed.h.owner.clone()
     };
     let n = node(&storage, 6);
-    let report = block_on(n.h.lore.memory_index(Some("acme"), false)).unwrap();
+    let report = block_on(n.h.lore.memory_index(Some("acme"), IndexWork::Check)).unwrap();
     assert_eq!(report["orgs"][0]["vectors"]["queued"], count, "{report}");
     // The server's pass at start (and on its timer) drains every org's queue.
     assert_eq!(block_on(n.h.lore.embedding_pass()), 1);
     assert_eq!(stored(&storage, "o/acme/embq/"), 0);
     assert_eq!(stored(&storage, "o/acme/vec/"), count);
-    let report = block_on(n.h.lore.memory_index(Some("acme"), false)).unwrap();
+    let report = block_on(n.h.lore.memory_index(Some("acme"), IndexWork::Check)).unwrap();
     assert_eq!(report["orgs"][0]["vectors"]["queued"], 0, "{report}");
     assert_eq!(
         block_on(n.h.lore.embedding_pass()),
@@ -309,4 +310,57 @@ fn a_memory_whose_vectors_are_pending_ranks_by_its_keywords_not_as_unrelated() {
         found["results"][0]["content"], "Deploys go out on Wednesdays since March",
         "{found}"
     );
+}
+
+#[test]
+fn reindex_embeddings_queues_every_memory_without_a_vector_under_the_new_model() {
+    let storage = Rc::new(MemoryStorage::new());
+    let old = node(&storage, 7);
+    let owner = old.h.owner.clone();
+    old.h.call(&owner, "save_memory", memories(40));
+    old.later.run_all();
+    assert_eq!(stored(&storage, "o/acme/vec/"), 40);
+
+    // The same org under another model (a new embedder, or an org moved in from another
+    // platform): nothing has a vector under it.
+    let embedder = Rc::new(WordHashEmbedder::new("another-model", 32));
+    let later = Rc::new(Later::default());
+    let ports = Ports {
+        storage: storage.clone(),
+        clock: Rc::new(StepClock::starting_at(START_MS + 60_000)),
+        random: Rc::new(SeqRandom::seeded(8)),
+        http: None,
+        embedder: Some(embedder.clone() as Rc<dyn Embedder>),
+        cache: None,
+        background: Some(later.clone() as Rc<dyn Background>),
+    };
+    let new = Harness::on(ports, "acme");
+    let report = block_on(new.lore.memory_index(Some("acme"), IndexWork::Embeddings)).unwrap();
+    let org = &report["orgs"][0];
+    assert_eq!(org["vectors"]["model"], "another-model", "{report}");
+    assert_eq!(org["vectors"]["queued_now"], 40, "{report}");
+    assert_eq!(org["vectors"]["queued"], 40, "{report}");
+    assert_eq!(stored(&storage, "o/acme/embq/"), 40);
+    assert_eq!(embedder.texts.get(), 0, "queued, not embedded, by the call");
+
+    // The background embedder stores them (the serve's pass, or the CLI's), the old vectors
+    // untouched; queueing again finds nothing to do.
+    assert_eq!(block_on(new.lore.embedding_pass()), 1);
+    assert_eq!(embedder.texts.get(), 40);
+    assert_eq!(stored(&storage, "o/acme/embq/"), 0);
+    assert_eq!(stored(&storage, "o/acme/vec/"), 80);
+    let again = block_on(new.lore.memory_index(Some("acme"), IndexWork::Embeddings)).unwrap();
+    assert_eq!(again["orgs"][0]["vectors"]["queued_now"], 0, "{again}");
+    new.lore.engine.set_ranking(Ranking::Vector);
+    let r = new.call(
+        &owner,
+        "search_memory",
+        json!({"query": "note 17 about topic17 and area3"}),
+    );
+    let found = &r["structuredContent"];
+    assert_eq!(
+        found["results"][0]["content"], "note 17 about topic17 and area3",
+        "{found}"
+    );
+    assert!(found.get("pending_vectors").is_none(), "{found}");
 }

@@ -15,7 +15,7 @@ use lore_base::storage::Storage;
 use lore_base::storage::memory::MemoryStorage;
 use lore_directory::Caller;
 use lore_directory::admin;
-use lore_front::{Config, Lore};
+use lore_front::{Config, IndexWork, Lore};
 use lore_memory::segments::{Manifest, SEGMENT_EVENTS};
 use lore_testing::faulty::FaultyStorage;
 use lore_testing::ports::{Later, SeqRandom};
@@ -366,7 +366,7 @@ fn segment_keys_are_the_orgs_own() {
 fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
     let store = settled(300, 2);
     let (lore, _) = instance(store.clone(), 8);
-    let report = block_on(lore.memory_index(None, false)).unwrap();
+    let report = block_on(lore.memory_index(None, IndexWork::Check)).unwrap();
     assert_eq!(report["healthy"], json!(true), "{report}");
     let acme = &report["orgs"][0];
     assert_eq!(acme["org"], json!("acme"));
@@ -387,7 +387,7 @@ fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
     bytes[mid] ^= 0x01;
     block_on(store.put(&part, bytes.clone())).unwrap();
     let (doctor, _) = instance(store.clone(), 10);
-    let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();
+    let report = block_on(doctor.memory_index(Some("acme"), IndexWork::Check)).unwrap();
     assert_eq!(report["healthy"], json!(false), "{report}");
     let k = &report["orgs"][0]["keyword_segments"];
     assert_eq!(k["state"], json!("unusable"), "{k}");
@@ -396,7 +396,7 @@ fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
 
     // Reindex rebuilds every segment from the events; the answer stays the same.
     let (_, expected) = cold_search(store.clone(), "heron oncall");
-    let rebuilt = block_on(doctor.memory_index(Some("acme"), true)).unwrap();
+    let rebuilt = block_on(doctor.memory_index(Some("acme"), IndexWork::Rebuild)).unwrap();
     assert_eq!(rebuilt["healthy"], json!(true), "{rebuilt}");
     let k = &rebuilt["orgs"][0]["keyword_segments"];
     assert_eq!(k["documents"], json!(302), "{k}");
@@ -414,13 +414,13 @@ fn doctor_reports_unusable_segments_and_reindex_rebuilds_them() {
     let mut bytes = block_on(store.get(&page)).unwrap().unwrap();
     bytes.truncate(bytes.len() - 3);
     block_on(store.put(&page, bytes)).unwrap();
-    let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();
+    let report = block_on(doctor.memory_index(Some("acme"), IndexWork::Check)).unwrap();
     assert_eq!(report["healthy"], json!(false), "{report}");
-    let rebuilt = block_on(doctor.memory_index(Some("acme"), true)).unwrap();
+    let rebuilt = block_on(doctor.memory_index(Some("acme"), IndexWork::Rebuild)).unwrap();
     assert_eq!(rebuilt["healthy"], json!(true), "{rebuilt}");
 
     // An unknown org is a clear error, not an empty report.
-    let err = block_on(doctor.memory_index(Some("nope"), false)).unwrap_err();
+    let err = block_on(doctor.memory_index(Some("nope"), IndexWork::Check)).unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
 }
 
@@ -551,7 +551,7 @@ fn a_sketch_or_id_page_that_does_not_open_is_rebuilt() {
     assert!(broken.iter().any(|k| k.contains("/p/i/")), "{broken:?}");
     // `lore doctor` checks the parts only per-request searches read, too.
     let (doctor, _) = instance_with(store.clone(), 64, Some(embedder.clone()));
-    let report = block_on(doctor.memory_index(Some("acme"), false)).unwrap();
+    let report = block_on(doctor.memory_index(Some("acme"), IndexWork::Check)).unwrap();
     let k = &report["orgs"][0]["keyword_segments"];
     assert_eq!(k["state"], json!("unusable"), "{report}");
     let (probe, counted) = per_request(store.clone(), 61, Some(embedder.clone()));

@@ -246,6 +246,12 @@ impl Engine {
         self.memory.reindex(&self.ports, caller).await
     }
 
+    /// Queues every memory of the caller's org without a vector under the current embedder
+    /// (`lore reindex --embeddings`); how many.
+    pub async fn queue_embeddings(&self, caller: &Caller) -> Result<usize, LoreError> {
+        self.memory.queue_embeddings(&self.ports, caller).await
+    }
+
     /// Stores the caller's org memory index as segments when a write is due (so a fresh
     /// instance loads it in a few reads): from this instance's loaded index, or from the
     /// events past the stored segments when a commit marked the org (`memory/tail.rs`); and

@@ -129,9 +129,13 @@ impl Lore {
     }
 
     /// Each org's stored memory index as a fresh instance finds it (`lore doctor`, the
-    /// operator route `doctor`), or one org's. With `reindex`, rebuilds them from the events
-    /// first (`lore reindex`). An org whose owner is gone is reported, not skipped silently.
-    pub async fn memory_index(&self, org: Option<&str>, reindex: bool) -> Result<Value, LoreError> {
+    /// operator route `doctor`), or one org's, after `work` (`lore reindex`, with or without
+    /// `--embeddings`). An org whose owner is gone is reported, not skipped silently.
+    pub async fn memory_index(
+        &self,
+        org: Option<&str>,
+        work: IndexWork,
+    ) -> Result<Value, LoreError> {
         let orgs = match org {
             Some(name) => {
                 let id = lore_base::ids::OrgId::parse(name)?;
@@ -146,12 +150,22 @@ impl Lore {
         };
         let mut out = Vec::with_capacity(orgs.len());
         for org in orgs {
-            let report =
-                match lore_directory::caller::member_now(self.ports(), &org.id, &org.owner).await {
-                    Ok(caller) if reindex => self.engine.reindex_memory(&caller).await,
-                    Ok(caller) => self.engine.memory_health(&caller).await,
-                    Err(e) => Err(e),
-                };
+            let caller =
+                lore_directory::caller::member_now(self.ports(), &org.id, &org.owner).await;
+            let report = match (caller, work) {
+                (Ok(caller), IndexWork::Check) => self.engine.memory_health(&caller).await,
+                (Ok(caller), IndexWork::Rebuild) => self.engine.reindex_memory(&caller).await,
+                (Ok(caller), IndexWork::Embeddings) => {
+                    match self.engine.queue_embeddings(&caller).await {
+                        Ok(queued) => self.engine.memory_health(&caller).await.map(|mut r| {
+                            r["vectors"]["queued_now"] = json!(queued);
+                            r
+                        }),
+                        Err(e) => Err(e),
+                    }
+                }
+                (Err(e), _) => Err(e),
+            };
             out.push(report.unwrap_or_else(
                 |e| json!({ "org": org.id, "healthy": false, "error": e.to_string() }),
             ));
@@ -204,4 +218,16 @@ impl Lore {
 /// The server's name and version, as MCP's `serverInfo`.
 fn server_info() -> Value {
     json!({ "name": "lore", "title": "lore", "version": lore_base::VERSION })
+}
+
+/// What [`Lore::memory_index`] does to each org's memory index before it reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexWork {
+    /// Nothing (`lore doctor`).
+    Check,
+    /// Rebuilds the stored segments from the events (`lore reindex`).
+    Rebuild,
+    /// Queues every memory without a vector under the current embedder, for the background
+    /// embedder (`lore reindex --embeddings`).
+    Embeddings,
 }

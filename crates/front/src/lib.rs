@@ -24,6 +24,6 @@ mod routes;
 mod web;
 
 pub use config::{Config, DEFAULT_MAX_BODY};
-pub use instance::Lore;
+pub use instance::{IndexWork, Lore};
 pub use lore_base::VERSION;
 pub use responses::json_response;

@@ -12,7 +12,7 @@
 //! `Authorization: Bearer <that secret>`; without the secret every such path is a plain 404.
 //! Delete the secret when you are done to close the door.
 
-use crate::instance::Lore;
+use crate::instance::{IndexWork, Lore};
 use crate::responses::json_response;
 use http::{Method, Request, Response, StatusCode};
 use lore_base::error::LoreError;
@@ -55,6 +55,9 @@ struct OrgArgs {
 struct MaybeOrg {
     #[serde(default)]
     org: Option<String>,
+    /// `reindex` only: queue every memory without a vector under the server's embedder.
+    #[serde(default)]
+    embeddings: bool,
 }
 
 #[derive(Deserialize)]
@@ -248,7 +251,19 @@ async fn run(lore: &Lore, action: &str, body: &[u8]) -> Result<Value, Refusal> {
         }
         "doctor" | "reindex" => {
             let args: MaybeOrg = parse(body)?;
-            lore.memory_index(args.org.as_deref(), action == "reindex")
+            let work = match (action, args.embeddings) {
+                ("doctor", false) => IndexWork::Check,
+                ("doctor", true) => {
+                    return Err(refuse(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_argument",
+                        "embeddings is for reindex (doctor changes nothing)",
+                    ));
+                }
+                (_, false) => IndexWork::Rebuild,
+                (_, true) => IndexWork::Embeddings,
+            };
+            lore.memory_index(args.org.as_deref(), work)
                 .await
                 .map_err(from_lore)
         }

@@ -25,6 +25,7 @@ use lore_base::ids::OrgId;
 use lore_base::keys::OrgKeys;
 use lore_base::ports::Ports;
 use lore_base::storage::{Batch, StorageError};
+use lore_directory::Caller;
 
 /// Memories one round embeds and stores: a long memory's windows make several texts, and the
 /// embedder serves waiting calls between rounds.
@@ -34,6 +35,10 @@ pub const DRAIN_MEMORIES: usize = 16;
 const LOOK_UP: usize = 256;
 /// How long a drain's lease holds without a round renewing it.
 const LEASE_MS: i64 = 60_000;
+/// How often a drain says how far it got (at info level): a long one is an operation.
+const PROGRESS_EVERY_MS: i64 = 10_000;
+/// Queue keys a re-embedding writes per batch.
+const QUEUE_BATCH: usize = 1_000;
 /// Memories without vectors a search embeds itself before it ranks; past it the search ranks
 /// them by keywords alone, says how many, and leaves them to the background embedder.
 pub const INLINE_TAIL: usize = 16;
@@ -97,9 +102,18 @@ impl MemoryService {
             tried: HashSet::new(),
         };
         let mut done = 0;
+        let mut told_at = ports.clock.now_ms();
         let outcome = loop {
             match self.round(ports, org, keys, &mut drain).await {
-                Ok(Round::Stored(n)) => done += n,
+                Ok(Round::Stored(n)) => {
+                    done += n;
+                    let now = ports.clock.now_ms();
+                    if now - told_at >= PROGRESS_EVERY_MS {
+                        told_at = now;
+                        let left = queued(ports, keys).await.unwrap_or(0);
+                        tracing::info!(org = %org, model = %drain.model, stored = done, queued = left, "embedding the org's memories");
+                    }
+                }
                 Ok(Round::Done) => break Ok(done),
                 // Another drain took the lease over (this one outlived it): it goes on.
                 Ok(Round::LostLease) => return Ok(done),
@@ -114,6 +128,48 @@ impl MemoryService {
             tracing::debug!(error = %e, "the embedding lease was not released; it expires");
         }
         outcome
+    }
+
+    /// Queues every memory of the caller's org that has no vector under the current embedder
+    /// (`lore reindex --embeddings`, the operator route `reindex` with `embeddings`): after a
+    /// change of model, or an org moved from a platform whose model differs. The background
+    /// embedder then stores them round by round, crash-safe like any queue, its progress in the
+    /// log and in `lore doctor`'s `vectors.queued`. Until a memory has its new vector, searches
+    /// rank it by keywords (`pending_vectors`). How many it queued.
+    pub async fn queue_embeddings(&self, ports: &Ports, caller: &Caller) -> Result<usize> {
+        let Some(embedder) = ports.embedder.clone() else {
+            return Ok(0);
+        };
+        // The loaded index knows every memory and, on its first look, every stored vector.
+        self.refresh(ports, caller).await?;
+        let (org, keys) = (caller.org(), caller.keys());
+        let model = embedder.model_id().to_string();
+        let (mkey, dims) = (model_key(&model), embedder.dimensions());
+        let mut looked: HashSet<String> = HashSet::new();
+        let mut unstored: Vec<String> = Vec::new();
+        loop {
+            let missing = self.unqueued_missing(org, &model, &looked);
+            if missing.is_empty() {
+                break;
+            }
+            // Vectors another process stored since this one looked are not queued again.
+            let stored = stored_vectors_of(ports, keys, &mkey, dims, &missing).await?;
+            unstored.extend(missing.iter().filter(|u| !stored.contains_key(*u)).cloned());
+            looked.extend(missing);
+            self.index_vectors(org, &model, stored);
+        }
+        for chunk in unstored.chunks(QUEUE_BATCH) {
+            let mut batch = Batch::new();
+            for ulid in chunk {
+                batch.put(keys.embed_queued(ulid), b"1".to_vec());
+            }
+            ports.storage.commit(batch).await?;
+        }
+        if !unstored.is_empty() {
+            self.mark_embed_due(org);
+            tracing::info!(org = %org, model = %model, queued = unstored.len(), "memories queued to be embedded again");
+        }
+        Ok(unstored.len())
     }
 
     /// One round of a drain: the oldest queued memories (or, with none queued, those the
