@@ -264,7 +264,7 @@ impl MemoryService {
 
     /// The texts of the memories `ulids` (this instance's cached events, the rest in one read);
     /// a memory no longer stored has none.
-    async fn texts_of(
+    pub(super) async fn texts_of(
         &self,
         ports: &Ports,
         org: &OrgId,

@@ -481,24 +481,21 @@ impl MemoryService {
             .iter()
             .map(|e| (e.id.strip_prefix("evt_").unwrap_or(&e.id), e))
             .collect();
+        // The fresh events' texts are at hand; the rest come from the event cache, else one read.
         let mut to_embed: Vec<(String, String)> = Vec::new();
+        let mut elsewhere: Vec<String> = Vec::new();
         for (_, ulid) in left.into_iter().take(inline) {
-            let text = match texts_of.get(ulid.as_str()) {
-                Some(e) => Some(e.content.clone()),
-                None => self
-                    .events
-                    .borrow_mut()
-                    .get(org.as_str(), &format!("evt_{ulid}"))
-                    .map(|e| e.content.clone()),
-            };
-            let text = match text {
-                Some(t) => t,
-                None => match ports.record::<Event>(&keys.event(ulid)).await {
-                    Ok(Some(e)) => e.content,
-                    _ => continue,
-                },
-            };
-            to_embed.push((ulid.clone(), text));
+            match texts_of.get(ulid.as_str()) {
+                Some(e) => to_embed.push((ulid.clone(), e.content.clone())),
+                None => elsewhere.push(ulid.clone()),
+            }
+        }
+        if !elsewhere.is_empty() {
+            let wanted: Vec<&String> = elsewhere.iter().collect();
+            match self.texts_of(ports, org, keys, &wanted).await {
+                Ok(texts) => to_embed.extend(texts),
+                Err(e) => tracing::warn!(error = %e, "could not read the texts to embed"),
+            }
         }
         if !to_embed.is_empty() {
             let texts: Vec<String> = to_embed.iter().map(|(_, t)| t.clone()).collect();

@@ -289,8 +289,8 @@ pub async fn stored_vectors_of(
         .collect())
 }
 
-/// The stored vectors (each memory's, [`pieces`]) under `model` for the given event ulids: one read each when few are
-/// wanted, else a scan of the org's vectors from the oldest ulid wanted on (ulids grow with
+/// The stored vectors (each memory's, [`pieces`]) under `model` for the given event ulids: one
+/// read of them all when few are wanted, else a scan of the org's vectors from the oldest ulid wanted on (ulids grow with
 /// time, so after the sketches the wanted ones are mostly the newest; the scan stops once it has
 /// them all).
 pub async fn stored_vectors(
@@ -300,8 +300,8 @@ pub async fn stored_vectors(
     dims: usize,
     ulids: &[String],
 ) -> Result<HashMap<String, Vec<Vec<f32>>>> {
-    let mut out = HashMap::new();
     if ulids.len() > 64 {
+        let mut out = HashMap::new();
         let wanted: std::collections::HashSet<&str> = ulids.iter().map(String::as_str).collect();
         let oldest = ulids.iter().min().expect("more than 64");
         let prefix = keys.vectors(model);
@@ -328,14 +328,7 @@ pub async fn stored_vectors(
         }
         return Ok(out);
     }
-    for ulid in ulids {
-        if let Some(bytes) = ports.storage.get(&keys.vector(model, ulid)).await?
-            && let Some(v) = decode(&bytes, dims)
-        {
-            out.insert(ulid.clone(), v);
-        }
-    }
-    Ok(out)
+    stored_vectors_of(ports, keys, model, dims, ulids).await
 }
 
 #[cfg(test)]

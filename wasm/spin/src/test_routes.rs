@@ -54,17 +54,9 @@ async fn cache_suite() -> Response<Vec<u8>> {
 }
 
 fn embed(body: &[u8]) -> Response<Vec<u8>> {
-    let texts: Vec<String> = match serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| serde_json::from_value(v["texts"].clone()).ok())
-    {
-        Some(texts) => texts,
-        None => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                json!({ "error": "send {\"texts\": [...]}" }),
-            );
-        }
+    let texts = match routes::embed_texts(body) {
+        Ok(texts) => texts,
+        Err(refused) => return refused,
     };
     match texts
         .iter()

@@ -24,7 +24,7 @@ use lore_base::storage::Storage;
 use lore_front::Lore;
 use lore_front::json_response;
 use lore_testing::routes;
-use serde_json::{Value, json};
+use serde_json::json;
 use worker::Env;
 
 use crate::d1::D1Storage;
@@ -91,17 +91,9 @@ async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
             json!({ "error": "no AI binding" }),
         );
     };
-    let texts: Vec<String> = match serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| serde_json::from_value(v["texts"].clone()).ok())
-    {
-        Some(texts) => texts,
-        None => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                json!({ "error": "body must be {\"texts\": [...]}" }),
-            );
-        }
+    let texts = match routes::embed_texts(body) {
+        Ok(texts) => texts,
+        Err(refused) => return refused,
     };
     match embedder.embed(&texts).await {
         Ok(vectors) => json_response(
