@@ -29,7 +29,7 @@ use lore_directory::Caller;
 
 /// Memories one round embeds and stores: a long memory's windows make several texts, and the
 /// embedder serves waiting calls between rounds.
-pub const DRAIN_MEMORIES: usize = 16;
+pub const DRAIN_MEMORIES: usize = 64;
 /// Memories without a queue key a round looks up in storage (one read) before it embeds the
 /// first [`DRAIN_MEMORIES`] of those not stored.
 const LOOK_UP: usize = 256;
