@@ -95,14 +95,14 @@ where
 
 /// The texts of a platform's `POST /__test/embed` body, `{"texts": [...]}`, or the 400 answer
 /// to anything else.
-pub fn embed_texts(body: &[u8]) -> Result<Vec<String>, Response<Vec<u8>>> {
+pub fn embed_texts(body: &[u8]) -> Result<Vec<String>, Box<Response<Vec<u8>>>> {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| serde_json::from_value(v["texts"].clone()).ok())
         .ok_or_else(|| {
-            json_response(
+            Box::new(json_response(
                 StatusCode::BAD_REQUEST,
                 json!({ "error": "the body must be {\"texts\": [\"...\"]}" }),
-            )
+            ))
         })
 }

@@ -56,7 +56,7 @@ async fn cache_suite() -> Response<Vec<u8>> {
 fn embed(body: &[u8]) -> Response<Vec<u8>> {
     let texts = match routes::embed_texts(body) {
         Ok(texts) => texts,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     match texts
         .iter()

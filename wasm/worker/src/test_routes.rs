@@ -93,7 +93,7 @@ async fn embed(lore: &Lore, body: &[u8]) -> Response<Vec<u8>> {
     };
     let texts = match routes::embed_texts(body) {
         Ok(texts) => texts,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     match embedder.embed(&texts).await {
         Ok(vectors) => json_response(
