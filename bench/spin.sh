@@ -26,5 +26,9 @@ bash scripts/build-spin >/dev/null
 BIN=$(mktemp -d "${TMPDIR:-/tmp}/lore-bench-spin-bin.XXXXXX")
 trap 'rm -rf "$BIN"' EXIT
 cp "$CARGO_TARGET_DIR/release/lore" "$CARGO_TARGET_DIR/spin/lore-spin-host" "$CARGO_TARGET_DIR/spin/lore_spin.wasm" "$BIN/"
+# The model where the dev host looks for it (`.spin/ai-models/` beside the component, as
+# scripts/build-spin laid it out): without it the component embeds with the built-in table, and
+# the two targets' answers differ.
+ln -s "$CARGO_TARGET_DIR/spin/.spin" "$BIN/.spin"
 LORE_RELEASE_BIN=$BIN/lore SPIN_HOST=$BIN/lore-spin-host SPIN_COMPONENT=$BIN/lore_spin.wasm \
     "$NODE" bench/spin_latency.mjs
