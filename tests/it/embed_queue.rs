@@ -28,7 +28,12 @@ struct Node {
 }
 
 fn node(storage: &Rc<MemoryStorage>, seed: u64) -> Node {
-    let embedder = Rc::new(WordHashEmbedder::new("test-model", 48));
+    node_under(storage, seed, WordHashEmbedder::new("test-model", 48))
+}
+
+/// A node on `storage` whose embedder is `embedder` (another model than [`node`]'s).
+fn node_under(storage: &Rc<MemoryStorage>, seed: u64, embedder: WordHashEmbedder) -> Node {
+    let embedder = Rc::new(embedder);
     let clock = Rc::new(StepClock::starting_at(START_MS));
     let later = Rc::new(Later::default());
     let ports = Ports {
@@ -323,41 +328,33 @@ fn reindex_embeddings_queues_every_memory_without_a_vector_under_the_new_model()
 
     // The same org under another model (a new embedder, or an org moved in from another
     // platform): nothing has a vector under it.
-    let embedder = Rc::new(WordHashEmbedder::new("another-model", 32));
-    let later = Rc::new(Later::default());
-    let ports = Ports {
-        storage: storage.clone(),
-        clock: Rc::new(StepClock::starting_at(START_MS + 60_000)),
-        random: Rc::new(SeqRandom::seeded(8)),
-        http: None,
-        embedder: Some(embedder.clone() as Rc<dyn Embedder>),
-        cache: None,
-        background: Some(later.clone() as Rc<dyn Background>),
-    };
-    let new = Harness::on(ports, "acme");
-    let report = block_on(new.lore.memory_index(Some("acme"), IndexWork::Embeddings)).unwrap();
+    let new = node_under(&storage, 8, WordHashEmbedder::new("another-model", 32));
+    let report = block_on(new.h.lore.memory_index(Some("acme"), IndexWork::Embeddings)).unwrap();
     let org = &report["orgs"][0];
     assert_eq!(org["vectors"]["model"], "another-model", "{report}");
     assert_eq!(org["vectors"]["queued_now"], 40, "{report}");
     assert_eq!(org["vectors"]["queued"], 40, "{report}");
     assert_eq!(stored(&storage, "o/acme/embq/"), 40);
-    assert_eq!(embedder.texts.get(), 0, "queued, not embedded, by the call");
+    assert_eq!(
+        new.embedder.texts.get(),
+        0,
+        "queued, not embedded, by the call"
+    );
 
     // The background embedder stores them (the serve's pass, or the CLI's), the old vectors
     // untouched; queueing again finds nothing to do.
-    assert_eq!(block_on(new.lore.embedding_pass()), 1);
-    assert_eq!(embedder.texts.get(), 40);
+    assert_eq!(block_on(new.h.lore.embedding_pass()), 1);
+    assert_eq!(new.embedder.texts.get(), 40);
     assert_eq!(stored(&storage, "o/acme/embq/"), 0);
     assert_eq!(stored(&storage, "o/acme/vec/"), 80);
-    let again = block_on(new.lore.memory_index(Some("acme"), IndexWork::Embeddings)).unwrap();
+    let again = block_on(new.h.lore.memory_index(Some("acme"), IndexWork::Embeddings)).unwrap();
     assert_eq!(again["orgs"][0]["vectors"]["queued_now"], 0, "{again}");
-    new.lore.engine.set_ranking(Ranking::Vector);
-    let r = new.call(
+    new.h.lore.engine.set_ranking(Ranking::Vector);
+    let found = search_as(
+        &new,
         &owner,
-        "search_memory",
         json!({"query": "note 17 about topic17 and area3"}),
     );
-    let found = &r["structuredContent"];
     assert_eq!(
         found["results"][0]["content"], "note 17 about topic17 and area3",
         "{found}"

@@ -30,8 +30,8 @@ use lore_directory::Caller;
 /// Memories one round embeds and stores: a long memory's windows make several texts, and the
 /// embedder serves waiting calls between rounds.
 pub const DRAIN_MEMORIES: usize = 64;
-/// Memories without a queue key a round looks up in storage (one read) before it embeds the
-/// first [`DRAIN_MEMORIES`] of those not stored.
+/// Memories without a queue key a round (or a re-embedding) looks up in storage in one read;
+/// a round then embeds the first [`DRAIN_MEMORIES`] of those not stored.
 const LOOK_UP: usize = 256;
 /// How long a drain's lease holds without a round renewing it.
 const LEASE_MS: i64 = 60_000;
@@ -145,17 +145,12 @@ impl MemoryService {
         let (org, keys) = (caller.org(), caller.keys());
         let model = embedder.model_id().to_string();
         let (mkey, dims) = (model_key(&model), embedder.dimensions());
-        let mut looked: HashSet<String> = HashSet::new();
+        let missing = self.unqueued_missing(org, &model, &HashSet::new(), usize::MAX);
         let mut unstored: Vec<String> = Vec::new();
-        loop {
-            let missing = self.unqueued_missing(org, &model, &looked);
-            if missing.is_empty() {
-                break;
-            }
+        for missing in missing.chunks(LOOK_UP) {
             // Vectors another process stored since this one looked are not queued again.
-            let stored = stored_vectors_of(ports, keys, &mkey, dims, &missing).await?;
+            let stored = stored_vectors_of(ports, keys, &mkey, dims, missing).await?;
             unstored.extend(missing.iter().filter(|u| !stored.contains_key(*u)).cloned());
-            looked.extend(missing);
             self.index_vectors(org, &model, stored);
         }
         for chunk in unstored.chunks(QUEUE_BATCH) {
@@ -186,7 +181,7 @@ impl MemoryService {
         let page = ports.storage.scan(&prefix, None, DRAIN_MEMORIES).await?;
         let mut batch = Batch::new();
         let texts = if page.entries.is_empty() {
-            let missing = self.unqueued_missing(org, &drain.model, &drain.tried);
+            let missing = self.unqueued_missing(org, &drain.model, &drain.tried, LOOK_UP);
             if missing.is_empty() {
                 return Ok(Round::Done);
             }
@@ -242,8 +237,14 @@ impl MemoryService {
     }
 
     /// The oldest documents of `org`'s loaded index without a vector under `model` that
-    /// `tried` does not hold, by event ulid: at most [`LOOK_UP`].
-    fn unqueued_missing(&self, org: &OrgId, model: &str, tried: &HashSet<String>) -> Vec<String> {
+    /// `tried` does not hold, by event ulid: at most `limit`.
+    fn unqueued_missing(
+        &self,
+        org: &OrgId,
+        model: &str,
+        tried: &HashSet<String>,
+        limit: usize,
+    ) -> Vec<String> {
         let indexes = self.indexes.borrow();
         let Some(cached) = indexes.get(org) else {
             return Vec::new();
@@ -258,7 +259,7 @@ impl MemoryService {
                 id.strip_prefix("evt_").unwrap_or(id).to_string()
             })
             .filter(|u| !tried.contains(u))
-            .take(LOOK_UP)
+            .take(limit)
             .collect()
     }
 

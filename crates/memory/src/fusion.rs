@@ -80,24 +80,21 @@ pub(super) fn fuse<K: Copy + Eq + Hash>(
     let (v, v_low) = standardised(vector, last(vector));
     let mut out: Vec<(K, f64)> = Vec::with_capacity(k.len() + v.len());
     let mut seen: HashSet<K> = HashSet::with_capacity(k.len() + v.len());
-    let keyword_place: HashMap<K, usize> = keyword
-        .iter()
-        .enumerate()
-        .map(|(i, (d, _))| (*d, i))
-        .collect();
-    for doc in keyword.iter().chain(vector).map(|(d, _)| *d) {
+    // The keyword list comes first: a document's first place in the chain below its length is
+    // its place by keywords.
+    for (place, doc) in keyword.iter().chain(vector).map(|(d, _)| *d).enumerate() {
         if !seen.insert(doc) {
             continue;
         }
         let kz = k.get(&doc).copied().unwrap_or(k_low);
-        let vz = match (v.get(&doc), keyword_place.get(&doc)) {
-            (Some(vz), _) => *vz,
-            (None, Some(&place)) if unembedded(doc) => vector
+        let vz = match v.get(&doc) {
+            Some(vz) => *vz,
+            None if place < keyword.len() && unembedded(doc) => vector
                 .get(place)
                 .and_then(|(d, _)| v.get(d))
                 .copied()
                 .unwrap_or(v_low),
-            (None, _) => v_low,
+            None => v_low,
         };
         let z = KEYWORD_WEIGHT * kz + VECTOR_WEIGHT * vz;
         // Shown as a relevance in (0, 1), above zero like the single lists' scores: the

@@ -290,9 +290,9 @@ pub async fn stored_vectors_of(
 }
 
 /// The stored vectors (each memory's, [`pieces`]) under `model` for the given event ulids: one
-/// read of them all when few are wanted, else a scan of the org's vectors from the oldest ulid wanted on (ulids grow with
-/// time, so after the sketches the wanted ones are mostly the newest; the scan stops once it has
-/// them all).
+/// read of them all when few are wanted, else a scan of the org's vectors from the oldest ulid
+/// wanted on (ulids grow with time, so after the sketches the wanted ones are mostly the newest;
+/// the scan stops once it has them all).
 pub async fn stored_vectors(
     ports: &Ports,
     keys: &OrgKeys,
