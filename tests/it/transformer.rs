@@ -45,6 +45,28 @@ fn vectors_are_unit_length_the_same_in_any_batch_and_nearer_for_paraphrases() {
     );
 }
 
+/// Vectors of the same model in PyTorch `sentence-transformers` (6.2.0, torch 2.15.0, from
+/// the same weights; made once with `bench/encoder.sh`'s venv, `m.encode(texts)` with
+/// `max_seq_length` 256): a short text, one padded in a batch with longer ones, and one cut at
+/// 256 word pieces.
+#[test]
+fn vectors_match_sentence_transformers_for_the_same_texts() {
+    #[derive(serde::Deserialize)]
+    struct Reference {
+        texts: Vec<String>,
+        vectors: Vec<Vec<f32>>,
+    }
+    let reference: Reference =
+        serde_json::from_str(include_str!("fixtures/minilm_sentence_transformers.json")).unwrap();
+    let embedder = TransformerEmbedder::new(model());
+    let ours = futures_executor::block_on(embedder.embed(&reference.texts)).unwrap();
+    for ((text, theirs), ours) in reference.texts.iter().zip(&reference.vectors).zip(&ours) {
+        let norm = cosine(theirs, theirs).sqrt();
+        let similarity = cosine(theirs, ours) / norm;
+        assert!(similarity > 0.9999, "{similarity} for {text:.40}");
+    }
+}
+
 #[test]
 fn compiled_in_bytes_load_on_first_use() {
     let dir = lore::model::ensure(false).unwrap();

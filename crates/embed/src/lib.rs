@@ -3,6 +3,8 @@
 //! endpoint over the [`lore_base::ports::HttpClient`] port. Platform embedders (Workers AI) live in
 //! their adapters.
 
+#[cfg(feature = "transformer")]
+mod bert;
 #[cfg(feature = "builtin")]
 pub mod builtin;
 pub mod openai;

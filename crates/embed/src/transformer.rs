@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 
+use super::bert::{Config, Encoder, pooled};
 use super::builtin;
 use lore_base::ports::{Embedder, PortError};
 
@@ -77,14 +76,14 @@ impl Words {
     }
 }
 
-/// A model's config, its encoder's tensors and its word embeddings' bytes.
-type Parts<'a> = (Config, HashMap<String, Tensor>, &'a [u8]);
+/// A model's config, its encoder and its word embeddings' bytes.
+type Parts<'a> = (Config, Encoder, &'a [u8]);
 
 /// The loaded model, shareable by every thread of a process.
 pub struct TransformerModel {
     config: Config,
     /// Every tensor but the word embeddings.
-    encoder: HashMap<String, Tensor>,
+    encoder: Encoder,
     words: Words,
     cache: Mutex<QueryCache>,
 }
@@ -107,7 +106,7 @@ impl TransformerModel {
         Ok(Self::new(config, encoder, Words(Cow::Borrowed(words))))
     }
 
-    fn new(config: Config, encoder: HashMap<String, Tensor>, words: Words) -> Self {
+    fn new(config: Config, encoder: Encoder, words: Words) -> Self {
         Self {
             config,
             encoder,
@@ -152,6 +151,7 @@ impl TransformerModel {
             }
         }
         let words = words.ok_or_else(|| ModelError::Shape(format!("no {WORDS}")))?;
+        let encoder = Encoder::new(&config, encoder)?;
         Ok((config, encoder, words))
     }
 
@@ -196,57 +196,22 @@ impl TransformerModel {
         Ok(out)
     }
 
-    /// One forward pass over texts of word pieces; their pooled, normalised vectors. The
-    /// model is assembled for the batch's own vocabulary: its distinct tokens' rows, renumbered.
+    /// One forward pass over texts of word pieces; their pooled, normalised vectors.
     fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let mut local: HashMap<u32, u32> = HashMap::new();
-        let mut rows: Vec<f32> = Vec::new();
         let width = batch.iter().map(|t| t.len()).max().unwrap_or(0);
-        let mut input = Vec::with_capacity(batch.len() * width);
-        let mut mask = Vec::with_capacity(batch.len() * width);
-        // Padding is token 0 ([PAD]); it is masked out, but must have a row.
-        for &id in batch.iter().flat_map(|t| t.iter()).chain([&0]) {
-            if !local.contains_key(&id) {
-                local.insert(id, local.len() as u32);
-                self.words
-                    .row(id.min(self.config.vocab_size as u32 - 1), &mut rows);
-            }
-        }
+        let lengths: Vec<usize> = batch.iter().map(|t| t.len()).collect();
+        let last = self.config.vocab_size as u32 - 1;
+        // Each text's rows, then padding ([PAD], token 0, which no token attends to).
+        let mut rows: Vec<f32> = Vec::with_capacity(batch.len() * width * DIMENSIONS);
         for t in batch {
-            input.extend(t.iter().map(|id| local[id]));
-            input.resize(input.len() + width - t.len(), local[&0]);
-            mask.extend(std::iter::repeat_n(1u32, t.len()));
-            mask.resize(mask.len() + width - t.len(), 0);
-        }
-        let mut tensors = self.encoder.clone();
-        tensors.insert(
-            WORDS.to_string(),
-            Tensor::from_vec(rows, (local.len(), DIMENSIONS), &Device::Cpu)?,
-        );
-        let mut config = self.config.clone();
-        config.vocab_size = local.len();
-        let bert = BertModel::load(
-            VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu),
-            &config,
-        )?;
-        let shape = (batch.len(), width);
-        let input = Tensor::from_vec(input, shape, &Device::Cpu)?;
-        let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
-        let types = input.zeros_like()?;
-        let hidden = bert.forward(&input, &types, Some(&mask))?;
-        // Mean over the unmasked tokens, then L2.
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let mut rows: Vec<Vec<f32>> = mean.to_vec2()?;
-        for row in &mut rows {
-            let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if norm > 0.0 {
-                row.iter_mut().for_each(|x| *x /= norm);
+            let padding = std::iter::repeat_n(&0, width - t.len());
+            for &id in t.iter().chain(padding) {
+                self.words.row(id.min(last), &mut rows);
             }
         }
-        Ok(rows)
+        let words = Tensor::from_vec(rows, (batch.len(), width, DIMENSIONS), &Device::Cpu)?;
+        let hidden = self.encoder.forward(&words, &lengths)?;
+        Ok(pooled(&hidden, &lengths)?)
     }
 }
 
