@@ -14,7 +14,16 @@ use std::collections::HashMap;
 
 use candle_core::{D, Tensor};
 
-use super::transformer::ModelError;
+/// Why weights cannot be loaded or a text not embedded.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model's config.json: {0}")]
+    Config(#[from] serde_json::Error),
+    #[error("the model: {0}")]
+    Candle(#[from] candle_core::Error),
+    #[error("the model is not all-MiniLM-L6-v2's shape: {0}")]
+    Shape(String),
+}
 
 /// The few fields of the model's `config.json` the encoder needs.
 #[derive(Clone, Debug, serde::Deserialize)]

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 
+pub use super::bert::ModelError;
 use super::bert::{Config, Encoder, pooled};
 use super::builtin;
 use lore_base::ports::{Embedder, PortError};
@@ -43,17 +44,6 @@ const CACHE_ENTRIES: usize = 2048;
 
 const CLS: u32 = 101;
 const SEP: u32 = 102;
-
-/// Why weights cannot be loaded or a text not embedded.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    #[error("the model's config.json: {0}")]
-    Config(#[from] serde_json::Error),
-    #[error("the model: {0}")]
-    Candle(#[from] candle_core::Error),
-    #[error("the model is not all-MiniLM-L6-v2's shape: {0}")]
-    Shape(String),
-}
 
 /// The word embedding table's name in the weights: half the model (30,522 rows of 384), kept
 /// apart from the encoder so that only the rows of a batch's tokens become a tensor.
