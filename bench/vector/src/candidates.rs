@@ -2,7 +2,9 @@
 //! cosine similarity of int8 vectors (one scale per vector).
 
 use crate::quantize::{dot_i8, quantize};
-use lore_memory::vector::{Codes, Exact, candidates, encode, sign_bits};
+use lore_memory::vector::{
+    Codes, Exact, GROUPED_SCAN, candidates, cluster, cluster_cap, encode, sign_bits,
+};
 
 pub trait Candidate {
     fn search(&mut self, query: &[f32], k: usize, ef: usize) -> Vec<u32>;
@@ -16,6 +18,9 @@ pub trait Candidate {
 }
 
 pub const M: usize = 16;
+/// Documents per segment when lore's sketches are grouped (the product's segments grow by
+/// tiers of 4 from 32 events; their sizes vary).
+const SEGMENT: usize = 131_072;
 pub const EF_CONSTRUCTION: usize = 128;
 
 /// lore's vector half (crates/engine/src/memory/vector.rs): one sign bit per dimension per
@@ -34,6 +39,26 @@ impl Lore {
         for (id, v) in data.iter().enumerate() {
             codes.set(id as u32, &sign_bits(v));
             stored.push(encode(std::slice::from_ref(v)));
+        }
+        // Past the size where lore reads only the nearest clusters, group the sketches as the
+        // segments store them: each segment's clustered apart (here segments of 131,072).
+        if data.len() > GROUPED_SCAN {
+            let code_len = dims.div_ceil(8);
+            for start in (0..data.len()).step_by(SEGMENT) {
+                let end = (start + SEGMENT).min(data.len());
+                let refs: Vec<&[u8]> = (start..end)
+                    .map(|d| codes.get(d as u32).expect("set above"))
+                    .collect();
+                let groups = cluster(&refs, cluster_cap(code_len));
+                let groups: Vec<(Vec<u8>, Vec<u32>)> = groups
+                    .into_iter()
+                    .map(|(c, m)| (c, m.into_iter().map(|i| start as u32 + i).collect()))
+                    .collect();
+                for (centroid, members) in &groups {
+                    codes.add_group(centroid, members);
+                }
+            }
+            codes.settle();
         }
         Self { codes, stored }
     }

@@ -381,10 +381,22 @@ impl MemoryService {
         // documents past them need their vectors read.
         if let Some((segments, manifest)) = segments {
             let mut read = Codes::new(dims);
+            let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
             let mut found = |doc: u32, code: &[u8]| {
                 read.set(doc, code);
             };
-            match segments::read_sketches(ports, keys, &segments, (&mkey, dims), &mut found).await {
+            let mut group = |centroid: &[u8], docs: &[u32]| {
+                groups.push((centroid.to_vec(), docs.to_vec()));
+            };
+            let read_all = segments::read_sketches(
+                ports,
+                keys,
+                &segments,
+                (&mkey, dims),
+                &mut found,
+                &mut group,
+            );
+            match read_all.await {
                 Ok(Ok(())) => {}
                 Ok(Err(why)) => {
                     // A part another instance merged away since this one loaded is not broken:
@@ -409,6 +421,10 @@ impl MemoryService {
                     for (doc, code) in read.iter().filter(|(d, _)| *d < len) {
                         sem.codes.set(doc, code);
                     }
+                    for (centroid, docs) in &groups {
+                        sem.codes.add_group(centroid, docs);
+                    }
+                    sem.codes.settle();
                 }
             }
             match missing(self) {

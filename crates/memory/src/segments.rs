@@ -434,15 +434,18 @@ pub(super) fn append_segment<'a>(
 }
 
 /// Hands every sketch `segments` hold under `model_key` to `found`, as (the index's document
-/// number, sketch), the segments being the index's first documents in order: one scan of the
-/// sketches and their clusters. A segment without a sketch under the model is skipped (its
-/// documents' vectors come from storage instead); `Err` says which part does not open.
+/// number, sketch), the segments being the index's first documents in order, and each
+/// cluster of a clustered segment to `group` (its centroid and members' numbers) after its
+/// members: one scan of the sketches and their clusters. A segment without a sketch under the
+/// model is skipped (its documents' vectors come from storage instead); `Err` says which part
+/// does not open.
 pub async fn read_sketches(
     ports: &Ports,
     keys: &OrgKeys,
     segments: &[SegmentHead],
     (model_key, dims): (&str, usize),
     found: &mut dyn FnMut(u32, &[u8]),
+    group: &mut dyn FnMut(&[u8], &[u32]),
 ) -> Result<std::result::Result<(), String>> {
     if segments.iter().all(|s| s.sketch_head(model_key).is_none()) {
         return Ok(Ok(()));
@@ -472,9 +475,13 @@ pub async fn read_sketches(
                         Ok(cluster) => cluster,
                         Err(why) => return Ok(Err(why)),
                     };
+                    let mut members = Vec::with_capacity(cluster.docs.len());
                     for (member, code) in cluster.sketch.codes() {
-                        found(base + cluster.docs[member as usize], code);
+                        let doc = base + cluster.docs[member as usize];
+                        found(doc, code);
+                        members.push(doc);
                     }
+                    group(directory.centroid(c), &members);
                 }
             }
             Err(why) => return Ok(Err(why)),

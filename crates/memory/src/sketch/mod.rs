@@ -434,6 +434,12 @@ impl Directory {
         self.sizes.len() as u32
     }
 
+    /// Cluster `c`'s centroid.
+    pub fn centroid(&self, c: u32) -> &[u8] {
+        let at = c as usize * self.code_len;
+        &self.centroids[at..at + self.code_len]
+    }
+
     /// How many sketches cluster `c` holds.
     pub fn size(&self, c: u32) -> u32 {
         self.sizes[c as usize]
