@@ -76,7 +76,7 @@ TEMPLATES = [
 
 def memories(n, seed=7):
     rng = random.Random(seed)
-    seen, out = set(), []
+    seen, out, misses = set(), [], 0
     while len(out) < n:
         kind, tpl = rng.choice(TEMPLATES)
         text = tpl.format(
@@ -85,7 +85,13 @@ def memories(n, seed=7):
             when=rng.choice(WHEN), num=rng.choice(NUMS), tunit=rng.choice(TIME_UNITS), sunit=rng.choice(SIZE_UNITS), pref=rng.choice(PREFS))
         text = text[0].upper() + text[1:]
         if text in seen:
-            continue
+            # The templates hold a few hundred thousand sentences: past them (a run of misses),
+            # a repeated one is made distinct by its number.
+            misses += 1
+            if misses < 64:
+                continue
+            text = f"{text} (#{len(out)})"
+        misses = 0
         seen.add(text)
         out.append({"content": text, "kind": kind})
     return out
