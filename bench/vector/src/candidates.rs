@@ -49,13 +49,9 @@ impl Lore {
                 let refs: Vec<&[u8]> = (start..end)
                     .map(|d| codes.get(d as u32).expect("set above"))
                     .collect();
-                let groups = cluster(&refs, cluster_cap(code_len));
-                let groups: Vec<(Vec<u8>, Vec<u32>)> = groups
-                    .into_iter()
-                    .map(|(c, m)| (c, m.into_iter().map(|i| start as u32 + i).collect()))
-                    .collect();
-                for (centroid, members) in &groups {
-                    codes.add_group(centroid, members);
+                for (centroid, members) in cluster(&refs, cluster_cap(code_len)) {
+                    let docs: Vec<u32> = members.iter().map(|i| start as u32 + i).collect();
+                    codes.add_group(&centroid, &docs);
                 }
             }
             codes.settle();

@@ -101,19 +101,20 @@ impl Encoder {
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
             let p = format!("encoder.layer.{l}");
-            let mut dense = |name: &str, outputs: usize, inputs: usize, scale: f64| {
+            let mut dense = |name: &str, outputs: usize, inputs: usize| {
                 let weight = take(t, &format!("{p}.{name}.weight"), &[outputs, inputs])?;
                 let bias = take(t, &format!("{p}.{name}.bias"), &[outputs])?;
-                Ok::<_, ModelError>(((weight * scale)?, (bias * scale)?))
+                Ok::<_, ModelError>((weight, bias))
             };
+            let (qw, qb) = dense("attention.self.query", hidden, hidden)?;
             let scale = 1.0 / ((hidden / heads) as f64).sqrt();
-            let (qw, qb) = dense("attention.self.query", hidden, hidden, scale)?;
-            let (kw, kb) = dense("attention.self.key", hidden, hidden, 1.0)?;
-            let (vw, vb) = dense("attention.self.value", hidden, hidden, 1.0)?;
-            let (ow, ob) = dense("attention.output.dense", hidden, hidden, 1.0)?;
+            let (qw, qb) = ((qw * scale)?, (qb * scale)?);
+            let (kw, kb) = dense("attention.self.key", hidden, hidden)?;
+            let (vw, vb) = dense("attention.self.value", hidden, hidden)?;
+            let (ow, ob) = dense("attention.output.dense", hidden, hidden)?;
             let inter = config.intermediate_size;
-            let (iw, ib) = dense("intermediate.dense", inter, hidden, 1.0)?;
-            let (dw, db) = dense("output.dense", hidden, inter, 1.0)?;
+            let (iw, ib) = dense("intermediate.dense", inter, hidden)?;
+            let (dw, db) = dense("output.dense", hidden, inter)?;
             let transposed = |w: Tensor, b: Tensor| -> candle_core::Result<Dense> {
                 Ok(Dense {
                     weight: w.t()?.contiguous()?,
